@@ -1,0 +1,116 @@
+// Package cli is the command line every phase's runnable shares:
+//
+//	init-model  write a seeded synthetic model in HuggingFace layout
+//	logits      print the last position's logits for a prompt as JSON
+//	generate    generate tokens for a prompt and print them as JSON
+//	bench       run a serving workload and print a metrics table
+//
+// A phase's main package passes a Variant saying which prefix cache (if
+// any) its engine uses; everything else is the same in every phase, so the
+// phases differ only where the lesson does.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"kvlab/common/kvcache"
+)
+
+// Variant describes one runnable: its name and the prefix cache it plugs
+// into the engine.
+type Variant struct {
+	// Name labels the runnable in usage text and tables.
+	Name string
+	// Summary is one line for the usage text.
+	Summary string
+	// PrefixCache builds the variant's prefix cache; nil for the baseline.
+	PrefixCache func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache
+}
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(v Variant, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"init-model": {"write a seeded synthetic model (HF config.json + model.safetensors)", runInitModel},
+	"logits":     {"print the last prompt position's logits as JSON", runLogits},
+	"generate":   {"generate tokens for a prompt and print them as JSON", runGenerate},
+	"bench":      {"run a serving workload and print TTFT/ITL/throughput", runBench},
+}
+
+// errUsage marks an error already explained by a usage message.
+var errUsage = errors.New("usage")
+
+// Main runs the subcommand named by args[0] and returns the process exit
+// code: 0 on success, 2 for bad usage, 1 for any other failure.
+func Main(v Variant, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(v, stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", v.Name, args[0])
+		usage(v, stderr)
+		return 2
+	}
+	err := c.run(v, args[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "%s %s: %v\n", v.Name, args[0], err)
+		return 1
+	}
+}
+
+func usage(v Variant, w io.Writer) {
+	fmt.Fprintf(w, "%s: %s\n\nUsage: %s <command> [flags]\n\nCommands:\n", v.Name, v.Summary, v.Name)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", v.Name)
+}
+
+// newFlagSet returns a flag set that reports errors to stderr and never
+// exits the process.
+func newFlagSet(v Variant, name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(v.Name+" "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses args and turns a flag error into errUsage (the flag package
+// already printed it).
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		return errUsage
+	}
+	return nil
+}

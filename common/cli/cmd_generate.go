@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"kvlab/common/engine"
+)
+
+// generateOutput is what generate prints.
+type generateOutput struct {
+	Prompt []int32 `json:"prompt"`
+	Tokens []int32 `json:"tokens"`
+	Reason string  `json:"reason"`
+}
+
+func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(v, "generate", stderr)
+	var rf runtimeFlags
+	rf.register(fs, v)
+	prompt := fs.String("prompt", "", "prompt token ids, comma-separated (e.g. 1,2,3)")
+	maxTokens := fs.Int("max-tokens", 16, "tokens to generate")
+	temperature := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
+	topP := fs.Float64("top-p", 1, "nucleus sampling threshold in (0, 1]")
+	seed := fs.Uint64("seed", 0, "sampling seed")
+	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past end-of-sequence tokens")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	ids, err := parseTokens(*prompt)
+	if err != nil {
+		return err
+	}
+	res, err := runOne(v, &rf, engine.Request{
+		Prompt: ids, MaxTokens: *maxTokens, IgnoreEOS: *ignoreEOS,
+		Sampling: engine.Sampling{Temperature: *temperature, TopP: *topP, Seed: *seed},
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, generateOutput{Prompt: ids, Tokens: res.Tokens, Reason: res.Reason})
+}
+
+// logitsOutput is what logits prints.
+type logitsOutput struct {
+	Prompt []int32   `json:"prompt"`
+	Logits []float32 `json:"logits"`
+}
+
+func runLogits(v Variant, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(v, "logits", stderr)
+	var rf runtimeFlags
+	rf.register(fs, v)
+	prompt := fs.String("prompt", "", "prompt token ids, comma-separated (e.g. 1,2,3)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	ids, err := parseTokens(*prompt)
+	if err != nil {
+		return err
+	}
+	// The logits the first output token is sampled from are the last
+	// prompt position's.
+	res, err := runOne(v, &rf, engine.Request{Prompt: ids, MaxTokens: 1, IgnoreEOS: true, KeepLogits: true})
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, logitsOutput{Prompt: ids, Logits: res.Logits[0]})
+}
+
+// runOne loads the model, runs one request to completion and returns its
+// result, or the reason it was rejected or failed.
+func runOne(v Variant, rf *runtimeFlags, r engine.Request) (*engine.Result, error) {
+	stop, err := rf.startProfiles()
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	m, err := rf.loadModel()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := rf.engineConfig(v)
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.New(m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	res := e.RunAll([]engine.Request{r})[r.ID]
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return res, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+// Package engine is the serving loop: it queues requests, admits them
+// against free KV capacity, schedules decodes and prefill chunks under a
+// per-step token budget (continuous batching with chunked prefill), runs one
+// model forward per step and samples the next tokens.
+//
+// A step, in order (Engine.Step):
+//
+//  1. schedule: one token for each decoding sequence (preempting the
+//     youngest when the KV pool runs dry), then chunks of prompts being
+//     prefilled, then admission of waiting requests;
+//  2. run: assemble the flat batch and run the forward (runner.go);
+//  3. sample: every sequence whose prompt is complete, and every decode,
+//     gets its next token; finished requests return their blocks.
+package engine
+
+import (
+	"fmt"
+
+	"kvlab/common/kvcache"
+	"kvlab/common/model"
+)
+
+// Engine serves requests on one model. It is not safe for concurrent use:
+// one goroutine submits and steps.
+type Engine struct {
+	cfg     Config
+	model   *model.Model
+	pool    *kvcache.Pool
+	context int // effective context limit in tokens
+	eos     map[int32]bool
+
+	waiting []*sequence       // FIFO; preempted sequences go back to the front
+	running []*sequence       // admitted, in admission order
+	live    map[int]*sequence // every unfinished request by id
+	pending []Output          // events produced outside a forward (failures)
+	batch   batchBuffers      // reused step assembly
+	stats   Stats
+	// admissions numbers admissions so preemption can find the youngest.
+	admissions int
+}
+
+// Stats counts what the engine did. Tokens are counted once per forward row.
+type Stats struct {
+	Steps         int
+	PrefillTokens int // prompt (and recompute) tokens run through the model
+	DecodeTokens  int // decode rows run through the model
+	CachedTokens  int // prompt tokens whose KV came from the prefix cache
+	Preemptions   int
+	MaxRunning    int // most sequences admitted at once
+	PeakBlocks    int // most KV blocks held at once
+	Finished      int
+	Failed        int
+}
+
+// New builds an engine for m with a fresh KV pool.
+func New(m *model.Model, cfg Config) (*Engine, error) {
+	mc := m.Config
+	if err := cfg.Validate(mc.MaxPositionEmbeddings); err != nil {
+		return nil, err
+	}
+	if cfg.MaxBatchTokens < cfg.MaxRunning {
+		// Every running decode must fit in one step, or the youngest would
+		// wait forever behind the oldest.
+		cfg.MaxRunning = cfg.MaxBatchTokens
+	}
+	pool, err := kvcache.NewPool(m.Backend(), kvcache.Config{
+		Layers:    mc.NumHiddenLayers,
+		KVDim:     mc.NumKeyValueHeads * mc.HeadDim,
+		Blocks:    cfg.NumBlocks,
+		BlockSize: cfg.BlockSize,
+		NewCache:  cfg.PrefixCache,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:     cfg,
+		model:   m,
+		pool:    pool,
+		context: cfg.context(mc.MaxPositionEmbeddings),
+		eos:     make(map[int32]bool),
+		live:    make(map[int]*sequence),
+	}
+	for _, id := range mc.EOSTokenIDs {
+		e.eos[id] = true
+	}
+	return e, nil
+}
+
+// Close frees the KV pool.
+func (e *Engine) Close() { e.pool.Close() }
+
+// Pool exposes the KV pool (for audits, metrics and tests).
+func (e *Engine) Pool() *kvcache.Pool { return e.pool }
+
+// Stats returns the counters so far.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Context returns the engine's context limit in tokens.
+func (e *Engine) Context() int { return e.context }
+
+// Submit validates r and queues it. A bad request returns an error and
+// leaves the engine and every other request untouched.
+func (e *Engine) Submit(r Request) error {
+	if err := e.check(r); err != nil {
+		return fmt.Errorf("engine: request %d: %w", r.ID, err)
+	}
+	s := &sequence{req: r, tokens: append([]int32(nil), r.Prompt...), phase: waiting}
+	e.live[r.ID] = s
+	e.waiting = append(e.waiting, s)
+	return nil
+}
+
+func (e *Engine) check(r Request) error {
+	if _, dup := e.live[r.ID]; dup {
+		return fmt.Errorf("id %d is already in use", r.ID)
+	}
+	if len(r.Prompt) == 0 {
+		return fmt.Errorf("empty prompt")
+	}
+	if len(r.Prompt) >= e.context {
+		return fmt.Errorf("prompt of %d tokens leaves no room to generate within the context of %d", len(r.Prompt), e.context)
+	}
+	if blocks := e.pool.BlocksFor(len(r.Prompt) + 1); blocks > e.pool.Allocator().Total() {
+		return fmt.Errorf("prompt of %d tokens needs %d KV blocks, the pool has %d", len(r.Prompt), blocks, e.pool.Allocator().Total())
+	}
+	if err := e.model.CheckTokens(r.Prompt); err != nil {
+		return err
+	}
+	if r.MaxTokens <= 0 {
+		return fmt.Errorf("max tokens must be positive, have %d", r.MaxTokens)
+	}
+	return r.Sampling.Validate()
+}
+
+// Busy reports whether any submitted request is unfinished.
+func (e *Engine) Busy() bool { return len(e.live) > 0 || len(e.pending) > 0 }
+
+// Step runs one iteration and returns the events it produced.
+func (e *Engine) Step() []Output {
+	p := e.schedule()
+	out := e.pending
+	e.pending = nil
+	if !p.empty() {
+		e.stats.Steps++
+		out = e.run(p, out)
+	}
+	e.stats.PeakBlocks = max(e.stats.PeakBlocks, e.pool.UsedBlocks())
+	if e.cfg.Audit {
+		if err := e.pool.Audit().Err(); err != nil {
+			panic(fmt.Sprintf("engine: after step %d: %v", e.stats.Steps, err))
+		}
+	}
+	return out
+}
+
+// finish retires s: its last KV is offered to the prefix cache (so a later
+// turn of the conversation can reuse prompt and output) and its blocks go
+// back to the pool.
+func (e *Engine) finish(s *sequence) {
+	e.pool.Commit(s.req.ID, s.tokens[:s.computed])
+	e.retire(s)
+	e.stats.Finished++
+}
+
+// fail retires s with an error event.
+func (e *Engine) fail(s *sequence, err error) {
+	e.retire(s)
+	e.stats.Failed++
+	e.pending = append(e.pending, Output{ID: s.req.ID, Index: s.generated(), Done: true, Reason: "error", Err: err})
+}
+
+func (e *Engine) retire(s *sequence) {
+	e.pool.Release(s.req.ID)
+	e.removeRunning(s)
+	s.phase = finished
+	delete(e.live, s.req.ID)
+}

@@ -1,0 +1,74 @@
+package engine
+
+// Request is one generation job submitted to the engine.
+type Request struct {
+	// ID names the request in outputs; it must be unique among live requests.
+	ID int
+	// Prompt is the token ids to continue.
+	Prompt []int32
+	// MaxTokens is the number of tokens to generate (> 0). Generation also
+	// stops at the context limit, and at an end-of-sequence token unless
+	// IgnoreEOS is set.
+	MaxTokens int
+	// Sampling chooses the next token from the logits.
+	Sampling Sampling
+	// IgnoreEOS keeps generating past end-of-sequence tokens, as serving
+	// benchmarks do to get the output lengths they asked for.
+	IgnoreEOS bool
+	// KeepLogits attaches each sampled position's logits to its Output
+	// (tests compare them bit for bit).
+	KeepLogits bool
+}
+
+// Output is one event of a request's output stream.
+type Output struct {
+	ID int
+	// Token is the generated token; valid when Err is nil.
+	Token int32
+	// Index is the token's position in the output (0 for the first).
+	Index int
+	// Done marks the request's last event.
+	Done bool
+	// Reason says why a request finished: "length" (max tokens or context
+	// full), "eos", or "error".
+	Reason string
+	// Err is set when the request failed; the event then carries no token.
+	Err error
+	// Logits are the logits Token was sampled from, if KeepLogits was set.
+	Logits []float32
+}
+
+// phase is where a request is in its life.
+type phase int
+
+const (
+	waiting  phase = iota // queued, holds no KV blocks
+	prefill               // admitted; prompt (or recompute) KV being written
+	decoding              // generating one token per step
+	finished              // done; resources returned
+)
+
+func (p phase) String() string {
+	return [...]string{"waiting", "prefill", "decode", "finished"}[p]
+}
+
+// sequence is the engine's state for one request.
+type sequence struct {
+	req Request
+	// tokens is the prompt followed by every generated token.
+	tokens []int32
+	// computed counts the leading tokens whose KV is in the pool. While
+	// prefilling it grows by chunks; while decoding it is len(tokens)-1:
+	// the newest token is the next step's input.
+	computed int
+	// cached counts prompt tokens whose KV came from the prefix cache at
+	// the latest admission.
+	cached int
+	phase  phase
+	// admitted orders running sequences: preemption picks the youngest.
+	admitted int
+	// preempted counts how often the sequence lost its KV to preemption.
+	preempted int
+}
+
+func (s *sequence) generated() int { return len(s.tokens) - len(s.req.Prompt) }

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"kvlab/common/model"
+	"kvlab/kernels"
+)
+
+// batchBuffers are the slices one step assembles, kept across steps so a
+// steady-state step allocates nothing for them.
+type batchBuffers struct {
+	step   model.Step
+	owners []*sequence // owners[i] produced step.LogitRows[i]
+	host   []float32   // logits copied to the host for sampling
+}
+
+// run executes plan p and appends its events to out. With chunked prefill,
+// decodes and prefill chunks share one forward. Whole-prompt prefill attends
+// only to the prompt's own rows, which decodes cannot, so it gets a forward
+// of its own.
+func (e *Engine) run(p plan, out []Output) []Output {
+	if e.cfg.ChunkedPrefill {
+		return e.forward(append(p.decodes, p.prefills...), false, out)
+	}
+	if len(p.prefills) > 0 {
+		out = e.forward(p.prefills, true, out)
+	}
+	if len(p.decodes) > 0 {
+		out = e.forward(p.decodes, false, out)
+	}
+	return out
+}
+
+// forward runs the model over ws, advances each sequence and samples where
+// a sequence reached the end of its known tokens.
+func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
+	b := &e.batch
+	st := &b.step
+	*st = model.Step{Tokens: st.Tokens[:0], Pos: st.Pos[:0], Slots: st.Slots[:0], Seqs: st.Seqs[:0], LogitRows: st.LogitRows[:0], Local: local}
+	b.owners = b.owners[:0]
+
+	for _, w := range ws {
+		s := w.s
+		if err := e.pool.PrepareWrite(s.req.ID, s.computed, w.n); err != nil {
+			e.fail(s, err)
+			continue
+		}
+		start := len(st.Tokens)
+		st.Tokens = append(st.Tokens, s.tokens[s.computed:s.computed+w.n]...)
+		for i := range w.n {
+			st.Pos = append(st.Pos, int32(s.computed+i))
+		}
+		st.Slots = e.pool.Slots(st.Slots, s.req.ID, s.computed, w.n)
+		st.Seqs = append(st.Seqs, kernels.AttnSeq{QStart: start, QLen: w.n, CtxLen: s.computed + w.n, Pages: e.pool.Pages(s.req.ID)})
+		if s.computed+w.n == len(s.tokens) {
+			st.LogitRows = append(st.LogitRows, int32(len(st.Tokens)-1))
+			b.owners = append(b.owners, s)
+		}
+		if s.phase == decoding {
+			e.stats.DecodeTokens += w.n
+		} else {
+			e.stats.PrefillTokens += w.n
+		}
+	}
+	if len(st.Tokens) == 0 {
+		return out
+	}
+	logits := e.model.Forward(st, e.pool)
+
+	// Advance before sampling: the KV of every row is now in the pool.
+	for _, w := range ws {
+		if w.s.phase == prefill || w.s.phase == decoding {
+			w.s.computed += w.n
+		}
+	}
+	return e.sample(logits, out)
+}
+
+// sample picks the next token of every sequence that owns a logits row.
+func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
+	b := &e.batch
+	if len(b.owners) == 0 {
+		return out // only mid-prompt chunks this step
+	}
+	vocab := logits.Cols()
+	var greedy []int32
+	if e.allGreedy() {
+		greedy = e.model.Backend().ArgmaxRows(logits)
+	} else {
+		b.host = e.model.Backend().ToHost(logits, growFloats(b.host, logits.Rows()*vocab))
+	}
+	for i, s := range b.owners {
+		index := s.generated()
+		var tok int32
+		var row []float32
+		if greedy != nil {
+			tok = greedy[i]
+		} else {
+			row = b.host[i*vocab : (i+1)*vocab]
+			tok = s.req.Sampling.Sample(row, index)
+		}
+		if s.phase == prefill {
+			// Prompt complete: offer its KV to the prefix cache now, so
+			// requests arriving during this one's decode can reuse it.
+			e.pool.Commit(s.req.ID, s.tokens[:s.computed])
+			s.phase = decoding
+		}
+		s.tokens = append(s.tokens, tok)
+		o := Output{ID: s.req.ID, Token: tok, Index: index}
+		if s.req.KeepLogits { // allGreedy made sure row is on the host
+			o.Logits = append([]float32(nil), row...)
+		}
+		switch {
+		case !s.req.IgnoreEOS && e.eos[tok]:
+			o.Done, o.Reason = true, "eos"
+		case s.generated() >= s.req.MaxTokens || len(s.tokens) >= e.context:
+			o.Done, o.Reason = true, "length"
+		}
+		if o.Done {
+			e.finish(s)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// allGreedy reports whether every row of this step can be sampled on the
+// backend with an argmax (no logits copied to the host).
+func (e *Engine) allGreedy() bool {
+	for _, s := range e.batch.owners {
+		if !s.req.Sampling.Greedy() || s.req.KeepLogits {
+			return false
+		}
+	}
+	return true
+}
+
+func growFloats(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Sampling chooses the next token. The zero value is greedy decoding.
+type Sampling struct {
+	// Temperature divides the logits before the softmax; 0 means greedy.
+	Temperature float64
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// reaches TopP (nucleus sampling); 0 or 1 keeps all.
+	TopP float64
+	// Seed makes sampling reproducible per request.
+	Seed uint64
+}
+
+// Greedy reports whether s always picks the most likely token.
+func (s Sampling) Greedy() bool { return s.Temperature == 0 }
+
+// Validate reports sampling settings that make no sense.
+func (s Sampling) Validate() error {
+	if s.Temperature < 0 || math.IsNaN(s.Temperature) || math.IsInf(s.Temperature, 0) {
+		return fmt.Errorf("temperature must be a finite number ≥ 0, have %v", s.Temperature)
+	}
+	if s.TopP < 0 || s.TopP > 1 || math.IsNaN(s.TopP) {
+		return fmt.Errorf("top-p must be in [0, 1], have %v", s.TopP)
+	}
+	return nil
+}
+
+// Sample picks a token from logits. The random stream depends only on the
+// seed and the output index, so a request samples the same tokens whatever
+// batch it runs in, and after a preemption that recomputes it.
+func (s Sampling) Sample(logits []float32, index int) int32 {
+	if s.Greedy() {
+		return argmax(logits)
+	}
+	type cand struct {
+		tok int32
+		p   float64
+	}
+	maxLogit := float64(logits[argmax(logits)])
+	cands := make([]cand, len(logits))
+	var sum float64
+	for i, l := range logits {
+		p := math.Exp((float64(l) - maxLogit) / s.Temperature)
+		cands[i] = cand{int32(i), p}
+		sum += p
+	}
+	// Most likely first; ties by token id so the order is deterministic.
+	slices.SortFunc(cands, func(a, b cand) int {
+		if c := cmp.Compare(b.p, a.p); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.tok, b.tok)
+	})
+	keep := len(cands)
+	if s.TopP > 0 && s.TopP < 1 {
+		var cum float64
+		for i, c := range cands {
+			cum += c.p / sum
+			if cum >= s.TopP {
+				keep = i + 1
+				break
+			}
+		}
+	}
+	var kept float64
+	for _, c := range cands[:keep] {
+		kept += c.p
+	}
+	rng := rand.New(rand.NewPCG(s.Seed, uint64(index)))
+	r := rng.Float64() * kept
+	for _, c := range cands[:keep] {
+		r -= c.p
+		if r < 0 {
+			return c.tok
+		}
+	}
+	return cands[keep-1].tok // r == kept after rounding
+}
+
+// argmax returns the index of the largest value, the smallest on ties.
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}

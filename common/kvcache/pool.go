@@ -1,0 +1,293 @@
+// Package kvcache holds the paged KV cache: a refcounted block allocator, a
+// pool of per-sequence page tables over it, an audit of block ownership, and
+// the seam (PrefixCache) through which a prefix-reuse design shares blocks
+// between sequences.
+//
+// Memory is cut into blocks of BlockSize token slots. A sequence's page table
+// lists its blocks in order, so token position p lives in slot
+// Pages[p/BlockSize]*BlockSize + p%BlockSize of every layer's K and V
+// tensors. Nothing is ever contiguous per sequence; that is what lets blocks
+// be shared and reused without copying.
+package kvcache
+
+import (
+	"fmt"
+
+	"kvlab/kernels"
+)
+
+// Config sizes a Pool.
+type Config struct {
+	Layers    int // transformer layers (one K and one V tensor each)
+	KVDim     int // KV heads × head dim: the width of one slot
+	Blocks    int // number of blocks
+	BlockSize int // token slots per block
+	// NewCache, when set, builds the prefix cache the pool consults. Nil is
+	// the phase-7 baseline: no reuse.
+	NewCache func(a *Allocator, blockSize int) PrefixCache
+}
+
+// Validate reports an impossible configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Layers <= 0:
+		return fmt.Errorf("kvcache: layers must be positive, have %d", c.Layers)
+	case c.KVDim <= 0:
+		return fmt.Errorf("kvcache: kv width must be positive, have %d", c.KVDim)
+	case c.Blocks <= 0:
+		return fmt.Errorf("kvcache: blocks must be positive, have %d", c.Blocks)
+	case c.BlockSize <= 0:
+		return fmt.Errorf("kvcache: block size must be positive, have %d", c.BlockSize)
+	}
+	return nil
+}
+
+// Pool is the paged KV cache: per-layer K and V storage, one page table per
+// live sequence, and the allocator behind them.
+type Pool struct {
+	blockSize int
+	alloc     *Allocator
+	cache     PrefixCache // nil: no prefix reuse
+	be        kernels.Backend
+	k, v      []kernels.Tensor // per layer; rows are slots
+	seqs      map[int]*seqPages
+	copies    int // blocks copied by PrepareWrite
+}
+
+// seqPages is one sequence's view of the pool.
+type seqPages struct {
+	// pages lists the sequence's blocks in position order.
+	pages []int32
+	// lent is how many leading pages the prefix cache lent; the pool holds
+	// one allocator reference for each of pages[lent:] and none for the rest.
+	lent int
+}
+
+// NewPool allocates the KV storage on be and returns an empty pool.
+func NewPool(be kernels.Backend, c Config) (*Pool, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{
+		blockSize: c.BlockSize,
+		alloc:     NewAllocator(c.Blocks),
+		be:        be,
+		seqs:      make(map[int]*seqPages),
+	}
+	for range c.Layers {
+		p.k = append(p.k, be.New(c.Blocks*c.BlockSize, c.KVDim))
+		p.v = append(p.v, be.New(c.Blocks*c.BlockSize, c.KVDim))
+	}
+	if c.NewCache != nil {
+		p.cache = c.NewCache(p.alloc, c.BlockSize)
+	}
+	return p, nil
+}
+
+// Close frees the KV storage.
+func (p *Pool) Close() {
+	for i := range p.k {
+		p.be.Free(p.k[i])
+		p.be.Free(p.v[i])
+	}
+	p.k, p.v = nil, nil
+}
+
+// Layer returns layer l's K and V tensors (rows are slots).
+func (p *Pool) Layer(l int) (k, v kernels.Tensor) { return p.k[l], p.v[l] }
+
+// BlockSize returns the number of token slots per block.
+func (p *Pool) BlockSize() int { return p.blockSize }
+
+// Allocator exposes the block allocator (for metrics and tests).
+func (p *Pool) Allocator() *Allocator { return p.alloc }
+
+// Cache returns the prefix cache, or nil.
+func (p *Pool) Cache() PrefixCache { return p.cache }
+
+// BlocksFor returns the number of blocks that hold n tokens.
+func (p *Pool) BlocksFor(n int) int { return (n + p.blockSize - 1) / p.blockSize }
+
+// FreeTokens returns how many more token slots could be allocated now:
+// free blocks plus blocks the prefix cache could evict on demand.
+func (p *Pool) FreeTokens() int {
+	free := p.alloc.NumFree()
+	if p.cache != nil {
+		free += p.cache.Evictable()
+	}
+	return free * p.blockSize
+}
+
+// UsedBlocks returns the number of blocks with at least one holder.
+func (p *Pool) UsedBlocks() int { return p.alloc.Total() - p.alloc.NumFree() }
+
+// MatchLen returns how many prompt tokens a new sequence would find cached,
+// without taking anything (0 without a prefix cache).
+func (p *Pool) MatchLen(tokens []int32) int {
+	if p.cache == nil {
+		return 0
+	}
+	return p.cache.MatchLen(tokens)
+}
+
+// Open starts a page table for sequence id. With a prefix cache the table
+// begins with the cached blocks of the longest matching prefix of prompt,
+// and cached is the number of tokens whose KV they already hold.
+func (p *Pool) Open(id int, prompt []int32) (cached int, err error) {
+	if _, ok := p.seqs[id]; ok {
+		return 0, fmt.Errorf("kvcache: sequence %d already open", id)
+	}
+	s := &seqPages{}
+	if p.cache != nil {
+		var blocks []int32
+		blocks, cached = p.cache.Match(id, prompt)
+		s.pages = append(s.pages, blocks...)
+		s.lent = len(blocks)
+	}
+	p.seqs[id] = s
+	return cached, nil
+}
+
+// Fork opens sequence child sharing every page of parent: each owned page
+// gains a holder, so the first write into one of them copies it (see
+// PrepareWrite). Lent pages stay lent to the parent only; the child takes
+// its own allocator reference on them.
+func (p *Pool) Fork(parent, child int) error {
+	s, ok := p.seqs[parent]
+	if !ok {
+		return fmt.Errorf("kvcache: fork of unknown sequence %d", parent)
+	}
+	if _, ok := p.seqs[child]; ok {
+		return fmt.Errorf("kvcache: sequence %d already open", child)
+	}
+	c := &seqPages{pages: append([]int32(nil), s.pages...)}
+	for _, b := range c.pages {
+		p.alloc.Incref(b)
+	}
+	p.seqs[child] = c
+	return nil
+}
+
+// Grow makes sequence id's page table cover n tokens. It allocates every
+// missing block or none: when the allocator is short it first asks the
+// prefix cache to evict, and returns an *OutOfBlocksError if that is not
+// enough, leaving the table as it was.
+func (p *Pool) Grow(id, n int) error {
+	s, ok := p.seqs[id]
+	if !ok {
+		return fmt.Errorf("kvcache: grow of unknown sequence %d", id)
+	}
+	need := p.BlocksFor(n) - len(s.pages)
+	if need <= 0 {
+		return nil
+	}
+	if err := p.reserve(need); err != nil {
+		return err
+	}
+	s.pages, _ = p.alloc.Allocate(s.pages, need) // reserve guaranteed enough
+	return nil
+}
+
+// reserve makes at least n blocks free, evicting cached blocks if it must.
+func (p *Pool) reserve(n int) error {
+	if short := n - p.alloc.NumFree(); short > 0 && p.cache != nil {
+		p.cache.Evict(short)
+	}
+	if !p.alloc.CanAllocate(n) {
+		return &OutOfBlocksError{Want: n, Free: p.alloc.NumFree()}
+	}
+	return nil
+}
+
+// PrepareWrite makes the blocks holding positions [from, from+n) of sequence
+// id private before the caller writes KV there: a block with more than one
+// holder is copied to a fresh block (copy-on-write), the copy replaces it in
+// the page table, and the original loses this sequence's reference. Lent
+// blocks are the cache's and must never be written; asking is an error.
+func (p *Pool) PrepareWrite(id, from, n int) error {
+	s, ok := p.seqs[id]
+	if !ok {
+		return fmt.Errorf("kvcache: write to unknown sequence %d", id)
+	}
+	if n <= 0 {
+		return nil
+	}
+	first, last := from/p.blockSize, (from+n-1)/p.blockSize
+	if last >= len(s.pages) {
+		return fmt.Errorf("kvcache: write to position %d of sequence %d beyond its %d blocks", from+n-1, id, len(s.pages))
+	}
+	if first < s.lent {
+		return fmt.Errorf("kvcache: write to position %d of sequence %d lands in a block lent by the prefix cache", from, id)
+	}
+	for i := first; i <= last; i++ {
+		old := s.pages[i]
+		if p.alloc.Refs(old) == 1 {
+			continue
+		}
+		if err := p.reserve(1); err != nil {
+			return err
+		}
+		fresh, _ := p.alloc.Allocate(nil, 1)
+		p.be.CopyBlock(p.k[0], p.v[0], old, fresh[0], p.blockSize)
+		for l := 1; l < len(p.k); l++ {
+			p.be.CopyBlock(p.k[l], p.v[l], old, fresh[0], p.blockSize)
+		}
+		p.alloc.Decref(old)
+		s.pages[i] = fresh[0]
+		p.copies++
+	}
+	return nil
+}
+
+// Copies returns how many blocks PrepareWrite has copied.
+func (p *Pool) Copies() int { return p.copies }
+
+// Pages returns sequence id's page table. The slice is the pool's own; the
+// caller must not modify it, and it changes on the next Grow or PrepareWrite.
+func (p *Pool) Pages(id int) []int32 {
+	if s, ok := p.seqs[id]; ok {
+		return s.pages
+	}
+	return nil
+}
+
+// Slots appends to dst the KV slot of each position in [from, from+n) of
+// sequence id. The page table must already cover them (see Grow).
+func (p *Pool) Slots(dst []int32, id, from, n int) []int32 {
+	pages := p.seqs[id].pages
+	bs := p.blockSize
+	for pos := from; pos < from+n; pos++ {
+		dst = append(dst, pages[pos/bs]*int32(bs)+int32(pos%bs))
+	}
+	return dst
+}
+
+// Commit offers the KV of tokens (positions 0..len(tokens)-1 of sequence id,
+// already written) to the prefix cache, if there is one.
+func (p *Pool) Commit(id int, tokens []int32) {
+	if p.cache == nil {
+		return
+	}
+	s := p.seqs[id]
+	s.lent = p.cache.Insert(id, tokens, s.pages, s.lent)
+}
+
+// Release ends sequence id: the pool drops its reference on every owned
+// page, and the prefix cache drops whatever it took for id. Releasing an
+// unknown id is a no-op, so error paths can release unconditionally.
+func (p *Pool) Release(id int) {
+	s, ok := p.seqs[id]
+	if !ok {
+		return
+	}
+	for _, b := range s.pages[s.lent:] {
+		p.alloc.Decref(b)
+	}
+	if p.cache != nil {
+		p.cache.Release(id)
+	}
+	delete(p.seqs, id)
+}
+
+// Live returns the number of open sequences.
+func (p *Pool) Live() int { return len(p.seqs) }

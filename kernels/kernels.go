@@ -1,0 +1,115 @@
+// Package kernels defines the compute operations a transformer forward and a
+// paged KV pool need, independently of where the numbers live.
+//
+// A Backend owns its memory. Activations, weights and the KV pool are Tensors:
+// opaque handles that the CPU backend backs with Go slices and a device backend
+// backs with device memory. Small integer metadata that the host decides every
+// step (token ids, positions, page tables) crosses the interface as plain Go
+// slices; a device backend uploads them itself.
+//
+// Every tensor is a dense, row-major 2-D matrix of float32 values. Rows are
+// tokens (or KV slots); columns are features. That one shape covers every
+// operation here and keeps the interface small.
+//
+// Batch invariance is part of the contract for the CPU backend: the value
+// computed for one row never depends on which other rows share the call. The
+// engine's "same output with and without the cache" tests rely on it.
+package kernels
+
+// Tensor is an opaque rows×cols float32 matrix owned by a Backend.
+type Tensor interface {
+	Rows() int
+	Cols() int
+}
+
+// AttnSeq describes one sequence's slice of an attention call.
+//
+// The sequence contributes QLen query rows, starting at row QStart of the
+// query tensor. Its context after this step holds CtxLen tokens, so query row
+// i sits at position CtxLen-QLen+i and attends to positions 0..that position
+// (causal). A decode is QLen == 1; a prefill chunk is QLen > 1; both may be
+// mixed freely in one call.
+type AttnSeq struct {
+	QStart int
+	QLen   int
+	CtxLen int
+	// Pages lists the sequence's KV blocks in order: position p lives in
+	// block Pages[p/BlockSize] at offset p%BlockSize. Unused by AttendLocal.
+	Pages []int32
+}
+
+// AttnShape holds the per-call constants of an attention operation.
+type AttnShape struct {
+	NumHeads   int     // query heads
+	NumKVHeads int     // key/value heads (grouped-query attention: NumHeads % NumKVHeads == 0)
+	HeadDim    int     // features per head
+	BlockSize  int     // tokens per KV block
+	Scale      float32 // multiplier on q·k, usually 1/sqrt(HeadDim)
+}
+
+// Backend is the set of operations the model and the KV pool use.
+//
+// Unless a method says otherwise, dst must not alias an input, and the
+// shapes must agree; a Backend may panic on a shape mismatch, since that is a
+// programming error, not bad user input.
+type Backend interface {
+	// Name identifies the backend in logs and tables ("cpu", "cuda").
+	Name() string
+
+	// New returns a zeroed rows×cols tensor.
+	New(rows, cols int) Tensor
+	// FromHost returns a rows×cols tensor holding a copy of data
+	// (len(data) == rows*cols).
+	FromHost(rows, cols int, data []float32) Tensor
+	// ToHost copies t into dst (len(dst) == Rows*Cols) and returns dst.
+	ToHost(t Tensor, dst []float32) []float32
+	// Free releases t's memory. Using t afterwards is an error.
+	Free(t Tensor)
+	// View returns rows [from, from+n) of t, sharing its memory. Used to run
+	// an operation on a prefix of a scratch tensor sized for the largest step.
+	View(t Tensor, from, n int) Tensor
+
+	// MatMulT computes dst = x · wᵀ, where x is n×in and w is out×in (the
+	// layout of a HuggingFace Linear weight); dst is n×out.
+	MatMulT(dst, x, w Tensor)
+	// Add computes dst += x element-wise (the residual connection).
+	Add(dst, x Tensor)
+	// RMSNorm normalises each row of x into dst: x / sqrt(mean(x²)+eps) * weight,
+	// weight being 1×cols. dst may equal x.
+	RMSNorm(dst, x, weight Tensor, eps float32)
+	// RMSNormHeads applies RMSNorm in place to every headDim-wide slice of
+	// every row of x, with a 1×headDim weight (Qwen3's per-head q/k norm).
+	RMSNormHeads(x, weight Tensor, headDim int, eps float32)
+	// RoPE rotates x in place: row r is at position pos[r]; each row holds
+	// cols/headDim heads; invFreq has headDim/2 entries. The rotation pairs
+	// element i with i+headDim/2 (HuggingFace's rotate_half convention).
+	RoPE(x Tensor, pos []int32, headDim int, invFreq []float32)
+	// SiLUMul computes dst = silu(gate) * up element-wise.
+	SiLUMul(dst, gate, up Tensor)
+	// Embed copies table row ids[r] into dst row r.
+	Embed(dst, table Tensor, ids []int32)
+	// GatherRows copies src row rows[r] into dst row r.
+	GatherRows(dst, src Tensor, rows []int32)
+
+	// WriteKV stores row r of k and v into row slots[r] of the caches kc and
+	// vc, whose rows are KV slots: slot = block*BlockSize + offset.
+	WriteKV(kc, vc, k, v Tensor, slots []int32)
+	// CopyBlock copies the blockSize rows of block src to block dst in both
+	// kc and vc (copy-on-write).
+	CopyBlock(kc, vc Tensor, src, dst int32, blockSize int)
+	// Attend computes causal attention for every sequence in seqs, reading
+	// keys and values from the paged caches kc and vc through each
+	// sequence's page table. q is n×(NumHeads*HeadDim), out the same.
+	Attend(out, q, kc, vc Tensor, seqs []AttnSeq, shape AttnShape)
+	// AttendLocal is Attend for a whole-prompt prefill that reads keys and
+	// values from this step's k and v rows (same row layout as q) instead of
+	// the cache: each sequence sees only the tokens of its own chunk, so it
+	// is correct only when the chunk starts at position 0.
+	AttendLocal(out, q, k, v Tensor, seqs []AttnSeq, shape AttnShape)
+
+	// SoftmaxRows replaces every row of x by its softmax, in place.
+	SoftmaxRows(x Tensor)
+	// ArgmaxRows returns, for every row of x, the column of its largest value
+	// (the smallest such column on ties).
+	ArgmaxRows(x Tensor) []int32
+}
