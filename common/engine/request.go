@@ -36,6 +36,9 @@ type Output struct {
 	Err error
 	// Logits are the logits Token was sampled from, if KeepLogits was set.
 	Logits []float32
+	// Cached is the number of prompt tokens whose KV the request found in
+	// the prefix cache when it was (last) admitted.
+	Cached int
 }
 
 // phase is where a request is in its life.

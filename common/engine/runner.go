@@ -105,7 +105,7 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 			s.phase = decoding
 		}
 		s.tokens = append(s.tokens, tok)
-		o := Output{ID: s.req.ID, Token: tok, Index: index}
+		o := Output{ID: s.req.ID, Token: tok, Index: index, Cached: s.cached}
 		if s.req.KeepLogits { // allGreedy made sure row is on the host
 			o.Logits = append([]float32(nil), row...)
 		}

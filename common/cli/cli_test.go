@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var testVariant = Variant{Name: "testcmd", Summary: "test"}
+
+// run invokes Main and returns the exit code and both streams.
+func run(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = Main(testVariant, args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// smallModel writes a tiny model with init-model and returns its directory.
+func smallModel(t *testing.T, arch string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), arch)
+	code, _, stderr := run("init-model", "-arch", arch, "-out", dir, "-hidden", "64", "-layers", "2",
+		"-heads", "4", "-kv-heads", "2", "-head-dim", "16", "-intermediate", "128", "-vocab", "300")
+	require.Equal(t, 0, code, stderr)
+	return dir
+}
+
+func TestLogitsPrintsOneJSONObject(t *testing.T) {
+	dir := smallModel(t, "qwen3")
+	code, stdout, stderr := run("logits", "-model", dir, "-prompt", "1,2,3")
+	require.Equal(t, 0, code, stderr)
+	var out struct {
+		Logits []float64 `json:"logits"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	assert.Len(t, out.Logits, 300, "one logit per vocabulary entry")
+}
+
+func TestGenerateIsDeterministicAndMatchesLogits(t *testing.T) {
+	dir := smallModel(t, "llama")
+	code, stdout, stderr := run("generate", "-model", dir, "-prompt", "5,6,7", "-max-tokens", "4", "-ignore-eos")
+	require.Equal(t, 0, code, stderr)
+	var gen struct {
+		Tokens []int32 `json:"tokens"`
+		Reason string  `json:"reason"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &gen))
+	require.Len(t, gen.Tokens, 4)
+	assert.Equal(t, "length", gen.Reason)
+
+	// The first generated token is the argmax of the prompt's logits.
+	_, lout, _ := run("logits", "-model", dir, "-prompt", "5,6,7")
+	var lg struct {
+		Logits []float32 `json:"logits"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lout), &lg))
+	best := 0
+	for i, v := range lg.Logits {
+		if v > lg.Logits[best] {
+			best = i
+		}
+	}
+	assert.Equal(t, int32(best), gen.Tokens[0])
+}
+
+func TestBadInputGivesClearErrors(t *testing.T) {
+	dir := smallModel(t, "llama")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"empty prompt", []string{"generate", "-model", dir, "-prompt", ""}, 1, "empty prompt"},
+		{"not a number", []string{"generate", "-model", dir, "-prompt", "1,x"}, 1, `token 1 ("x")`},
+		{"token id ≥ vocab", []string{"generate", "-model", dir, "-prompt", "1,300"}, 1, "300"},
+		{"max tokens zero", []string{"generate", "-model", dir, "-prompt", "1", "-max-tokens", "0"}, 1, "max tokens must be positive"},
+		{"prompt longer than context", []string{"generate", "-model", dir, "-prompt", "1,2,3,4", "-max-context", "4"}, 1, "context of 4"},
+		{"missing model", []string{"logits", "-model", filepath.Join(dir, "nope"), "-prompt", "1"}, 1, "config.json"},
+		{"unknown device", []string{"logits", "-model", dir, "-prompt", "1", "-device", "tpu"}, 1, "unknown device"},
+		{"unknown command", []string{"serve"}, 2, "unknown command"},
+		{"unknown flag", []string{"generate", "-bogus"}, 2, "bogus"},
+		{"init without out", []string{"init-model"}, 1, "-out"},
+		{"unknown arch", []string{"init-model", "-arch", "gpt2", "-out", t.TempDir()}, 1, "unknown architecture"},
+		{"bad engine config", []string{"generate", "-model", dir, "-prompt", "1", "-block-size", "0"}, 1, "block size must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(tc.args...)
+			assert.Equal(t, tc.code, code, stderr)
+			assert.Contains(t, stderr, tc.want)
+		})
+	}
+}
+
+func TestHelpListsCommands(t *testing.T) {
+	code, _, stderr := run("help")
+	assert.Equal(t, 0, code)
+	for _, c := range []string{"init-model", "logits", "generate", "bench"} {
+		assert.True(t, strings.Contains(stderr, c), "help should list %s", c)
+	}
+}

@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"kvlab/common/engine"
+	"kvlab/common/metrics"
+	"kvlab/common/model"
+	"kvlab/common/workload"
+)
+
+// BenchDefaults returns the workload parameters bench starts from: the
+// seed's full-size parameters, scaled so that the baseline finishes in
+// about a minute on a 2-core CPU with the built-in model. Every value is a
+// flag, so the full size is one command line away.
+func BenchDefaults(name string) workload.Params {
+	p := workload.DefaultParams(name)
+	p.Vocab = 0 // filled in from the model
+	switch name {
+	case "prefix_caching", "no_shared_prefix":
+		p.Requests = 24
+		p.PrefixLen = 512
+		p.OutputMin, p.OutputMax = 16, 32
+		p.RPS = 8
+	case "chunked_prefill":
+		p.Requests = 16
+		p.OutputMin, p.OutputMax = 32, 64
+		p.PrefixLen = 256
+	case "multi_turn":
+		p.Conversations, p.Turns = 4, 3
+		p.PrefixLen = 256
+		p.OutputMin, p.OutputMax = 16, 32
+	}
+	return p
+}
+
+// workloadName finds the -workload flag's value before the flags are
+// parsed, because each workload has its own defaults for the other flags.
+func workloadName(args []string) string {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, "workload="); ok {
+			return v
+		}
+		if a == "workload" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return "prefix_caching"
+}
+
+func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
+	name := workloadName(args)
+	fs := newFlagSet(v, "bench", stderr)
+	var rf runtimeFlags
+	rf.register(fs, v)
+	fs.String("workload", name, "workload: "+strings.Join(workload.Names(), ", "))
+	p := BenchDefaults(name)
+	p.RegisterFlags(fs)
+	jsonPath := fs.String("json", "", "also write summaries and per-request records as JSON to this file")
+	plotPath := fs.String("plot", "", "also write an SVG plot of TTFT per request to this file")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	var compare *bool
+	if v.PrefixCache != nil {
+		compare = fs.Bool("compare", false, "run the baseline (no cache) and the cache in one process on the same arrivals")
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	stop, err := rf.startProfiles()
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	m, err := rf.loadModel()
+	if err != nil {
+		return err
+	}
+	if p.Vocab == 0 {
+		p.Vocab = m.Config.VocabSize
+	}
+	reqs, err := workload.Generate(name, p)
+	if err != nil {
+		return err
+	}
+	cfg, err := rf.engineConfig(v)
+	if err != nil {
+		return err
+	}
+
+	type config struct {
+		name string
+		cfg  engine.Config
+	}
+	configs := []config{{v.Name, cfg}}
+	if compare != nil && *compare {
+		base := cfg
+		base.PrefixCache = nil
+		configs = []config{{"baseline", base}, {v.Name, cfg}}
+	}
+	var progress io.Writer = stderr
+	if *quiet {
+		progress = nil
+	}
+	var runs []*metrics.Run
+	for _, c := range configs {
+		fmt.Fprintf(stderr, "%s: %s, %d requests\n", c.name, name, len(reqs))
+		run, err := benchOne(m, c.cfg, c.name, reqs, progress)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		runs = append(runs, run)
+	}
+
+	var rows []metrics.Summary
+	for _, r := range runs {
+		rows = append(rows, r.Summary())
+	}
+	metrics.WriteTable(stdout, rows)
+	if *jsonPath != "" {
+		if err := writeFile(*jsonPath, func(w io.Writer) error { return metrics.WriteJSON(w, runs) }); err != nil {
+			return err
+		}
+	}
+	if *plotPath != "" {
+		title := fmt.Sprintf("TTFT per request, %s", name)
+		if err := writeFile(*plotPath, func(w io.Writer) error { return metrics.WriteTTFTPlot(w, runs, title) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", *plotPath)
+	}
+	for _, r := range rows {
+		if r.Failed > 0 {
+			return fmt.Errorf("%s: %d of %d requests failed (see -json for the errors)", r.Name, r.Failed, r.Requests)
+		}
+	}
+	return nil
+}
+
+// benchOne runs reqs through a fresh engine and returns the metrics.
+func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Request, progress io.Writer) (*metrics.Run, error) {
+	e, err := engine.New(m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	d := &driven{e: e, cached: map[int]int{}}
+	run, err := workload.Run(d, reqs, workload.RunOptions{Name: name, Progress: progress})
+	if err != nil {
+		return nil, err
+	}
+	s := e.Stats()
+	run.Engine = metrics.EngineStats{
+		Steps:                 s.Steps,
+		PrefillTokensComputed: s.PrefillTokens,
+		DecodeTokens:          s.DecodeTokens,
+		CachedTokens:          s.CachedTokens,
+		PeakBlocksUsed:        s.PeakBlocks,
+		TotalBlocks:           e.Pool().Allocator().Total(),
+		BlockCopies:           e.Pool().Copies(),
+		MaxRunning:            s.MaxRunning,
+	}
+	return run, nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// driven adapts the engine to the workload driver's interface.
+type driven struct {
+	e      *engine.Engine
+	cached map[int]int
+	buf    []workload.Token
+}
+
+func (d *driven) Submit(id int, prompt []int32, maxTokens int) error {
+	// Benchmarks want the output lengths they asked for.
+	return d.e.Submit(engine.Request{ID: id, Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true})
+}
+
+func (d *driven) Step() []workload.Token {
+	d.buf = d.buf[:0]
+	for _, o := range d.e.Step() {
+		if o.Err == nil {
+			d.cached[o.ID] = o.Cached
+		}
+		d.buf = append(d.buf, workload.Token{ID: o.ID, Token: o.Token, Done: o.Done, Err: o.Err})
+	}
+	return d.buf
+}
+
+func (d *driven) Busy() bool { return d.e.Busy() }
+
+// CachedTokens reports the prompt tokens request id found in the prefix
+// cache (workload.CacheReporter).
+func (d *driven) CachedTokens(id int) int { return d.cached[id] }

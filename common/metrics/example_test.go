@@ -1,0 +1,27 @@
+package metrics_test
+
+import (
+	"os"
+	"time"
+
+	"kvlab/common/metrics"
+)
+
+func Example() {
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	run := &metrics.Run{
+		Name: "prefix-cache",
+		Wall: 2 * time.Second,
+		Requests: []metrics.RequestRecord{
+			{ID: 0, PromptLen: 1100, CachedTokens: 0, OutputLen: 3, Arrival: 0,
+				FirstToken: ms(400), Finish: ms(440), TokenTimes: []time.Duration{ms(400), ms(420), ms(440)}},
+			{ID: 1, PromptLen: 1100, CachedTokens: 1024, OutputLen: 2, Arrival: ms(125),
+				FirstToken: ms(225), Finish: ms(250), TokenTimes: []time.Duration{ms(225), ms(250)}},
+		},
+		Engine: metrics.EngineStats{PrefillTokensComputed: 1176},
+	}
+	metrics.WriteTable(os.Stdout, []metrics.Summary{run.Summary()})
+	// Output:
+	// name          reqs  failed  TTFT p50 (ms)  TTFT p99 (ms)  TTFT mean (ms)  ITL p50 (ms)  ITL p99 (ms)  E2E p50 (ms)  E2E p99 (ms)  out (tok/s)  req/s  prefill (tok)  hit (%)
+	// prefix-cache     2       0          100.0          400.0           250.0          20.0          25.0         125.0         440.0          2.5   1.00           1176     46.5
+}

@@ -1,0 +1,172 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"kvlab/kernels"
+)
+
+// KV gives the forward access to the paged KV pool: one K and one V tensor
+// per layer, rows = blocks*BlockSize KV slots, cols = KVHeads*HeadDim.
+type KV interface {
+	Layer(l int) (k, v kernels.Tensor)
+	BlockSize() int
+}
+
+// Step is one forward over a flat batch of tokens from several sequences.
+type Step struct {
+	Tokens []int32           // token ids, all sequences concatenated
+	Pos    []int32           // position of each token in its sequence
+	Slots  []int32           // KV slot of each token: block*BlockSize + offset
+	Seqs   []kernels.AttnSeq // one entry per sequence (QStart/QLen index into Tokens)
+	// Local marks a whole-prompt prefill: attention uses this step's fresh
+	// keys and values (AttendLocal) instead of reading the cache, which is
+	// valid only when every sequence starts at position 0. The keys and
+	// values are still written to the cache for later steps.
+	Local bool
+	// LogitRows are the rows of Tokens whose logits are wanted (usually the
+	// last token of each sequence). Empty means none: the step only fills
+	// the cache, as for a prefill chunk that does not end a prompt.
+	LogitRows []int32
+}
+
+// Forward runs the model on s and returns a len(s.LogitRows)×vocab tensor of
+// logits (nil when LogitRows is empty), valid until the next Forward.
+//
+// kv may be nil only for a Local step: nothing is cached then, which suits
+// scoring a prompt once. Forward panics on malformed steps (mismatched
+// lengths); token ids are trusted, see CheckTokens.
+func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
+	n := len(s.Tokens)
+	switch {
+	case n == 0:
+		panic("model: Forward on an empty step")
+	case len(s.Pos) != n:
+		panic(fmt.Sprintf("model: step has %d tokens but %d positions", n, len(s.Pos)))
+	case kv != nil && len(s.Slots) != n:
+		panic(fmt.Sprintf("model: step has %d tokens but %d KV slots", n, len(s.Slots)))
+	case kv == nil && !s.Local:
+		panic("model: a step without a KV cache must be Local")
+	}
+
+	be, c := m.be, &m.Config
+	hd := c.HeadDim
+	eps := float32(c.RMSNormEps)
+	shape := kernels.AttnShape{
+		NumHeads:   c.NumAttentionHeads,
+		NumKVHeads: c.NumKeyValueHeads,
+		HeadDim:    hd,
+		Scale:      float32(1 / math.Sqrt(float64(hd))),
+	}
+	if kv != nil {
+		shape.BlockSize = kv.BlockSize()
+	}
+
+	sc := &m.scr
+	sc.ensure(be, c, n, len(s.LogitRows))
+	x := be.View(sc.x, 0, n) // the residual stream
+	h := be.View(sc.h, 0, n) // normed input to a sublayer, then its output
+	q, att := be.View(sc.q, 0, n), be.View(sc.att, 0, n)
+	k, v := be.View(sc.k, 0, n), be.View(sc.v, 0, n)
+	gate, up, act := be.View(sc.gate, 0, n), be.View(sc.up, 0, n), be.View(sc.act, 0, n)
+
+	be.Embed(x, m.embed, s.Tokens)
+	for l, w := range m.layers {
+		// Attention sublayer.
+		be.RMSNorm(h, x, w.inNorm, eps)
+		be.MatMulT(q, h, w.wq)
+		be.MatMulT(k, h, w.wk)
+		be.MatMulT(v, h, w.wv)
+		if w.qNorm != nil { // Qwen3: normalise each head before rotating it
+			be.RMSNormHeads(q, w.qNorm, hd, eps)
+			be.RMSNormHeads(k, w.kNorm, hd, eps)
+		}
+		be.RoPE(q, s.Pos, hd, m.invFreq)
+		be.RoPE(k, s.Pos, hd, m.invFreq)
+		var kc, vc kernels.Tensor
+		if kv != nil {
+			kc, vc = kv.Layer(l)
+			be.WriteKV(kc, vc, k, v, s.Slots)
+		}
+		if s.Local {
+			be.AttendLocal(att, q, k, v, s.Seqs, shape)
+		} else {
+			be.Attend(att, q, kc, vc, s.Seqs, shape)
+		}
+		be.MatMulT(h, att, w.wo)
+		be.Add(x, h)
+
+		// MLP sublayer.
+		be.RMSNorm(h, x, w.postNorm, eps)
+		be.MatMulT(gate, h, w.wGate)
+		be.MatMulT(up, h, w.wUp)
+		be.SiLUMul(act, gate, up)
+		be.MatMulT(h, act, w.wDown)
+		be.Add(x, h)
+	}
+
+	nl := len(s.LogitRows)
+	if nl == 0 {
+		return nil
+	}
+	// The final norm is per row, so gathering first saves normalising and
+	// projecting rows whose logits nobody reads: in a prefill, all but one.
+	xl := be.View(sc.xl, 0, nl)
+	logits := be.View(sc.logits, 0, nl)
+	be.GatherRows(xl, x, s.LogitRows)
+	be.RMSNorm(xl, xl, m.norm, eps)
+	be.MatMulT(logits, xl, m.lmHead)
+	return logits
+}
+
+// scratch holds the activations of one step, sized for the largest step
+// seen so far; Forward works on row-prefix Views of them, so steady-state
+// decoding allocates nothing on the backend.
+type scratch struct {
+	tokens, outs int // row capacity of the per-token and per-logit tensors
+
+	x, h, q, att, k, v, gate, up, act kernels.Tensor // tokens rows
+	xl, logits                        kernels.Tensor // outs rows
+}
+
+func (sc *scratch) ensure(be kernels.Backend, c *Config, n, nl int) {
+	if n > sc.tokens {
+		sc.freeTokens(be)
+		sc.tokens = n
+		sc.x, sc.h = be.New(n, c.HiddenSize), be.New(n, c.HiddenSize)
+		sc.q, sc.att = be.New(n, c.QDim()), be.New(n, c.QDim())
+		sc.k, sc.v = be.New(n, c.KVDim()), be.New(n, c.KVDim())
+		inter := c.IntermediateSize
+		sc.gate, sc.up, sc.act = be.New(n, inter), be.New(n, inter), be.New(n, inter)
+	}
+	if nl > sc.outs {
+		sc.freeOuts(be)
+		sc.outs = nl
+		sc.xl, sc.logits = be.New(nl, c.HiddenSize), be.New(nl, c.VocabSize)
+	}
+}
+
+func (sc *scratch) freeTokens(be kernels.Backend) {
+	if sc.tokens == 0 {
+		return
+	}
+	for _, t := range []kernels.Tensor{sc.x, sc.h, sc.q, sc.att, sc.k, sc.v, sc.gate, sc.up, sc.act} {
+		be.Free(t)
+	}
+	sc.tokens = 0
+}
+
+func (sc *scratch) freeOuts(be kernels.Backend) {
+	if sc.outs == 0 {
+		return
+	}
+	be.Free(sc.xl)
+	be.Free(sc.logits)
+	sc.outs = 0
+}
+
+func (sc *scratch) free(be kernels.Backend) {
+	sc.freeTokens(be)
+	sc.freeOuts(be)
+}

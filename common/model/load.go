@@ -1,0 +1,111 @@
+package model
+
+import (
+	"fmt"
+
+	"kvlab/kernels"
+)
+
+// Model is a loaded checkpoint on a backend. It is not safe for concurrent
+// use: Forward reuses one set of scratch tensors.
+type Model struct {
+	Config Config
+
+	be      kernels.Backend
+	invFreq []float32
+	embed   kernels.Tensor // vocab × hidden
+	layers  []layer
+	norm    kernels.Tensor // 1 × hidden
+	lmHead  kernels.Tensor // vocab × hidden; the embeddings when tied
+	weights map[string]kernels.Tensor
+	scr     scratch
+}
+
+// layer holds one decoder layer's weights. Norm weights are 1×n tensors;
+// projections keep HuggingFace's out×in layout, which MatMulT expects.
+type layer struct {
+	inNorm, postNorm  kernels.Tensor
+	wq, wk, wv, wo    kernels.Tensor
+	qNorm, kNorm      kernels.Tensor // Qwen3 only
+	wGate, wUp, wDown kernels.Tensor
+}
+
+// Load reads the checkpoint in dir (config.json plus safetensors weights)
+// and uploads its weights to be. Every tensor the architecture needs must be
+// present with the right shape; extra tensors are ignored.
+func Load(dir string, be kernels.Backend) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := OpenCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+
+	m := &Model{Config: *cfg, be: be, invFreq: cfg.InvFreq(), weights: map[string]kernels.Tensor{}}
+	// One tensor at a time: the float32 host copy is dropped once uploaded,
+	// so peak host memory is the largest tensor, not the model.
+	for _, s := range weightSpecs(cfg) {
+		ht, err := ck.Read(s.Name, s.Shape...)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		rows, cols := 1, s.Shape[0]
+		if len(s.Shape) == 2 {
+			rows, cols = s.Shape[0], s.Shape[1]
+		}
+		m.weights[s.Name] = be.FromHost(rows, cols, ht.Data)
+	}
+
+	w := m.weights
+	m.embed, m.norm = w[nameEmbed], w[nameNorm]
+	m.lmHead = w[nameLMHead]
+	if cfg.TieWordEmbeddings {
+		m.lmHead = m.embed
+	}
+	m.layers = make([]layer, cfg.NumHiddenLayers)
+	for l := range m.layers {
+		m.layers[l] = layer{
+			inNorm:   w[layerName(l, "input_layernorm")],
+			postNorm: w[layerName(l, "post_attention_layernorm")],
+			wq:       w[layerName(l, "self_attn.q_proj")],
+			wk:       w[layerName(l, "self_attn.k_proj")],
+			wv:       w[layerName(l, "self_attn.v_proj")],
+			wo:       w[layerName(l, "self_attn.o_proj")],
+			qNorm:    w[layerName(l, "self_attn.q_norm")],
+			kNorm:    w[layerName(l, "self_attn.k_norm")],
+			wGate:    w[layerName(l, "mlp.gate_proj")],
+			wUp:      w[layerName(l, "mlp.up_proj")],
+			wDown:    w[layerName(l, "mlp.down_proj")],
+		}
+	}
+	return m, nil
+}
+
+// Backend returns the backend the model's weights live on.
+func (m *Model) Backend() kernels.Backend { return m.be }
+
+// Close frees the weights and scratch tensors. The model is unusable
+// afterwards.
+func (m *Model) Close() {
+	for name, t := range m.weights {
+		m.be.Free(t)
+		delete(m.weights, name)
+	}
+	m.scr.free(m.be)
+}
+
+// CheckTokens reports the first token id outside [0, vocab_size). The
+// forward does not check (an out-of-range id is a bug by the time it gets
+// there); the engine calls this on user input.
+func (m *Model) CheckTokens(ids []int32) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= m.Config.VocabSize {
+			return fmt.Errorf("token %d (at index %d) is outside the vocabulary [0, %d)", id, i, m.Config.VocabSize)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package model
+
+import "fmt"
+
+// weightSpec is one tensor a checkpoint must hold: its HuggingFace name and
+// shape (out × in for a Linear weight, [n] for a norm weight).
+type weightSpec struct {
+	Name  string
+	Shape []int
+	Kind  weightKind
+}
+
+// weightKind tells the synthetic writer how to initialise a tensor.
+type weightKind int
+
+const (
+	kindEmbed  weightKind = iota // token embeddings, std 1
+	kindLinear                   // projections, std 1/sqrt(fan_in)
+	kindNorm                     // RMSNorm weights, near 1
+)
+
+// Tensor names, as HuggingFace's Llama and Qwen3 implementations name them.
+const (
+	nameEmbed  = "model.embed_tokens.weight"
+	nameNorm   = "model.norm.weight"
+	nameLMHead = "lm_head.weight"
+)
+
+// layerName returns the name of a per-layer tensor, e.g.
+// layerName(3, "self_attn.q_proj") = "model.layers.3.self_attn.q_proj.weight".
+func layerName(l int, part string) string {
+	return fmt.Sprintf("model.layers.%d.%s.weight", l, part)
+}
+
+// weightSpecs lists the tensors c needs, in the order HuggingFace's modules
+// declare them. Load reads exactly these; WriteSynthetic writes exactly
+// these.
+func weightSpecs(c *Config) []weightSpec {
+	h, q, kv, inter := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
+	specs := []weightSpec{{nameEmbed, []int{c.VocabSize, h}, kindEmbed}}
+	for l := range c.NumHiddenLayers {
+		specs = append(specs,
+			weightSpec{layerName(l, "input_layernorm"), []int{h}, kindNorm},
+			weightSpec{layerName(l, "self_attn.q_proj"), []int{q, h}, kindLinear},
+			weightSpec{layerName(l, "self_attn.k_proj"), []int{kv, h}, kindLinear},
+			weightSpec{layerName(l, "self_attn.v_proj"), []int{kv, h}, kindLinear},
+			weightSpec{layerName(l, "self_attn.o_proj"), []int{h, q}, kindLinear},
+		)
+		if c.Arch == ArchQwen3 {
+			specs = append(specs,
+				weightSpec{layerName(l, "self_attn.q_norm"), []int{c.HeadDim}, kindNorm},
+				weightSpec{layerName(l, "self_attn.k_norm"), []int{c.HeadDim}, kindNorm},
+			)
+		}
+		specs = append(specs,
+			weightSpec{layerName(l, "post_attention_layernorm"), []int{h}, kindNorm},
+			weightSpec{layerName(l, "mlp.gate_proj"), []int{inter, h}, kindLinear},
+			weightSpec{layerName(l, "mlp.up_proj"), []int{inter, h}, kindLinear},
+			weightSpec{layerName(l, "mlp.down_proj"), []int{h, inter}, kindLinear},
+		)
+	}
+	specs = append(specs, weightSpec{nameNorm, []int{h}, kindNorm})
+	if !c.TieWordEmbeddings {
+		specs = append(specs, weightSpec{nameLMHead, []int{c.VocabSize, h}, kindLinear})
+	}
+	return specs
+}

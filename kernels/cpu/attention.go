@@ -1,0 +1,240 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"kvlab/kernels"
+)
+
+// attnQuery names one query row of an attention call: row i of sequence seq.
+type attnQuery struct{ seq, i int32 }
+
+// attnScratch is one worker's scratch space.
+type attnScratch struct {
+	q, acc []float32 // one aligned headStride-wide slot per head (see attendRow)
+	scores []float32 // per head: one per visible key
+	sums   []float32 // per head: the softmax denominator
+}
+
+// attnCall is the per-call bookkeeping of an attention operation, pooled so
+// that a decode step does not allocate.
+type attnCall struct {
+	rowBuf  []int32
+	tables  [][]int32 // per sequence: KV row of position bases[s]+t at index t
+	bases   []int     // per sequence: position of tables[s][0]
+	queries []attnQuery
+	scratch []attnScratch // per worker
+}
+
+// Attend computes causal attention, reading keys and values through each
+// sequence's page table.
+func (b *Backend) Attend(out, q, kc, vc kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
+	b.attend("Attend", asCPU(out), asCPU(q), asCPU(kc), asCPU(vc), seqs, shape, false)
+}
+
+// AttendLocal computes causal attention within each sequence's own chunk,
+// reading keys and values from this step's k and v rows. It runs the very
+// same per-query arithmetic as Attend, so when a chunk is a whole prompt
+// (CtxLen == QLen) the two agree bit for bit.
+func (b *Backend) AttendLocal(out, q, k, v kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
+	b.attend("AttendLocal", asCPU(out), asCPU(q), asCPU(k), asCPU(v), seqs, shape, true)
+}
+
+// attend is the driver shared by Attend and AttendLocal. The only difference
+// between them is the table that maps a key position to a row of k and v;
+// everything after that is common, so they cannot drift apart numerically.
+func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
+	hd := sh.HeadDim
+	if hd <= 0 || sh.NumHeads <= 0 || sh.NumKVHeads <= 0 || sh.NumHeads%sh.NumKVHeads != 0 {
+		panic(fmt.Sprintf("cpu: %s: bad shape %+v", op, sh))
+	}
+	if !local && sh.BlockSize <= 0 {
+		panic(fmt.Sprintf("cpu: %s: block size %d", op, sh.BlockSize))
+	}
+	sameShape(op, out, q)
+	sameShape(op, k, v)
+	if q.cols != sh.NumHeads*hd || k.cols != sh.NumKVHeads*hd {
+		panic(fmt.Sprintf("cpu: %s: q is %d wide and k %d wide for shape %+v", op, q.cols, k.cols, sh))
+	}
+
+	call, _ := b.attn.Get().(*attnCall)
+	if call == nil {
+		call = new(attnCall)
+	}
+	defer b.attn.Put(call)
+
+	total, longest := 0, 0
+	for s, seq := range seqs {
+		if seq.QLen < 0 || seq.QLen > seq.CtxLen || seq.QStart < 0 || seq.QStart+seq.QLen > q.rows {
+			panic(fmt.Sprintf("cpu: %s: sequence %d %+v does not fit %d query rows", op, s, seq, q.rows))
+		}
+		span := seq.CtxLen
+		if local {
+			span = seq.QLen
+		}
+		total += span
+		longest = max(longest, span)
+	}
+
+	call.rowBuf = growInt32(call.rowBuf, total)
+	call.tables = call.tables[:0]
+	call.bases = call.bases[:0]
+	call.queries = call.queries[:0]
+	used := 0
+	for s, seq := range seqs {
+		var tab []int32
+		base := 0
+		if local {
+			base = seq.CtxLen - seq.QLen
+			tab = call.rowBuf[used : used+seq.QLen]
+			for t := range tab {
+				tab[t] = int32(seq.QStart + t)
+			}
+		} else {
+			tab = call.rowBuf[used : used+seq.CtxLen]
+			pageTable(op, s, seq, sh.BlockSize, k.rows, tab)
+		}
+		used += len(tab)
+		call.tables = append(call.tables, tab)
+		call.bases = append(call.bases, base)
+		for i := range seq.QLen {
+			call.queries = append(call.queries, attnQuery{seq: int32(s), i: int32(i)})
+		}
+	}
+
+	// A unit of work is one query row and a range of its KV heads (with the
+	// query heads that share them). Decode batches have few rows, so their
+	// heads are split to keep every goroutine busy; a head's arithmetic is
+	// the same whichever unit it lands in.
+	queries := len(call.queries)
+	parts := min(sh.NumKVHeads, max(1, (4*b.workers+queries-1)/max(queries, 1)))
+	units := queries * parts
+	workers := min(b.workers, units)
+	group := sh.NumHeads / sh.NumKVHeads
+	stride := headStride(hd)
+	maxHeads := ((sh.NumKVHeads + parts - 1) / parts) * group
+	for len(call.scratch) < workers {
+		call.scratch = append(call.scratch, attnScratch{})
+	}
+	for w := range workers {
+		sc := &call.scratch[w]
+		if len(sc.q) < maxHeads*stride {
+			sc.q, sc.acc = alignedFloats(maxHeads*stride), alignedFloats(maxHeads*stride)
+		}
+		if len(sc.scores) < maxHeads*longest {
+			sc.scores = make([]float32, maxHeads*longest)
+		}
+		if len(sc.sums) < maxHeads {
+			sc.sums = make([]float32, maxHeads)
+		}
+	}
+
+	b.parallel(units, func(w, u int) {
+		qu := call.queries[u/parts]
+		part := u % parts
+		kv0, kv1 := part*sh.NumKVHeads/parts, (part+1)*sh.NumKVHeads/parts
+		seq := &seqs[qu.seq]
+		pos := seq.CtxLen - seq.QLen + int(qu.i)
+		rows := call.tables[qu.seq][:pos-call.bases[qu.seq]+1]
+		row := seq.QStart + int(qu.i)
+		attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, rows,
+			kv0*group, kv1*group, group, hd, sh.Scale, &call.scratch[w])
+	})
+}
+
+// pageTable fills tab[j] with the KV row of position j of seq.
+func pageTable(op string, s int, seq kernels.AttnSeq, bs, kvRows int, tab []int32) {
+	if len(seq.Pages)*bs < seq.CtxLen {
+		panic(fmt.Sprintf("cpu: %s: sequence %d has %d pages of %d for %d tokens", op, s, len(seq.Pages), bs, seq.CtxLen))
+	}
+	for j := range tab {
+		page := int(seq.Pages[j/bs])
+		if page < 0 || (page+1)*bs > kvRows {
+			panic(fmt.Sprintf("cpu: %s: sequence %d uses block %d of a %d-row cache", op, s, page, kvRows))
+		}
+		tab[j] = int32(page*bs + j%bs)
+	}
+}
+
+// headStride is the distance between per-head slots in scratch buffers: the
+// head width rounded up to whole alignBytes chunks, so that every slot starts
+// aligned.
+func headStride(hd int) int {
+	const per = alignBytes / 4
+	return (hd + per - 1) / per * per
+}
+
+// attendRow computes query heads [h0, h1) of one query row: for each head,
+// dst = softmax(scale·q·Kᵀ)·V over the keys at rows[0], rows[1], ... in that
+// (position) order. q and dst are whole rows (all heads); k and v have row
+// stride ld and query head h reads KV head h/group.
+//
+// For each head, every reduction runs in position order in float32 and the
+// exponent goes through float64 math.Exp rounded back to float32, so the
+// result depends only on the query and the visited keys and values: not on
+// where they are stored, nor on which other heads or rows share the call.
+// Looping over keys outermost reads each key and value row front to back,
+// once for all heads, which the memory system streams far better than one
+// head's strided slice at a time.
+//
+// Each head of q is first copied to an aligned slot and passed as the second
+// operand of gonum's dot product, because that kernel peels scalar steps to
+// align its second operand; with an aligned copy it never does, wherever the
+// keys live.
+func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd int, scale float32, sc *attnScratch) {
+	nh, n, stride := h1-h0, len(rows), headStride(hd)
+	qa := sc.q[:nh*stride]
+	for i := range nh {
+		copy(qa[i*stride:i*stride+hd], q[(h0+i)*hd:(h0+i+1)*hd])
+	}
+
+	scores := sc.scores[:nh*n] // head-major: scores[i*n+t]
+	for t, r := range rows {
+		kr := k[int(r)*ld : (int(r)+1)*ld]
+		for i := range nh {
+			at := ((h0 + i) / group) * hd
+			scores[i*n+t] = scale * blas32.Sdot(hd, kr[at:at+hd], 1, qa[i*stride:i*stride+hd], 1)
+		}
+	}
+
+	sums := sc.sums[:nh]
+	for i := range nh {
+		hs := scores[i*n : (i+1)*n]
+		m := float32(math.Inf(-1))
+		for _, s := range hs {
+			m = max(m, s)
+		}
+		var sum float32
+		for t, s := range hs {
+			e := float32(math.Exp(float64(s - m)))
+			hs[t] = e
+			sum += e
+		}
+		sums[i] = sum
+	}
+
+	acc := sc.acc[:nh*stride]
+	clear(acc)
+	for t, r := range rows {
+		vr := v[int(r)*ld : (int(r)+1)*ld]
+		for i := range nh {
+			at := ((h0 + i) / group) * hd
+			blas32.Saxpy(hd, scores[i*n+t], vr[at:at+hd], 1, acc[i*stride:i*stride+hd], 1)
+		}
+	}
+
+	for i := range nh {
+		o := dst[(h0+i)*hd : (h0+i+1)*hd]
+		for d, a := range acc[i*stride : i*stride+hd] {
+			o[d] = a / sums[i]
+		}
+	}
+}
+
+func growInt32(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n)
+	}
+	return s[:n]
+}

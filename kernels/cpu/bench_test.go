@@ -1,0 +1,122 @@
+package cpu_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"kvlab/kernels"
+	"kvlab/kernels/cpu"
+)
+
+// matMulShapes are projection shapes of small LLMs: a decode row, a prefill
+// chunk through a fused QKV or MLP weight, and a square projection.
+var matMulShapes = []struct{ n, in, out int }{
+	{1, 512, 1536},
+	{16, 512, 1536},
+	{256, 512, 1536},
+	{512, 1024, 1024},
+	{256, 1024, 3072},
+}
+
+func reportGFLOPs(b *testing.B, flopsPerOp float64) {
+	b.ReportMetric(flopsPerOp*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkMatMulT measures the batch-invariant, tiled MatMulT.
+func BenchmarkMatMulT(b *testing.B) {
+	be := cpu.New()
+	for _, s := range matMulShapes {
+		b.Run(fmt.Sprintf("n=%d,in=%d,out=%d", s.n, s.in, s.out), func(b *testing.B) {
+			rng := newRand(1)
+			x, w := randTensor(be, rng, s.n, s.in), randTensor(be, rng, s.out, s.in)
+			dst := be.New(s.n, s.out)
+			for b.Loop() {
+				be.MatMulT(dst, x, w)
+			}
+			reportGFLOPs(b, 2*float64(s.n*s.in*s.out))
+		})
+	}
+}
+
+// BenchmarkSgemmWhole measures gonum's Sgemm on the whole product, the
+// speed MatMulT gives up (or not) for batch invariance.
+func BenchmarkSgemmWhole(b *testing.B) {
+	for _, s := range matMulShapes {
+		b.Run(fmt.Sprintf("n=%d,in=%d,out=%d", s.n, s.in, s.out), func(b *testing.B) {
+			rng := newRand(1)
+			x, w := randFloats(rng, s.n*s.in), randFloats(rng, s.out*s.in)
+			c := make([]float32, s.n*s.out)
+			impl := blas32.Implementation()
+			for b.Loop() {
+				impl.Sgemm(blas.NoTrans, blas.Trans, s.n, s.out, s.in, 1, x, s.in, w, s.in, 0, c, s.out)
+			}
+			reportGFLOPs(b, 2*float64(s.n*s.in*s.out))
+		})
+	}
+}
+
+// attnBench builds a paged cache holding seqs sequences of ctx tokens each,
+// with pages scattered over the pool as they would be after some churn.
+func attnBench(be *cpu.Backend, seqs, ctx, qlen int, sh kernels.AttnShape) (out, q, kc, vc kernels.Tensor, as []kernels.AttnSeq) {
+	rng := newRand(2)
+	perSeq := (ctx + sh.BlockSize - 1) / sh.BlockSize
+	blocks := rng.Perm(seqs * perSeq)
+	kvCols := sh.NumKVHeads * sh.HeadDim
+	kc = randTensor(be, rng, seqs*perSeq*sh.BlockSize, kvCols)
+	vc = randTensor(be, rng, seqs*perSeq*sh.BlockSize, kvCols)
+	q = randTensor(be, rng, seqs*qlen, sh.NumHeads*sh.HeadDim)
+	out = be.New(seqs*qlen, sh.NumHeads*sh.HeadDim)
+	for s := range seqs {
+		pages := make([]int32, perSeq)
+		for i := range pages {
+			pages[i] = int32(blocks[s*perSeq+i])
+		}
+		as = append(as, kernels.AttnSeq{QStart: s * qlen, QLen: qlen, CtxLen: ctx, Pages: pages})
+	}
+	return out, q, kc, vc, as
+}
+
+// attnFLOPs counts the multiply-adds of q·k and w·v for the given seqs.
+func attnFLOPs(as []kernels.AttnSeq, sh kernels.AttnShape) float64 {
+	var keys float64
+	for _, s := range as {
+		for i := range s.QLen {
+			keys += float64(s.CtxLen - s.QLen + i + 1)
+		}
+	}
+	return 4 * keys * float64(sh.NumHeads*sh.HeadDim)
+}
+
+var benchShape = kernels.AttnShape{NumHeads: 16, NumKVHeads: 8, HeadDim: 64, BlockSize: 16, Scale: float32(1 / math.Sqrt(64))}
+
+func BenchmarkAttendDecode(b *testing.B) {
+	be := cpu.New()
+	for _, c := range []struct{ seqs, ctx int }{{1, 512}, {16, 512}, {64, 1024}} {
+		b.Run(fmt.Sprintf("seqs=%d,ctx=%d", c.seqs, c.ctx), func(b *testing.B) {
+			out, q, kc, vc, as := attnBench(be, c.seqs, c.ctx, 1, benchShape)
+			for b.Loop() {
+				be.Attend(out, q, kc, vc, as, benchShape)
+			}
+			reportGFLOPs(b, attnFLOPs(as, benchShape))
+			b.ReportMetric(float64(c.seqs*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
+func BenchmarkAttendPrefill(b *testing.B) {
+	be := cpu.New()
+	for _, c := range []struct{ ctx, qlen int }{{256, 256}, {512, 512}, {1024, 256}} {
+		b.Run(fmt.Sprintf("ctx=%d,chunk=%d", c.ctx, c.qlen), func(b *testing.B) {
+			out, q, kc, vc, as := attnBench(be, 1, c.ctx, c.qlen, benchShape)
+			for b.Loop() {
+				be.Attend(out, q, kc, vc, as, benchShape)
+			}
+			reportGFLOPs(b, attnFLOPs(as, benchShape))
+			b.ReportMetric(float64(c.qlen*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}

@@ -1,0 +1,226 @@
+// Package cpu implements kernels.Backend in pure Go on the host CPU.
+//
+// Every tensor is a Go []float32 slice, so tests and other CPU-only code can
+// reach the numbers directly through Data.
+//
+// # Batch invariance
+//
+// The contract this package is built around is that the value computed for
+// one row never depends on which other rows share the call: a token's logits
+// are bit-identical whether it was decoded alone, inside a batch of 300, as
+// row 0 or as row 137, or as part of a prefill chunk. Floating-point addition
+// is not associative, so this only holds if the order of every reduction is
+// fixed by the row's own data and the shapes of the weights, never by the
+// batch size. Each kernel below says how it keeps that promise.
+//
+// # Matrix multiplication
+//
+// MatMulT uses gonum's float32 BLAS (Sgemm), whose inner dot product is
+// SSE assembly on amd64. A hand-written pure-Go kernel cannot use SIMD and
+// runs several times slower, so gonum is the default. Gonum's Sgemm is not
+// batch invariant on its own, though: for a small output it computes each
+// dot product in one pass, and once the matrix is large enough to go
+// parallel it splits the reduction into 64-wide chunks and adds them up,
+// which rounds differently. MatMulT therefore never hands gonum the whole
+// problem; it cuts the output into fixed tiles that are always small enough
+// for gonum's serial path and reduces over the inner dimension in fixed
+// blocks, so the arithmetic behind each output element is the same for any
+// number of rows. The tiles are spread over goroutines.
+//
+// # Attention
+//
+// Attend and AttendLocal share one per-query routine that visits keys in
+// position order; they only differ in how a position maps to a row of the
+// key/value tensors. Both are parallel across query rows and, when there are
+// few rows, across groups of heads. Each head of each query is computed by
+// one goroutine from start to finish, in an order fixed by its own position,
+// so neither parallelism nor batching can change a result.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"kvlab/kernels"
+)
+
+// Tensor is the CPU backend's tensor: a dense row-major rows×cols matrix
+// held in Data. A View shares Data with the tensor it was cut from.
+type Tensor struct {
+	rows, cols int
+	// Data holds Rows()*Cols() values, row after row.
+	Data []float32
+}
+
+// Rows returns the number of rows.
+func (t *Tensor) Rows() int { return t.rows }
+
+// Cols returns the number of columns.
+func (t *Tensor) Cols() int { return t.cols }
+
+// Row returns row r of t, sharing memory, so that callers can read or patch a
+// single token without computing offsets themselves.
+func (t *Tensor) Row(r int) []float32 {
+	return t.Data[r*t.cols : (r+1)*t.cols : (r+1)*t.cols]
+}
+
+// Data returns the slice behind a CPU tensor. It panics if t was made by
+// another backend, because then there is no host slice to return.
+func Data(t kernels.Tensor) []float32 { return asCPU(t).Data }
+
+// Wrap turns an existing slice into a tensor without copying, for tests and
+// loaders that already hold the numbers. len(data) must be rows*cols.
+func Wrap(rows, cols int, data []float32) *Tensor {
+	if rows < 0 || cols < 0 || len(data) != rows*cols {
+		panic(fmt.Sprintf("cpu: Wrap %d×%d with %d values", rows, cols, len(data)))
+	}
+	return &Tensor{rows: rows, cols: cols, Data: data}
+}
+
+func asCPU(t kernels.Tensor) *Tensor {
+	c, ok := t.(*Tensor)
+	if !ok {
+		panic(fmt.Sprintf("cpu: tensor of type %T is not a CPU tensor", t))
+	}
+	if c.Data == nil && c.rows*c.cols != 0 {
+		panic("cpu: use of a freed tensor")
+	}
+	return c
+}
+
+// Backend is the pure-Go implementation of kernels.Backend. It is safe for
+// use by one goroutine at a time per output tensor; its methods start their
+// own goroutines where the work is large enough to pay for them.
+type Backend struct {
+	workers int
+	attn    sync.Pool // *attnCall, reused so that decode steps do not allocate
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+
+// New returns a CPU backend that uses up to GOMAXPROCS goroutines per call.
+func New() *Backend { return NewWithWorkers(runtime.GOMAXPROCS(0)) }
+
+// NewWithWorkers returns a CPU backend that uses at most workers goroutines
+// per call. Results do not depend on workers; only the speed does, which is
+// what makes it useful for measuring scaling.
+func NewWithWorkers(workers int) *Backend {
+	return &Backend{workers: max(1, workers)}
+}
+
+// Name returns "cpu".
+func (b *Backend) Name() string { return "cpu" }
+
+// New returns a zeroed rows×cols tensor.
+func (b *Backend) New(rows, cols int) kernels.Tensor {
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("cpu: New(%d, %d)", rows, cols))
+	}
+	return &Tensor{rows: rows, cols: cols, Data: alignedFloats(rows * cols)}
+}
+
+// FromHost returns a tensor holding a copy of data.
+func (b *Backend) FromHost(rows, cols int, data []float32) kernels.Tensor {
+	if rows < 0 || cols < 0 || len(data) != rows*cols {
+		panic(fmt.Sprintf("cpu: FromHost %d×%d with %d values", rows, cols, len(data)))
+	}
+	t := &Tensor{rows: rows, cols: cols, Data: alignedFloats(rows * cols)}
+	copy(t.Data, data)
+	return t
+}
+
+// ToHost copies t into dst and returns dst.
+func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
+	c := asCPU(t)
+	if len(dst) != len(c.Data) {
+		panic(fmt.Sprintf("cpu: ToHost of %d×%d into %d values", c.rows, c.cols, len(dst)))
+	}
+	copy(dst, c.Data)
+	return dst
+}
+
+// Free drops the tensor's slice so that a later use panics instead of
+// silently reading memory the caller meant to give up. Views of t keep
+// their memory alive, as any Go slice would.
+func (b *Backend) Free(t kernels.Tensor) {
+	c := asCPU(t)
+	c.Data = nil
+}
+
+// View returns rows [from, from+n) of t, sharing its memory.
+func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
+	c := asCPU(t)
+	if from < 0 || n < 0 || from+n > c.rows {
+		panic(fmt.Sprintf("cpu: View rows [%d, %d) of a %d-row tensor", from, from+n, c.rows))
+	}
+	lo, hi := from*c.cols, (from+n)*c.cols
+	return &Tensor{rows: n, cols: c.cols, Data: c.Data[lo:hi:hi]}
+}
+
+// alignBytes is the alignment of every slice this package allocates. Gonum's
+// SSE dot product peels scalar iterations until its second operand is
+// 16-byte aligned, so where a row starts changes the order of its additions.
+// Aligning allocations makes that order depend only on shapes, and a cache
+// line (64 bytes) also suits the hardware.
+const alignBytes = 64
+
+// alignedFloats returns a zeroed slice of n float32 values whose first
+// element is alignBytes-aligned. Go's garbage collector never moves heap
+// objects, so the alignment holds for the slice's lifetime.
+func alignedFloats(n int) []float32 {
+	if n == 0 {
+		return []float32{}
+	}
+	const pad = alignBytes / 4
+	buf := make([]float32, n+pad)
+	mis := int(uintptr(unsafe.Pointer(&buf[0])) % alignBytes)
+	off := 0
+	if mis != 0 {
+		off = (alignBytes - mis) / 4
+	}
+	return buf[off : off+n : off+n]
+}
+
+// parallel calls body(worker, i) for every i in [0, n), spreading the calls
+// over at most b.workers goroutines (the caller's included). worker is in
+// [0, b.workers) and no two concurrent calls share it, so a body may keep
+// per-worker scratch space indexed by it. Each i runs exactly once, on one
+// goroutine, so the split cannot change any result.
+func (b *Backend) parallel(n int, body func(worker, i int)) {
+	w := min(b.workers, n)
+	if w <= 1 {
+		for i := range n {
+			body(0, i)
+		}
+		return
+	}
+	var next atomic.Int64
+	run := func(worker int) {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			body(worker, i)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(w - 1)
+	for worker := 1; worker < w; worker++ {
+		go func() {
+			defer wg.Done()
+			run(worker)
+		}()
+	}
+	run(0)
+	wg.Wait()
+}
+
+func sameShape(op string, a, b *Tensor) {
+	if a.rows != b.rows || a.cols != b.cols {
+		panic(fmt.Sprintf("cpu: %s: shapes %d×%d and %d×%d differ", op, a.rows, a.cols, b.rows, b.cols))
+	}
+}

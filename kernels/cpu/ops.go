@@ -1,0 +1,235 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"kvlab/kernels"
+)
+
+// parallelElems is the element count above which element-wise operations
+// split their rows across goroutines; below it, starting goroutines costs
+// more than it saves.
+const parallelElems = 1 << 16
+
+// Add computes dst += x element-wise.
+func (b *Backend) Add(dst, x kernels.Tensor) {
+	d, s := asCPU(dst), asCPU(x)
+	sameShape("Add", d, s)
+	for i, v := range s.Data {
+		d.Data[i] += v
+	}
+}
+
+// RMSNorm normalises each row of x into dst. The sum of squares is
+// accumulated in float64 and rounded once, so the mean is as close to exact
+// as float32 can hold; HuggingFace reduces in float32 with a blocked order
+// this package could not reproduce bit for bit anyway. The scaling follows
+// HuggingFace's order: (x · rsqrt(mean+eps)) · weight, all in float32.
+func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) {
+	d, s, w := asCPU(dst), asCPU(x), asCPU(weight)
+	sameShape("RMSNorm", d, s)
+	if w.rows != 1 || w.cols != s.cols {
+		panic(fmt.Sprintf("cpu: RMSNorm weight is %d×%d for %d columns", w.rows, w.cols, s.cols))
+	}
+	for r := range s.rows {
+		rmsNorm(d.Row(r), s.Row(r), w.Data, eps)
+	}
+}
+
+// RMSNormHeads applies RMSNorm in place to every headDim-wide slice of every
+// row of x (Qwen3's per-head q/k norm).
+func (b *Backend) RMSNormHeads(x, weight kernels.Tensor, headDim int, eps float32) {
+	s, w := asCPU(x), asCPU(weight)
+	if headDim <= 0 || s.cols%headDim != 0 || w.rows != 1 || w.cols != headDim {
+		panic(fmt.Sprintf("cpu: RMSNormHeads of %d columns with head %d and weight %d×%d",
+			s.cols, headDim, w.rows, w.cols))
+	}
+	for i := 0; i < len(s.Data); i += headDim {
+		h := s.Data[i : i+headDim]
+		rmsNorm(h, h, w.Data, eps)
+	}
+}
+
+// rmsNorm normalises x into dst (which may be x).
+func rmsNorm(dst, x, w []float32, eps float32) {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	mean := float32(ss / float64(len(x)))
+	inv := float32(1 / math.Sqrt(float64(mean+eps)))
+	for i, v := range x {
+		dst[i] = w[i] * (v * inv)
+	}
+}
+
+// RoPE rotates x in place using HuggingFace's rotate_half pairing: element i
+// of a head pairs with element i+headDim/2. The angle is pos·invFreq[i]
+// rounded to float32, as HuggingFace computes it in float32 before taking
+// cos and sin; cos and sin are then evaluated in float64 and rounded, which
+// is within an ulp of PyTorch's float32 versions.
+func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []float32) {
+	s := asCPU(x)
+	half := headDim / 2
+	if headDim <= 0 || headDim%2 != 0 || s.cols%headDim != 0 || len(invFreq) != half || len(pos) != s.rows {
+		panic(fmt.Sprintf("cpu: RoPE of %d×%d with head %d, %d frequencies and %d positions",
+			s.rows, s.cols, headDim, len(invFreq), len(pos)))
+	}
+	cs := make([]float32, headDim) // cos in [:half], sin in [half:]
+	for r, p := range pos {
+		cos, sin := cs[:half], cs[half:]
+		for i, f := range invFreq {
+			angle := float32(p) * f
+			sn, cn := math.Sincos(float64(angle))
+			cos[i], sin[i] = float32(cn), float32(sn)
+		}
+		row := s.Row(r)
+		for h := 0; h < len(row); h += headDim {
+			lo, hi := row[h:h+half], row[h+half:h+headDim]
+			for i := range lo {
+				a, c := lo[i], hi[i]
+				lo[i] = a*cos[i] - c*sin[i]
+				hi[i] = c*cos[i] + a*sin[i]
+			}
+		}
+	}
+}
+
+// SiLUMul computes dst = silu(gate) * up with silu(g) = g / (1 + e^-g), the
+// form PyTorch uses. Large inputs are split by rows across goroutines; each
+// element is computed independently, so the split changes nothing.
+func (b *Backend) SiLUMul(dst, gate, up kernels.Tensor) {
+	d, g, u := asCPU(dst), asCPU(gate), asCPU(up)
+	sameShape("SiLUMul", d, g)
+	sameShape("SiLUMul", d, u)
+	body := func(lo, hi int) {
+		gd, ud, dd := g.Data[lo:hi], u.Data[lo:hi], d.Data[lo:hi]
+		for i, gv := range gd {
+			e := float32(math.Exp(float64(-gv)))
+			dd[i] = gv / (1 + e) * ud[i]
+		}
+	}
+	b.rowChunks(d, body)
+}
+
+// rowChunks calls body on ranges of t's flat data that cover whole rows,
+// in parallel when t is large.
+func (b *Backend) rowChunks(t *Tensor, body func(lo, hi int)) {
+	n := len(t.Data)
+	if n < parallelElems || b.workers == 1 || t.rows < 2 {
+		body(0, n)
+		return
+	}
+	chunks := min(t.rows, 4*b.workers)
+	b.parallel(chunks, func(_, c int) {
+		r0, r1 := c*t.rows/chunks, (c+1)*t.rows/chunks
+		body(r0*t.cols, r1*t.cols)
+	})
+}
+
+// Embed copies table row ids[r] into dst row r.
+func (b *Backend) Embed(dst, table kernels.Tensor, ids []int32) {
+	gatherRows("Embed", asCPU(dst), asCPU(table), ids)
+}
+
+// GatherRows copies src row rows[r] into dst row r.
+func (b *Backend) GatherRows(dst, src kernels.Tensor, rows []int32) {
+	gatherRows("GatherRows", asCPU(dst), asCPU(src), rows)
+}
+
+func gatherRows(op string, d, s *Tensor, idx []int32) {
+	if d.cols != s.cols || d.rows != len(idx) {
+		panic(fmt.Sprintf("cpu: %s of %d rows from %d×%d into %d×%d", op, len(idx), s.rows, s.cols, d.rows, d.cols))
+	}
+	for r, i := range idx {
+		if i < 0 || int(i) >= s.rows {
+			panic(fmt.Sprintf("cpu: %s: row %d out of %d", op, i, s.rows))
+		}
+		copy(d.Row(r), s.Row(int(i)))
+	}
+}
+
+// WriteKV stores row r of k and v into row slots[r] of kc and vc.
+func (b *Backend) WriteKV(kc, vc, k, v kernels.Tensor, slots []int32) {
+	kct, vct, kt, vt := asCPU(kc), asCPU(vc), asCPU(k), asCPU(v)
+	sameShape("WriteKV", kct, vct)
+	sameShape("WriteKV", kt, vt)
+	if kt.cols != kct.cols || kt.rows != len(slots) {
+		panic(fmt.Sprintf("cpu: WriteKV of %d slots from %d×%d into %d×%d",
+			len(slots), kt.rows, kt.cols, kct.rows, kct.cols))
+	}
+	for r, s := range slots {
+		if s < 0 || int(s) >= kct.rows {
+			panic(fmt.Sprintf("cpu: WriteKV: slot %d out of %d", s, kct.rows))
+		}
+		copy(kct.Row(int(s)), kt.Row(r))
+		copy(vct.Row(int(s)), vt.Row(r))
+	}
+}
+
+// CopyBlock copies block src to block dst in both caches.
+func (b *Backend) CopyBlock(kc, vc kernels.Tensor, src, dst int32, blockSize int) {
+	kct, vct := asCPU(kc), asCPU(vc)
+	sameShape("CopyBlock", kct, vct)
+	blocks := 0
+	if blockSize > 0 {
+		blocks = kct.rows / blockSize
+	}
+	if src < 0 || dst < 0 || int(src) >= blocks || int(dst) >= blocks {
+		panic(fmt.Sprintf("cpu: CopyBlock %d→%d of %d blocks of %d", src, dst, blocks, blockSize))
+	}
+	n := blockSize * kct.cols
+	so, do := int(src)*n, int(dst)*n
+	copy(kct.Data[do:do+n], kct.Data[so:so+n])
+	copy(vct.Data[do:do+n], vct.Data[so:so+n])
+}
+
+// SoftmaxRows replaces every row of x by its softmax. The maximum is
+// subtracted first so that exp cannot overflow, and the normaliser is summed
+// in float64 because vocabulary rows are long (over 100k entries) and a
+// float32 running sum would lose the small tail probabilities.
+func (b *Backend) SoftmaxRows(x kernels.Tensor) {
+	s := asCPU(x)
+	for r := range s.rows {
+		row := s.Row(r)
+		if len(row) == 0 {
+			continue
+		}
+		m := row[0]
+		for _, v := range row[1:] {
+			m = max(m, v)
+		}
+		var sum float64
+		for i, v := range row {
+			e := math.Exp(float64(v - m))
+			row[i] = float32(e)
+			sum += e
+		}
+		for i, v := range row {
+			row[i] = float32(float64(v) / sum)
+		}
+	}
+}
+
+// ArgmaxRows returns the column of each row's largest value, the smallest
+// such column on ties, so that greedy decoding is reproducible. NaNs are
+// never chosen unless the row holds nothing else.
+func (b *Backend) ArgmaxRows(x kernels.Tensor) []int32 {
+	s := asCPU(x)
+	res := make([]int32, s.rows)
+	for r := range s.rows {
+		row := s.Row(r)
+		best := -1
+		for i, v := range row {
+			if v != v { // NaN
+				continue
+			}
+			if best < 0 || v > row[best] {
+				best = i
+			}
+		}
+		res[r] = int32(max(best, 0))
+	}
+	return res
+}
