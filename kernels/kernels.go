@@ -92,7 +92,10 @@ type Backend interface {
 	GatherRows(dst, src Tensor, rows []int32)
 
 	// WriteKV stores row r of k and v into row slots[r] of the caches kc and
-	// vc, whose rows are KV slots: slot = block*BlockSize + offset.
+	// vc, whose rows are KV slots: slot = block*BlockSize + offset. A
+	// negative slot skips the row: its KV is already in the cache (a prompt
+	// found whole in a prefix cache recomputes its last token only for the
+	// logits, and must not write into a block other sequences share).
 	WriteKV(kc, vc, k, v Tensor, slots []int32)
 	// CopyBlock copies the blockSize rows of block src to block dst in both
 	// kc and vc (copy-on-write).

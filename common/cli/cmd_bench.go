@@ -164,6 +164,9 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 		BlockCopies:           e.Pool().Copies(),
 		MaxRunning:            s.MaxRunning,
 	}
+	if c := e.Pool().Cache(); c != nil {
+		run.Engine.Evictions = c.Stats().Evicted
+	}
 	return run, nil
 }
 

@@ -40,7 +40,11 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 
 	for _, w := range ws {
 		s := w.s
-		if err := e.pool.PrepareWrite(s.req.ID, s.computed, w.n); err != nil {
+		// Rows whose KV the prefix cache already holds (the last token of a
+		// prompt found whole in the cache, recomputed for its logits) are
+		// not written: their blocks are shared.
+		skip := max(0, min(s.cached-s.computed, w.n))
+		if err := e.pool.PrepareWrite(s.req.ID, s.computed+skip, w.n-skip); err != nil {
 			e.fail(s, err)
 			continue
 		}
@@ -49,7 +53,10 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 		for i := range w.n {
 			st.Pos = append(st.Pos, int32(s.computed+i))
 		}
-		st.Slots = e.pool.Slots(st.Slots, s.req.ID, s.computed, w.n)
+		for range skip {
+			st.Slots = append(st.Slots, -1)
+		}
+		st.Slots = e.pool.Slots(st.Slots, s.req.ID, s.computed+skip, w.n-skip)
 		st.Seqs = append(st.Seqs, kernels.AttnSeq{QStart: start, QLen: w.n, CtxLen: s.computed + w.n, Pages: e.pool.Pages(s.req.ID)})
 		if s.computed+w.n == len(s.tokens) {
 			st.LogitRows = append(st.LogitRows, int32(len(st.Tokens)-1))

@@ -108,10 +108,11 @@ func (e *Engine) admit(s *sequence) bool {
 		e.pool.Release(s.req.ID)
 		return false
 	}
-	// A prompt entirely in the cache still needs one token computed to get
-	// logits for its first output token.
+	// A prompt entirely in the cache still needs its last token run through
+	// the model to get the logits of the first output token; its KV is not
+	// written again (see forward).
+	s.cached = cached
 	s.computed = min(cached, len(s.tokens)-1)
-	s.cached = s.computed
 	s.phase = prefill
 	e.admissions++
 	s.admitted = e.admissions

@@ -54,4 +54,13 @@ type PrefixCache interface {
 	// Holds returns the number of allocator references the cache itself
 	// accounts for on block b (for Audit).
 	Holds(b int32) int
+
+	// Stats reports what the cache holds and has done, for metrics.
+	Stats() CacheStats
+}
+
+// CacheStats are the counters every prefix cache reports.
+type CacheStats struct {
+	Blocks  int // blocks the cache references now
+	Evicted int // blocks evicted so far
 }

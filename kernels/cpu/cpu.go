@@ -16,8 +16,8 @@
 // # Matrix multiplication
 //
 // MatMulT uses gonum's float32 BLAS (Sgemm), whose inner dot product is
-// SSE assembly on amd64. A hand-written pure-Go kernel cannot use SIMD and
-// runs several times slower, so gonum is the default. Gonum's Sgemm is not
+// SSE assembly on amd64. A hand-written pure-Go kernel cannot use SIMD, so it
+// would be several times slower; gonum is the default. Gonum's Sgemm is not
 // batch invariant on its own, though: for a small output it computes each
 // dot product in one pass, and once the matrix is large enough to go
 // parallel it splits the reduction into 64-wide chunks and adds them up,
@@ -91,9 +91,10 @@ func asCPU(t kernels.Tensor) *Tensor {
 	return c
 }
 
-// Backend is the pure-Go implementation of kernels.Backend. It is safe for
-// use by one goroutine at a time per output tensor; its methods start their
-// own goroutines where the work is large enough to pay for them.
+// Backend is the pure-Go implementation of kernels.Backend. Goroutines may
+// share one Backend as long as they do not write the same tensors; its
+// methods start their own goroutines where the work is large enough to pay
+// for them.
 type Backend struct {
 	workers int
 	attn    sync.Pool // *attnCall, reused so that decode steps do not allocate

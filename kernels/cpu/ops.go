@@ -160,7 +160,10 @@ func (b *Backend) WriteKV(kc, vc, k, v kernels.Tensor, slots []int32) {
 			len(slots), kt.rows, kt.cols, kct.rows, kct.cols))
 	}
 	for r, s := range slots {
-		if s < 0 || int(s) >= kct.rows {
+		if s < 0 {
+			continue // KV already cached; see kernels.Backend.WriteKV
+		}
+		if int(s) >= kct.rows {
 			panic(fmt.Sprintf("cpu: WriteKV: slot %d out of %d", s, kct.rows))
 		}
 		copy(kct.Row(int(s)), kt.Row(r))

@@ -209,6 +209,10 @@ func TestWriteKVAndCopyBlock(t *testing.T) {
 	require.Equal(t, wantK, cpu.Data(kc), "kc after CopyBlock")
 	require.Equal(t, wantV, cpu.Data(vc), "vc after CopyBlock")
 
+	// A negative slot leaves the cache untouched for that row.
+	be.WriteKV(kc, vc, k, v, []int32{-1, -1, -1})
+	require.Equal(t, wantK, cpu.Data(kc), "kc after WriteKV with skipped rows")
+
 	assert.Panics(t, func() { be.WriteKV(kc, vc, k, v, []int32{0, 1, 8}) })
 	assert.Panics(t, func() { be.CopyBlock(kc, vc, 0, 4, bs) })
 }

@@ -1,0 +1,182 @@
+// Package cachetest is the conformance suite every prefix cache must pass,
+// and the benchmark set every variant runs under the same names so that
+// `go test -bench` output compares across variants with benchstat.
+//
+// The suite drives a cache only through a kvcache.Pool, the way the engine
+// does: Open (match), Grow, a simulated prefill that writes a fingerprint
+// of each token's prefix into its KV slot, Commit (insert) and Release.
+// After every operation it checks the pool's ownership audit, and whenever a
+// sequence reuses cached blocks it checks their contents: a cached block must
+// hold exactly the KV that computing the new prompt would have written.
+// That one check catches every way of sharing the wrong block.
+package cachetest
+
+import (
+	"fmt"
+	"testing"
+
+	"kvlab/common/kvcache"
+	"kvlab/kernels/cpu"
+)
+
+// Factory builds a fresh prefix cache over an allocator.
+type Factory func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache
+
+// Harness is a pool with a cache under test, plus helpers to run sequences
+// through it the way the engine would.
+type Harness struct {
+	T         testing.TB
+	Pool      *kvcache.Pool
+	Cache     kvcache.PrefixCache
+	BlockSize int
+	// prompts holds each open sequence's tokens.
+	prompts map[int][]int32
+}
+
+// NewHarness returns a pool of blocks×blockSize slots using the cache f builds.
+func NewHarness(t testing.TB, f Factory, blocks, blockSize int) *Harness {
+	t.Helper()
+	p, err := kvcache.NewPool(cpu.New(), kvcache.Config{Layers: 1, KVDim: 1, Blocks: blocks, BlockSize: blockSize, NewCache: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return &Harness{T: t, Pool: p, Cache: p.Cache(), BlockSize: blockSize, prompts: map[int][]int32{}}
+}
+
+// Fingerprint is the value the simulated prefill writes for the token at
+// position len(prefix)-1: a function of the whole prefix, as real KV is.
+// Two different prefixes collide with probability about 2⁻²⁴.
+func Fingerprint(prefix []int32) float32 {
+	h := uint64(14695981039346656037)
+	for _, t := range prefix {
+		h ^= uint64(uint32(t))
+		h *= 1099511628211
+	}
+	return float32(h>>40) + 1 // never 0, the value of an unwritten slot
+}
+
+// Audit fails the test if block ownership is broken.
+func (h *Harness) Audit(when string) {
+	h.T.Helper()
+	if err := h.Pool.Audit().Err(); err != nil {
+		h.T.Fatalf("%s: %v", when, err)
+	}
+}
+
+// Start opens sequence id for prompt, grows it to hold the prompt, checks
+// the contents of the blocks the cache lent, and writes the KV of every
+// position past the cached ones. It returns the cached token count, or -1
+// when the pool cannot hold the prompt (nothing is left open then).
+func (h *Harness) Start(id int, prompt []int32) int {
+	h.T.Helper()
+	cached, err := h.Pool.Open(id, prompt)
+	if err != nil {
+		h.T.Fatalf("open %d: %v", id, err)
+	}
+	h.Audit(fmt.Sprintf("after open %d", id))
+	if cached < 0 || cached > len(prompt) || cached%h.BlockSize != 0 {
+		h.T.Fatalf("sequence %d: cached %d tokens of a %d-token prompt; want a multiple of the block size %d within the prompt",
+			id, cached, len(prompt), h.BlockSize)
+	}
+	if err := h.Pool.Grow(id, len(prompt)); err != nil {
+		h.Pool.Release(id)
+		h.Audit(fmt.Sprintf("after failed grow of %d", id))
+		return -1
+	}
+	h.prompts[id] = prompt
+	h.CheckKV(id, cached)
+	h.Write(id, cached, len(prompt))
+	h.Audit(fmt.Sprintf("after prefill of %d", id))
+	return cached
+}
+
+// Write simulates computing positions [from, to) of sequence id: it makes
+// the blocks private (copy-on-write) and writes each position's fingerprint.
+func (h *Harness) Write(id, from, to int) {
+	h.T.Helper()
+	if from >= to {
+		return
+	}
+	if err := h.Pool.PrepareWrite(id, from, to-from); err != nil {
+		h.T.Fatalf("prepare write %d [%d,%d): %v", id, from, to, err)
+	}
+	k, _ := h.Pool.Layer(0)
+	kd := cpu.Data(k)
+	tokens := h.prompts[id]
+	for i, slot := range h.Pool.Slots(nil, id, from, to-from) {
+		kd[slot] = Fingerprint(tokens[:from+i+1])
+	}
+}
+
+// Extend appends tokens to sequence id as decoding would, writing their KV.
+func (h *Harness) Extend(id int, more []int32) bool {
+	h.T.Helper()
+	old := len(h.prompts[id])
+	next := append(append([]int32(nil), h.prompts[id]...), more...)
+	if err := h.Pool.Grow(id, len(next)); err != nil {
+		return false
+	}
+	h.prompts[id] = next
+	h.Write(id, old, len(next))
+	h.Audit(fmt.Sprintf("after extending %d", id))
+	return true
+}
+
+// CheckKV fails the test unless the first n positions of sequence id hold
+// the fingerprints of its own prefix.
+func (h *Harness) CheckKV(id, n int) {
+	h.T.Helper()
+	k, _ := h.Pool.Layer(0)
+	kd := cpu.Data(k)
+	tokens := h.prompts[id]
+	for p, slot := range h.Pool.Slots(nil, id, 0, n) {
+		if have, want := kd[slot], Fingerprint(tokens[:p+1]); have != want {
+			h.T.Fatalf("sequence %d position %d (slot %d): have KV %v; want %v — a cached block holds another prefix's KV",
+				id, p, slot, have, want)
+		}
+	}
+}
+
+// Commit offers sequence id's tokens to the cache.
+func (h *Harness) Commit(id int) {
+	h.T.Helper()
+	h.Pool.Commit(id, h.prompts[id])
+	h.Audit(fmt.Sprintf("after commit of %d", id))
+}
+
+// Finish commits and releases sequence id.
+func (h *Harness) Finish(id int) {
+	h.T.Helper()
+	h.Commit(id)
+	h.Release(id)
+}
+
+// Release ends sequence id without committing.
+func (h *Harness) Release(id int) {
+	h.T.Helper()
+	h.Pool.Release(id)
+	delete(h.prompts, id)
+	h.Audit(fmt.Sprintf("after release of %d", id))
+}
+
+// Tokens returns n tokens base, base+1, ...: distinct runs for distinct bases.
+func Tokens(base, n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(base + i)
+	}
+	return out
+}
+
+// Join concatenates token slices into a new slice.
+func Join(parts ...[]int32) []int32 {
+	var out []int32
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// floorBlocks rounds n down to a multiple of bs.
+func floorBlocks(n, bs int) int { return n / bs * bs }
