@@ -2,6 +2,7 @@
 GO      ?= go
 GOTEST  ?= $(GO) test
 BIN     := bin
+PYTHON  ?= python3
 
 .DEFAULT_GOAL := help
 
@@ -30,5 +31,6 @@ bench-kernels: ## CPU kernel benchmarks (matmul GFLOP/s, attention)
 	$(GOTEST) -run '^$$' -bench . -benchtime 2s ./kernels/cpu/
 
 .PHONY: golden
-golden: ## regenerate the PyTorch golden logits (needs python3-torch)
-	python3 scripts/torch_reference.py --regenerate
+golden: ## regenerate the PyTorch golden logits (needs Python 3 with torch, e.g. Debian's python3-torch)
+	d=$$(mktemp -d) && $(GOTEST) ./common/model -count=1 -run TestGoldenLogits -args -golden-models "$$d" && \
+	  $(PYTHON) scripts/torch_reference.py --cases "$$d/cases.json" --out-dir common/model/testdata/golden

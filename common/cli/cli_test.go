@@ -3,12 +3,15 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kvlab/common/metrics"
 )
 
 var testVariant = Variant{Name: "testcmd", Summary: "test"}
@@ -103,4 +106,45 @@ func TestHelpListsCommands(t *testing.T) {
 	for _, c := range []string{"init-model", "logits", "generate", "bench"} {
 		assert.True(t, strings.Contains(stderr, c), "help should list %s", c)
 	}
+}
+
+func TestBenchPrintsTableAndWritesFiles(t *testing.T) {
+	dir := smallModel(t, "llama")
+	out := t.TempDir()
+	jsonPath, plotPath := filepath.Join(out, "run.json"), filepath.Join(out, "ttft.svg")
+	for _, w := range []string{"prefix_caching", "no_shared_prefix", "chunked_prefill", "multi_turn"} {
+		t.Run(w, func(t *testing.T) {
+			code, stdout, stderr := run("bench", "-model", dir, "-workload", w, "-requests", "3", "-prefix-len", "16",
+				"-suffix-min", "4", "-suffix-max", "8", "-output-min", "2", "-output-max", "3", "-rps", "1000",
+				"-conversations", "2", "-turns", "2", "-think", "0s", "-long-prompts", "1",
+				"-json", jsonPath, "-plot", plotPath, "-quiet")
+			require.Equal(t, 0, code, stderr)
+			assert.Contains(t, stdout, "TTFT p50")
+			assert.Contains(t, stdout, "testcmd")
+
+			data, err := os.ReadFile(jsonPath)
+			require.NoError(t, err)
+			runs, err := metrics.ReadJSON(bytes.NewReader(data))
+			require.NoError(t, err)
+			require.Len(t, runs, 1)
+			assert.Positive(t, runs[0].Engine.PrefillTokensComputed)
+			for _, r := range runs[0].Requests {
+				assert.Empty(t, r.Err, "request %d", r.ID)
+				assert.Positive(t, r.OutputLen, "request %d", r.ID)
+			}
+			svg, err := os.ReadFile(plotPath)
+			require.NoError(t, err)
+			assert.Contains(t, string(svg), "<svg")
+		})
+	}
+}
+
+func TestBenchRejectsBadWorkloadFlags(t *testing.T) {
+	dir := smallModel(t, "llama")
+	code, _, stderr := run("bench", "-model", dir, "-workload", "nope", "-quiet")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "unknown workload")
+	code, _, stderr = run("bench", "-model", dir, "-suffix-min", "9", "-suffix-max", "3", "-quiet")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "suffix")
 }

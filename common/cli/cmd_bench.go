@@ -13,27 +13,11 @@ import (
 )
 
 // BenchDefaults returns the workload parameters bench starts from: the
-// seed's full-size parameters, scaled so that the baseline finishes in
-// about a minute on a 2-core CPU with the built-in model. Every value is a
-// flag, so the full size is one command line away.
+// seed's full-size parameters (the prefix_caching baseline takes about a
+// minute on a 2-core CPU with the built-in model). Every value is a flag.
 func BenchDefaults(name string) workload.Params {
 	p := workload.DefaultParams(name)
 	p.Vocab = 0 // filled in from the model
-	switch name {
-	case "prefix_caching", "no_shared_prefix":
-		p.Requests = 24
-		p.PrefixLen = 512
-		p.OutputMin, p.OutputMax = 16, 32
-		p.RPS = 8
-	case "chunked_prefill":
-		p.Requests = 16
-		p.OutputMin, p.OutputMax = 32, 64
-		p.PrefixLen = 256
-	case "multi_turn":
-		p.Conversations, p.Turns = 4, 3
-		p.PrefixLen = 256
-		p.OutputMin, p.OutputMax = 16, 32
-	}
 	return p
 }
 
