@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,4 +148,24 @@ func TestBenchRejectsBadWorkloadFlags(t *testing.T) {
 	code, _, stderr = run("bench", "-model", dir, "-suffix-min", "9", "-suffix-max", "3", "-quiet")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "suffix")
+}
+
+func TestGenerateSamplesMatchSeeds(t *testing.T) {
+	dir := smallModel(t, "qwen3")
+	gen := func(args ...string) (out struct {
+		Tokens  []int32   `json:"tokens"`
+		Samples [][]int32 `json:"samples"`
+	}) {
+		code, stdout, stderr := run(append([]string{"generate", "-model", dir, "-prompt", "4,5,6,7,8", "-max-tokens", "5",
+			"-ignore-eos", "-temperature", "1.2"}, args...)...)
+		require.Equal(t, 0, code, stderr)
+		require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+		return out
+	}
+	forked := gen("-n", "3", "-seed", "10")
+	require.Len(t, forked.Samples, 3)
+	for i, s := range forked.Samples {
+		alone := gen("-seed", fmt.Sprint(10+i))
+		assert.Equal(t, alone.Tokens, s, "sample %d", i)
+	}
 }

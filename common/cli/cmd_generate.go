@@ -12,7 +12,10 @@ import (
 type generateOutput struct {
 	Prompt []int32 `json:"prompt"`
 	Tokens []int32 `json:"tokens"`
-	Reason string  `json:"reason"`
+	// Samples holds every sample's tokens when -n asks for more than one
+	// (Samples[0] equals Tokens).
+	Samples [][]int32 `json:"samples,omitempty"`
+	Reason  string    `json:"reason"`
 }
 
 func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
@@ -25,6 +28,7 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 	topP := fs.Float64("top-p", 1, "nucleus sampling threshold in (0, 1]")
 	seed := fs.Uint64("seed", 0, "sampling seed")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past end-of-sequence tokens")
+	n := fs.Int("n", 1, "number of samples; they share the prompt's KV blocks, and sample i uses seed+i")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -33,13 +37,17 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	res, err := runOne(v, &rf, engine.Request{
-		Prompt: ids, MaxTokens: *maxTokens, IgnoreEOS: *ignoreEOS,
+		Prompt: ids, MaxTokens: *maxTokens, IgnoreEOS: *ignoreEOS, N: *n,
 		Sampling: engine.Sampling{Temperature: *temperature, TopP: *topP, Seed: *seed},
 	})
 	if err != nil {
 		return err
 	}
-	return writeJSON(stdout, generateOutput{Prompt: ids, Tokens: res.Tokens, Reason: res.Reason})
+	out := generateOutput{Prompt: ids, Tokens: res.Tokens, Reason: res.Reason}
+	if len(res.Samples) > 1 {
+		out.Samples = res.Samples
+	}
+	return writeJSON(stdout, out)
 }
 
 // logitsOutput is what logits prints.

@@ -2,12 +2,14 @@ package engine
 
 // Result is everything one request produced.
 type Result struct {
+	// Tokens and Logits are sample 0's tokens, and the logits each was
+	// sampled from (Logits only with Request.KeepLogits).
 	Tokens []int32
-	// Logits holds, per generated token, the logits it was sampled from
-	// (only with Request.KeepLogits).
 	Logits [][]float32
-	Reason string
-	Err    error
+	// Samples holds every sample's tokens; Samples[0] equals Tokens.
+	Samples [][]int32
+	Reason  string // why sample 0 finished
+	Err     error
 }
 
 // RunAll submits reqs, steps until every one of them is finished, and
@@ -21,7 +23,7 @@ func (e *Engine) RunAll(reqs []Request) map[int]*Result {
 			res[r.ID] = &Result{Err: err, Reason: "error"}
 			continue
 		}
-		res[r.ID] = &Result{}
+		res[r.ID] = &Result{Samples: make([][]int32, r.samples())}
 	}
 	for e.Busy() {
 		e.collect(res, e.Step())
@@ -38,12 +40,18 @@ func (e *Engine) collect(res map[int]*Result, outs []Output) {
 		if o.Err != nil {
 			r.Err = o.Err
 		} else {
-			r.Tokens = append(r.Tokens, o.Token)
-			if o.Logits != nil {
-				r.Logits = append(r.Logits, o.Logits)
+			for len(r.Samples) <= o.Sample {
+				r.Samples = append(r.Samples, nil)
+			}
+			r.Samples[o.Sample] = append(r.Samples[o.Sample], o.Token)
+			if o.Sample == 0 {
+				r.Tokens = append(r.Tokens, o.Token)
+				if o.Logits != nil {
+					r.Logits = append(r.Logits, o.Logits)
+				}
 			}
 		}
-		if o.Done {
+		if o.Done && o.Sample == 0 {
 			r.Reason = o.Reason
 		}
 	}

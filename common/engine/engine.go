@@ -29,11 +29,13 @@ type Engine struct {
 	context int // effective context limit in tokens
 	eos     map[int32]bool
 
-	waiting []*sequence       // FIFO; preempted sequences go back to the front
-	running []*sequence       // admitted, in admission order
-	live    map[int]*sequence // every unfinished request by id
-	pending []Output          // events produced outside a forward (failures)
-	batch   batchBuffers      // reused step assembly
+	waiting []*sequence  // FIFO; preempted sequences go back to the front
+	running []*sequence  // admitted, in admission order
+	live    map[int]int  // unfinished sequences per request id
+	nlive   int          // unfinished sequences in all
+	keys    int          // last sequence key handed out
+	pending []Output     // events produced outside a forward (failures)
+	batch   batchBuffers // reused step assembly
 	stats   Stats
 	// admissions numbers admissions so preemption can find the youngest.
 	admissions int
@@ -50,6 +52,7 @@ type Stats struct {
 	PeakBlocks    int // most KV blocks held at once
 	Finished      int
 	Failed        int
+	Forks         int // sample sequences split off a prompt
 }
 
 // New builds an engine for m with a fresh KV pool.
@@ -79,7 +82,7 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 		pool:    pool,
 		context: cfg.context(mc.MaxPositionEmbeddings),
 		eos:     make(map[int32]bool),
-		live:    make(map[int]*sequence),
+		live:    make(map[int]int),
 	}
 	for _, id := range mc.EOSTokenIDs {
 		e.eos[id] = true
@@ -105,8 +108,10 @@ func (e *Engine) Submit(r Request) error {
 	if err := e.check(r); err != nil {
 		return fmt.Errorf("engine: request %d: %w", r.ID, err)
 	}
-	s := &sequence{req: r, tokens: append([]int32(nil), r.Prompt...), phase: waiting}
-	e.live[r.ID] = s
+	e.keys++
+	s := &sequence{req: r, key: e.keys, tokens: append([]int32(nil), r.Prompt...), phase: waiting}
+	e.live[r.ID]++
+	e.nlive++
 	e.waiting = append(e.waiting, s)
 	return nil
 }
@@ -130,22 +135,30 @@ func (e *Engine) check(r Request) error {
 	if r.MaxTokens <= 0 {
 		return fmt.Errorf("max tokens must be positive, have %d", r.MaxTokens)
 	}
+	if r.N < 0 || r.N > MaxSamples {
+		return fmt.Errorf("samples must be in [1, %d], have %d", MaxSamples, r.N)
+	}
 	return r.Sampling.Validate()
 }
 
 // Busy reports whether any submitted request is unfinished.
-func (e *Engine) Busy() bool { return len(e.live) > 0 || len(e.pending) > 0 }
+func (e *Engine) Busy() bool { return e.nlive > 0 || len(e.pending) > 0 }
+
+// MaxSamples bounds Request.N.
+const MaxSamples = 64
 
 // Step runs one iteration and returns the events it produced.
 func (e *Engine) Step() []Output {
 	p := e.schedule()
+	// Blocks peak here: every row of the step has its slot, and nothing
+	// has finished yet.
+	e.stats.PeakBlocks = max(e.stats.PeakBlocks, e.pool.UsedBlocks())
 	out := e.pending
 	e.pending = nil
 	if !p.empty() {
 		e.stats.Steps++
 		out = e.run(p, out)
 	}
-	e.stats.PeakBlocks = max(e.stats.PeakBlocks, e.pool.UsedBlocks())
 	if e.cfg.Audit {
 		if err := e.pool.Audit().Err(); err != nil {
 			panic(fmt.Sprintf("engine: after step %d: %v", e.stats.Steps, err))
@@ -158,7 +171,7 @@ func (e *Engine) Step() []Output {
 // turn of the conversation can reuse prompt and output) and its blocks go
 // back to the pool.
 func (e *Engine) finish(s *sequence) {
-	e.pool.Commit(s.req.ID, s.tokens[:s.computed])
+	e.pool.Commit(s.key, s.tokens[:s.computed])
 	e.retire(s)
 	e.stats.Finished++
 }
@@ -167,12 +180,15 @@ func (e *Engine) finish(s *sequence) {
 func (e *Engine) fail(s *sequence, err error) {
 	e.retire(s)
 	e.stats.Failed++
-	e.pending = append(e.pending, Output{ID: s.req.ID, Index: s.generated(), Done: true, Reason: "error", Err: err})
+	e.pending = append(e.pending, Output{ID: s.req.ID, Sample: s.sample, Index: s.generated(), Done: true, Reason: "error", Err: err})
 }
 
 func (e *Engine) retire(s *sequence) {
-	e.pool.Release(s.req.ID)
+	e.pool.Release(s.key)
 	e.removeRunning(s)
 	s.phase = finished
-	delete(e.live, s.req.ID)
+	e.nlive--
+	if e.live[s.req.ID]--; e.live[s.req.ID] == 0 {
+		delete(e.live, s.req.ID)
+	}
 }

@@ -18,11 +18,21 @@ type Request struct {
 	// KeepLogits attaches each sampled position's logits to its Output
 	// (tests compare them bit for bit).
 	KeepLogits bool
+	// N is the number of samples to draw (0 means 1). The samples share
+	// the prompt's KV blocks — even the partially filled last one — and
+	// diverge at their first token; sample i uses seed Sampling.Seed+i, so
+	// it equals a single-sample request with that seed.
+	N int
 }
+
+// samples returns the number of samples r asks for.
+func (r Request) samples() int { return max(r.N, 1) }
 
 // Output is one event of a request's output stream.
 type Output struct {
 	ID int
+	// Sample is which of the request's N samples this event belongs to.
+	Sample int
 	// Token is the generated token; valid when Err is nil.
 	Token int32
 	// Index is the token's position in the output (0 for the first).
@@ -58,6 +68,13 @@ func (p phase) String() string {
 // sequence is the engine's state for one request.
 type sequence struct {
 	req Request
+	// key names the sequence in the KV pool; unique over the engine's life
+	// (a request with N samples has N sequences).
+	key int
+	// sample is this sequence's index among its request's samples.
+	sample int
+	// forked is set once the prompt's samples have been split off.
+	forked bool
 	// tokens is the prompt followed by every generated token.
 	tokens []int32
 	// computed counts the leading tokens whose KV is in the pool. While

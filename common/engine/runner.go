@@ -44,7 +44,7 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 		// prompt found whole in the cache, recomputed for its logits) are
 		// not written: their blocks are shared.
 		skip := max(0, min(s.cached-s.computed, w.n))
-		if err := e.pool.PrepareWrite(s.req.ID, s.computed+skip, w.n-skip); err != nil {
+		if err := e.pool.PrepareWrite(s.key, s.computed+skip, w.n-skip); err != nil {
 			e.fail(s, err)
 			continue
 		}
@@ -56,8 +56,8 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 		for range skip {
 			st.Slots = append(st.Slots, -1)
 		}
-		st.Slots = e.pool.Slots(st.Slots, s.req.ID, s.computed+skip, w.n-skip)
-		st.Seqs = append(st.Seqs, kernels.AttnSeq{QStart: start, QLen: w.n, CtxLen: s.computed + w.n, Pages: e.pool.Pages(s.req.ID)})
+		st.Slots = e.pool.Slots(st.Slots, s.key, s.computed+skip, w.n-skip)
+		st.Seqs = append(st.Seqs, kernels.AttnSeq{QStart: start, QLen: w.n, CtxLen: s.computed + w.n, Pages: e.pool.Pages(s.key)})
 		if s.computed+w.n == len(s.tokens) {
 			st.LogitRows = append(st.LogitRows, int32(len(st.Tokens)-1))
 			b.owners = append(b.owners, s)
@@ -96,38 +96,80 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 		b.host = e.model.Backend().ToHost(logits, growFloats(b.host, logits.Rows()*vocab))
 	}
 	for i, s := range b.owners {
-		index := s.generated()
-		var tok int32
 		var row []float32
-		if greedy != nil {
-			tok = greedy[i]
-		} else {
+		if greedy == nil {
 			row = b.host[i*vocab : (i+1)*vocab]
-			tok = s.req.Sampling.Sample(row, index)
 		}
+		group := []*sequence{s}
 		if s.phase == prefill {
 			// Prompt complete: offer its KV to the prefix cache now, so
 			// requests arriving during this one's decode can reuse it.
-			e.pool.Commit(s.req.ID, s.tokens[:s.computed])
+			e.pool.Commit(s.key, s.tokens[:s.computed])
 			s.phase = decoding
+			if !s.forked && s.req.samples() > 1 {
+				group = append(group, e.fork(s)...)
+			}
 		}
-		s.tokens = append(s.tokens, tok)
-		o := Output{ID: s.req.ID, Token: tok, Index: index, Cached: s.cached}
-		if s.req.KeepLogits { // allGreedy made sure row is on the host
-			o.Logits = append([]float32(nil), row...)
+		for _, q := range group {
+			var tok int32
+			if greedy != nil {
+				tok = greedy[i]
+			} else {
+				tok = q.req.Sampling.Sample(row, q.generated())
+			}
+			out = e.emit(q, tok, row, out)
 		}
-		switch {
-		case !s.req.IgnoreEOS && e.eos[tok]:
-			o.Done, o.Reason = true, "eos"
-		case s.generated() >= s.req.MaxTokens || len(s.tokens) >= e.context:
-			o.Done, o.Reason = true, "length"
-		}
-		if o.Done {
-			e.finish(s)
-		}
-		out = append(out, o)
 	}
 	return out
+}
+
+// fork splits the other samples of s's request off s, right after its
+// prompt: each sample is a sequence of its own that shares every prompt
+// block with s, the partially filled last one included. Their first writes
+// land in that shared block, which is where copy-on-write happens
+// (kvcache.Pool.PrepareWrite).
+func (e *Engine) fork(s *sequence) []*sequence {
+	s.forked = true
+	var kids []*sequence
+	for i := 1; i < s.req.samples(); i++ {
+		e.keys++
+		e.admissions++
+		c := &sequence{
+			req: s.req, key: e.keys, sample: i, forked: true,
+			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached,
+			phase: decoding, admitted: e.admissions,
+		}
+		c.req.Sampling.Seed += uint64(i)
+		if err := e.pool.Fork(s.key, c.key); err != nil {
+			panic(err) // s is open and c.key is fresh
+		}
+		e.running = append(e.running, c)
+		e.live[s.req.ID]++
+		e.nlive++
+		e.stats.Forks++
+		kids = append(kids, c)
+	}
+	e.stats.MaxRunning = max(e.stats.MaxRunning, len(e.running))
+	return kids
+}
+
+// emit appends tok to s, reports it, and retires s if it is done.
+func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Output {
+	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.cached}
+	s.tokens = append(s.tokens, tok)
+	if s.req.KeepLogits { // allGreedy made sure row is on the host
+		o.Logits = append([]float32(nil), row...)
+	}
+	switch {
+	case !s.req.IgnoreEOS && e.eos[tok]:
+		o.Done, o.Reason = true, "eos"
+	case s.generated() >= s.req.MaxTokens || len(s.tokens) >= e.context:
+		o.Done, o.Reason = true, "length"
+	}
+	if o.Done {
+		e.finish(s)
+	}
+	return append(out, o)
 }
 
 // allGreedy reports whether every row of this step can be sampled on the

@@ -100,12 +100,12 @@ func (e *Engine) admit(s *sequence) bool {
 	if e.pool.BlocksFor(charge)*e.pool.BlockSize() > e.pool.FreeTokens() {
 		return false
 	}
-	cached, err := e.pool.Open(s.req.ID, s.tokens)
+	cached, err := e.pool.Open(s.key, s.tokens)
 	if err != nil {
 		panic(err) // ids are unique among live requests by Submit's check
 	}
-	if err := e.pool.Grow(s.req.ID, len(s.tokens)); err != nil {
-		e.pool.Release(s.req.ID)
+	if err := e.pool.Grow(s.key, len(s.tokens)); err != nil {
+		e.pool.Release(s.key)
 		return false
 	}
 	// A prompt entirely in the cache still needs its last token run through
@@ -126,7 +126,7 @@ func (e *Engine) admit(s *sequence) bool {
 // was preempted or failed.
 func (e *Engine) growOrPreempt(s *sequence, n int) bool {
 	for {
-		err := e.pool.Grow(s.req.ID, n)
+		err := e.pool.Grow(s.key, n)
 		if err == nil {
 			return true
 		}
@@ -162,7 +162,7 @@ func (e *Engine) youngest() *sequence {
 // tokens (prompt and output so far) are kept and recomputed on readmission;
 // batch-invariant kernels make the recomputed KV identical.
 func (e *Engine) preempt(s *sequence) {
-	e.pool.Release(s.req.ID)
+	e.pool.Release(s.key)
 	e.removeRunning(s)
 	s.phase = waiting
 	s.computed = 0

@@ -16,13 +16,14 @@ type Server struct {
 	mu   sync.Mutex
 	in   []Request            // submitted, not yet handed to the engine
 	outs map[int]chan Output  // open streams by request id
+	left map[int]int          // samples still running per open stream
 	errs map[int]chan<- error // submitters waiting for validation
 	wake chan struct{}        // nudges the loop when work arrives
 }
 
 // NewServer wraps e. Call Run to start serving.
 func NewServer(e *Engine) *Server {
-	return &Server{e: e, outs: make(map[int]chan Output), errs: make(map[int]chan<- error), wake: make(chan struct{}, 1)}
+	return &Server{e: e, outs: make(map[int]chan Output), left: make(map[int]int), errs: make(map[int]chan<- error), wake: make(chan struct{}, 1)}
 }
 
 // Submit queues r and returns its stream, or the engine's reason to reject
@@ -30,7 +31,7 @@ func NewServer(e *Engine) *Server {
 // running.
 func (s *Server) Submit(r Request) (<-chan Output, error) {
 	// Room for the whole output, so a slow reader rarely stalls the loop.
-	ch := make(chan Output, min(max(r.MaxTokens, 0), 4096)+1)
+	ch := make(chan Output, min(max(r.MaxTokens, 0)*r.samples(), 4096)+1)
 	verdict := make(chan error, 1)
 	s.mu.Lock()
 	if _, dup := s.outs[r.ID]; dup {
@@ -39,6 +40,7 @@ func (s *Server) Submit(r Request) (<-chan Output, error) {
 	}
 	s.in = append(s.in, r)
 	s.outs[r.ID] = ch
+	s.left[r.ID] = r.samples()
 	s.errs[r.ID] = verdict
 	s.mu.Unlock()
 	select {
@@ -63,6 +65,7 @@ func (s *Server) Run(ctx context.Context) {
 			delete(s.errs, r.ID)
 			if err != nil {
 				delete(s.outs, r.ID)
+				delete(s.left, r.ID)
 			}
 		}
 		s.mu.Unlock()
@@ -81,12 +84,17 @@ func (s *Server) Run(ctx context.Context) {
 		for _, o := range s.e.Step() {
 			s.mu.Lock()
 			ch := s.outs[o.ID]
+			last := false
 			if o.Done {
-				delete(s.outs, o.ID)
+				s.left[o.ID]--
+				if last = s.left[o.ID] == 0; last {
+					delete(s.outs, o.ID)
+					delete(s.left, o.ID)
+				}
 			}
 			s.mu.Unlock()
 			ch <- o
-			if o.Done {
+			if last {
 				close(ch)
 			}
 		}
