@@ -145,6 +145,7 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 		CachedTokens:          s.CachedTokens,
 		PeakBlocksUsed:        s.PeakBlocks,
 		TotalBlocks:           e.Pool().Allocator().Total(),
+		BlockSize:             e.Pool().BlockSize(),
 		BlockCopies:           e.Pool().Copies(),
 		MaxRunning:            s.MaxRunning,
 	}

@@ -25,6 +25,11 @@ type RequestRecord struct {
 	TokenTimes []time.Duration `json:"token_times_ns"`
 	// Err is empty for a request that completed normally.
 	Err string `json:"err,omitempty"`
+	// Prompt and Output are the tokens in and out, kept so that runs of
+	// different engines on the same arrivals can be compared token by token
+	// and the block-aligned optimum computed (see OptimalPrefill).
+	Prompt []int32 `json:"prompt,omitempty"`
+	Output []int32 `json:"output,omitempty"`
 }
 
 // Failed reports whether the request ended with an error.
@@ -46,6 +51,7 @@ type EngineStats struct {
 	BlockCopies    int `json:"block_copies"`
 	PeakBlocksUsed int `json:"peak_blocks_used"`
 	TotalBlocks    int `json:"total_blocks"`
+	BlockSize      int `json:"block_size"`
 	// MaxRunning is the largest number of requests in one batch.
 	MaxRunning int `json:"max_running"`
 }

@@ -37,6 +37,13 @@ type Summary struct {
 	HitRate float64 `json:"hit_rate"`
 	// PrefillTokensComputed is copied from EngineStats.
 	PrefillTokensComputed int `json:"prefill_tokens_computed"`
+	// OptimalPrefill is the fewest prefill tokens a block-aligned prefix
+	// cache could have computed on these requests (see OptimalPrefill).
+	OptimalPrefill int `json:"optimal_prefill"`
+	// Evictions, BlockCopies and PeakBlocks are copied from EngineStats.
+	Evictions   int `json:"evictions"`
+	BlockCopies int `json:"block_copies"`
+	PeakBlocks  int `json:"peak_blocks"`
 
 	Wall time.Duration `json:"wall_ns"`
 }
@@ -81,6 +88,12 @@ func (r *Run) Summary() Summary {
 		s.HitRate = min(1, float64(s.CachedTokens)/float64(s.PromptTokens))
 	}
 	s.PrefillTokensComputed = r.Engine.PrefillTokensComputed
+	s.Evictions = r.Engine.Evictions
+	s.BlockCopies = r.Engine.BlockCopies
+	s.PeakBlocks = r.Engine.PeakBlocksUsed
+	if r.Engine.BlockSize > 0 {
+		s.OptimalPrefill = OptimalPrefill(r.Requests, r.Engine.BlockSize)
+	}
 
 	if sec := r.Wall.Seconds(); sec > 0 {
 		s.OutputTokensPerSec = float64(s.OutputTokens) / sec

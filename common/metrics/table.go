@@ -22,15 +22,22 @@ var tableColumns = []column{
 	{"failed", func(s Summary) string { return strconv.Itoa(s.Failed) }},
 	{"TTFT p50 (ms)", func(s Summary) string { return ms(s.TTFT.P50) }},
 	{"TTFT p99 (ms)", func(s Summary) string { return ms(s.TTFT.P99) }},
-	{"TTFT mean (ms)", func(s Summary) string { return ms(s.TTFT.Mean) }},
 	{"ITL p50 (ms)", func(s Summary) string { return ms(s.ITL.P50) }},
 	{"ITL p99 (ms)", func(s Summary) string { return ms(s.ITL.P99) }},
 	{"E2E p50 (ms)", func(s Summary) string { return ms(s.E2E.P50) }},
 	{"E2E p99 (ms)", func(s Summary) string { return ms(s.E2E.P99) }},
 	{"out (tok/s)", func(s Summary) string { return strconv.FormatFloat(s.OutputTokensPerSec, 'f', 1, 64) }},
-	{"req/s", func(s Summary) string { return strconv.FormatFloat(s.RequestsPerSec, 'f', 2, 64) }},
 	{"prefill (tok)", func(s Summary) string { return strconv.Itoa(s.PrefillTokensComputed) }},
+	{"of optimum (%)", func(s Summary) string {
+		if s.OptimalPrefill == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(100*float64(s.PrefillTokensComputed)/float64(s.OptimalPrefill), 'f', 1, 64)
+	}},
 	{"hit (%)", func(s Summary) string { return strconv.FormatFloat(100*s.HitRate, 'f', 1, 64) }},
+	{"evicted", func(s Summary) string { return strconv.Itoa(s.Evictions) }},
+	{"CoW", func(s Summary) string { return strconv.Itoa(s.BlockCopies) }},
+	{"peak blocks", func(s Summary) string { return strconv.Itoa(s.PeakBlocks) }},
 }
 
 func ms(d time.Duration) string {

@@ -115,6 +115,7 @@ func Run(eng Engine, reqs []Request, opt RunOptions) (*metrics.Run, error) {
 			s.prompt = slices.Clone(s.req.Prompt)
 		}
 		s.rec.PromptLen = len(s.prompt)
+		s.rec.Prompt = s.prompt
 		if err := eng.Submit(s.req.ID, s.prompt, s.req.MaxTokens); err != nil {
 			finish(i, since(), err.Error())
 			return
@@ -151,6 +152,7 @@ func Run(eng Engine, reqs []Request, opt RunOptions) (*metrics.Run, error) {
 					s.rec.FirstToken = at
 				}
 				s.output = append(s.output, ev.Token)
+				s.rec.Output = s.output
 				s.rec.TokenTimes = append(s.rec.TokenTimes, at)
 				s.rec.OutputLen++
 				if ev.Done {
