@@ -122,6 +122,12 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %d of %d requests failed (see -json for the errors)", r.Name, r.Failed, r.Requests)
 		}
 	}
+	if len(runs) > 1 {
+		if err := sameOutputs(runs); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "outputs: the cache generated exactly the baseline's tokens for all %d requests\n", len(reqs))
+	}
 	return nil
 }
 
