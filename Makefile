@@ -12,7 +12,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build every runnable into bin/
-	$(GO) build -o $(BIN)/ ./phase07_chunked
+	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS))
 
 .PHONY: test
 test: ## run every test (CPU only; no GPU, no downloads)
@@ -34,3 +34,21 @@ bench-kernels: ## CPU kernel benchmarks (matmul GFLOP/s, attention)
 golden: ## regenerate the PyTorch golden logits (needs Python 3 with torch, e.g. Debian's python3-torch)
 	d=$$(mktemp -d) && $(GOTEST) ./common/model -count=1 -run TestGoldenLogits -args -golden-models "$$d" && \
 	  $(PYTHON) scripts/torch_reference.py --cases "$$d/cases.json" --out-dir common/model/testdata/golden
+
+WORKLOAD  ?= prefix_caching
+VARIANTS  := phase08_prefix phase08_hashcow phase08_compressed
+COUNT     ?= 6
+BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+
+.PHONY: phase08
+phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_caching|multi_turn|no_shared_prefix|chunked_prefill)
+	$(GO) run ./phase08 -workload $(WORKLOAD) $(ARGS)
+
+.PHONY: bench
+bench: ## shared cache + engine benchmarks of the three variants, compared with benchstat
+	@mkdir -p out/bench
+	@for v in $(VARIANTS); do \
+	  echo "== $$v"; \
+	  $(GOTEST) -run '^$$' -bench '^Benchmark(Cache|Engine)$$' -benchmem -count $(COUNT) ./$$v/ > out/bench/$$v.txt || exit 1; \
+	done
+	$(BENCHSTAT) -ignore pkg prefix=out/bench/phase08_prefix.txt hashcow=out/bench/phase08_hashcow.txt compressed=out/bench/phase08_compressed.txt
