@@ -6,6 +6,8 @@ PYTHON  ?= python3
 
 .DEFAULT_GOAL := help
 
+include kernels/cuda/Makefile.inc
+
 .PHONY: help
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"kvlab/common/model"
 	"kvlab/kernels"
 	"kvlab/kernels/cpu"
+	"kvlab/kernels/cuda"
 )
 
 // runtimeFlags are the flags every command that runs the model shares.
@@ -29,7 +31,11 @@ type runtimeFlags struct {
 func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	f.eng = engine.DefaultConfig()
 	fs.StringVar(&f.modelDir, "model", "", "model directory (HF config.json + safetensors); empty: the built-in synthetic model, written on first use")
-	fs.StringVar(&f.device, "device", "cpu", "compute backend: cpu")
+	device := os.Getenv("KVLAB_DEVICE")
+	if device == "" {
+		device = "cpu"
+	}
+	fs.StringVar(&f.device, "device", device, "compute backend: cpu, or cuda in a binary built with -tags cuda (default from KVLAB_DEVICE)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (cpu.pprof) into this directory")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a heap profile (mem.pprof) into this directory")
 	fs.IntVar(&f.eng.BlockSize, "block-size", f.eng.BlockSize, "tokens per KV block")
@@ -67,8 +73,14 @@ func (f *runtimeFlags) backend() (kernels.Backend, error) {
 	switch f.device {
 	case "cpu":
 		return cpu.New(), nil
+	case "cuda":
+		be, err := cuda.New()
+		if err != nil {
+			return nil, fmt.Errorf("-device cuda: %w", err)
+		}
+		return be, nil
 	default:
-		return nil, fmt.Errorf("-device: unknown device %q (this build supports: cpu)", f.device)
+		return nil, fmt.Errorf("-device: unknown device %q (want cpu or cuda)", f.device)
 	}
 }
 

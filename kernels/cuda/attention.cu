@@ -1,0 +1,240 @@
+// attention.cu: causal attention over a paged KV cache, for decode steps and
+// chunked prefill mixed freely in one launch, with grouped-query attention;
+// and the same kernel for AttendLocal, which reads keys and values from the
+// step's own k/v rows instead of the cache.
+//
+// Computes: for every query row of every sequence (query i of sequence s
+//           sits at position pos0 + i, pos0 = CtxLen - QLen) and every query
+//           head h (reading key/value head h / group, group = NumHeads /
+//           NumKVHeads):
+//             out = softmax(scale · q·Kᵀ) · V over key positions 0..pos0+i.
+//           Attend: key position t lives in cache row
+//             pages[t / block_size] * block_size + t % block_size
+//           of the sequence's page table, so a cached prefix is visible like
+//           any other context and a prefill chunk is causal inside itself.
+//           AttendLocal (local != 0): pos0 = 0 and key t is row qstart + t
+//           of k and v: each sequence sees only its own chunk.
+//
+// Work split: the host lists work items; an item is up to ATT_ROWS (query,
+//           head) "rows" of one sequence that share a key/value head:
+//           row ρ is query ρ / group and head ρ % group of that group, so a
+//           decode step of a GQA model reads each key once for all the query
+//           heads that use it, and a prefill chunk puts several queries in
+//           one item. The item's keys are cut into tiles of 32 positions,
+//           dealt round-robin to the block's 4 warps. In a tile, lane j owns
+//           key j: it reads that key's head slice once (float4s through L1)
+//           and scores it against every row's query, which sits in shared
+//           memory. Each warp then updates, per row, a running maximum m,
+//           a per-lane partial normaliser l and an output accumulator (lane
+//           owns dims lane, lane+32, ...): the online softmax of flash
+//           attention, so keys are read exactly once and no score matrix is
+//           ever stored. For the P·V product the lanes take turns
+//           broadcasting their key's slot and weight. At the end the 4 warps'
+//           (m, l, acc) are merged through shared memory in warp order.
+//
+// Launch:   grid = (work items, NumKVHeads), 128 threads (4 warps);
+//           entry paged_attention_dN is the instantiation for head_dim <= N
+//           (N = 32, 64, 128, 256: N/32 accumulator values per lane and row),
+//           so head_dim is at most 256. Static shared memory:
+//           ATT_ROWS*N floats of queries plus 4*ATT_ROWS*N floats of partial
+//           results, 40 KB at N = 256.
+//           seqs holds 4 ints per sequence: qstart, qlen, pos0, offset of its
+//           page table in pages. items holds 2 ints per item: sequence, first
+//           row.
+//
+// Checked:  TestAttendMatchesCPU against the CPU backend: block sizes 1, 2
+//           and 16, ragged context lengths, decode and prefill rows mixed in
+//           one call, cached prefixes, a sequence with no rows, GQA groups 1,
+//           2, 4, 8 and 16 (the last splitting one query's heads over two
+//           items), head dims 7 (the scalar path), 8, 32, 64, 128 and 256.
+//           TestAttendDecodeAfterWrite chains WriteKV and Attend;
+//           TestAttendLocal compares with the CPU's AttendLocal. Tolerance
+//           1e-5 (relative above 1, absolute below).
+#include "common.cuh"
+
+#define ATT_WARPS 4
+#define ATT_THREADS (ATT_WARPS * 32)
+#define ATT_ROWS 8 // (query, head) rows per work item
+#define ATT_TILE 32 // keys per tile: one per lane
+
+template <int DPL> // head dims per lane: head_dim <= 32*DPL
+__device__ __forceinline__ void attention(float* __restrict__ out, const float* __restrict__ q,
+                                          const float* __restrict__ kc, const float* __restrict__ vc,
+                                          const int* __restrict__ seqs, const int* __restrict__ items,
+                                          const int* __restrict__ pages, long long num_heads,
+                                          long long num_kv_heads, long long head_dim, long long block_size,
+                                          double scale_d, long long local) {
+    constexpr int MAXD = 32 * DPL;
+    __shared__ __align__(16) float qs[ATT_ROWS][MAXD];
+    __shared__ float part_acc[ATT_WARPS][ATT_ROWS][MAXD];
+    __shared__ float part_m[ATT_WARPS][ATT_ROWS], part_l[ATT_WARPS][ATT_ROWS];
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int s = items[2 * blockIdx.x], row0 = items[2 * blockIdx.x + 1];
+    const int kvh = blockIdx.y;
+    const int qstart = seqs[4 * s], qlen = seqs[4 * s + 1], pos0 = seqs[4 * s + 2], poff = seqs[4 * s + 3];
+    const int hd = (int)head_dim, group = (int)(num_heads / num_kv_heads), bs = (int)block_size;
+    const int nrows = min(ATT_ROWS, qlen * group - row0);
+    const long long qcols = num_heads * head_dim, kvcols = num_kv_heads * head_dim;
+    const float scale = (float)scale_d;
+
+    // Stage the item's query vectors.
+    for (int e = tid; e < ATT_ROWS * MAXD; e += ATT_THREADS) {
+        const int r = e / MAXD, d = e % MAXD;
+        float val = 0.0f;
+        if (r < nrows && d < hd) {
+            const int rr = row0 + r;
+            const long long qrow = qstart + rr / group;
+            const int head = kvh * group + rr % group;
+            val = q[qrow * qcols + (long long)head * hd + d];
+        }
+        qs[r][d] = val;
+    }
+    __syncthreads();
+
+    int limit[ATT_ROWS]; // the last key position each row may see
+#pragma unroll
+    for (int r = 0; r < ATT_ROWS; ++r) limit[r] = r < nrows ? pos0 + (row0 + r) / group : -1;
+    const int nkeys = pos0 + (row0 + nrows - 1) / group + 1;
+
+    float m[ATT_ROWS], l[ATT_ROWS], acc[ATT_ROWS][DPL];
+#pragma unroll
+    for (int r = 0; r < ATT_ROWS; ++r) {
+        m[r] = -CUDART_INF_F;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[r][i] = 0.0f;
+    }
+
+    const bool vec = (hd & 3) == 0; // then every key slice is 16-byte aligned
+    const int ntiles = (nkeys + ATT_TILE - 1) / ATT_TILE;
+    for (int tile = warp; tile < ntiles; tile += ATT_WARPS) {
+        const int key = tile * ATT_TILE + lane;
+        const bool valid = key < nkeys;
+        long long slot = 0;
+        if (valid) {
+            slot = local ? (long long)qstart + key
+                         : (long long)pages[poff + key / bs] * bs + key % bs;
+        }
+
+        float sc[ATT_ROWS];
+#pragma unroll
+        for (int r = 0; r < ATT_ROWS; ++r) sc[r] = 0.0f;
+        if (valid) {
+            const float* kp = kc + slot * kvcols + (long long)kvh * hd;
+            if (vec) {
+#pragma unroll 4
+                for (int d = 0; d < hd; d += 4) {
+                    const float4 k4 = *reinterpret_cast<const float4*>(kp + d);
+#pragma unroll
+                    for (int r = 0; r < ATT_ROWS; ++r) {
+                        if (r < nrows) {
+                            const float4 q4 = *reinterpret_cast<const float4*>(&qs[r][d]);
+                            sc[r] += k4.x * q4.x + k4.y * q4.y + k4.z * q4.z + k4.w * q4.w;
+                        }
+                    }
+                }
+            } else {
+                for (int d = 0; d < hd; ++d) {
+                    const float kd = kp[d];
+#pragma unroll
+                    for (int r = 0; r < ATT_ROWS; ++r) sc[r] += kd * qs[r][d];
+                }
+            }
+        }
+
+        // Online softmax update, row by row. Everything that decides control
+        // flow here (nrows, tmax) is the same in all lanes.
+        float p[ATT_ROWS];
+#pragma unroll
+        for (int r = 0; r < ATT_ROWS; ++r) {
+            p[r] = 0.0f;
+            if (r < nrows) {
+                const float sv = (valid && key <= limit[r]) ? sc[r] * scale : -CUDART_INF_F;
+                const float tmax = warp_max(sv);
+                if (tmax != -CUDART_INF_F) {
+                    const float mnew = fmaxf(m[r], tmax);
+                    const float alpha = expf(m[r] - mnew); // 0 while m is still -inf
+                    p[r] = sv == -CUDART_INF_F ? 0.0f : expf(sv - mnew);
+                    l[r] = l[r] * alpha + p[r];
+#pragma unroll
+                    for (int i = 0; i < DPL; ++i) acc[r][i] *= alpha;
+                    m[r] = mnew;
+                }
+            }
+        }
+
+        // P·V: lane j's key is broadcast in turn; each lane accumulates its
+        // own head dims, so every value row is read once, coalesced.
+        const int kend = min(ATT_TILE, nkeys - tile * ATT_TILE);
+        for (int j = 0; j < kend; ++j) {
+            const long long sj = __shfl_sync(0xffffffffu, slot, j);
+            const float* vp = vc + sj * kvcols + (long long)kvh * hd;
+            float vv[DPL];
+#pragma unroll
+            for (int i = 0; i < DPL; ++i) {
+                const int d = lane + 32 * i;
+                vv[i] = d < hd ? vp[d] : 0.0f;
+            }
+#pragma unroll
+            for (int r = 0; r < ATT_ROWS; ++r) {
+                if (r < nrows) {
+                    const float pj = __shfl_sync(0xffffffffu, p[r], j);
+#pragma unroll
+                    for (int i = 0; i < DPL; ++i) acc[r][i] += pj * vv[i];
+                }
+            }
+        }
+    }
+
+    // Merge the warps' partial results.
+#pragma unroll
+    for (int r = 0; r < ATT_ROWS; ++r) {
+        if (r < nrows) {
+            const float lsum = warp_sum(l[r]);
+            if (lane == 0) {
+                part_m[warp][r] = m[r];
+                part_l[warp][r] = lsum;
+            }
+#pragma unroll
+            for (int i = 0; i < DPL; ++i) {
+                const int d = lane + 32 * i;
+                if (d < hd) part_acc[warp][r][d] = acc[r][i];
+            }
+        }
+    }
+    __syncthreads();
+    for (int e = tid; e < nrows * hd; e += ATT_THREADS) {
+        const int r = e / hd, d = e % hd;
+        float mx = -CUDART_INF_F;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; ++w) mx = fmaxf(mx, part_m[w][r]);
+        float sum = 0.0f, o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; ++w) {
+            if (part_m[w][r] != -CUDART_INF_F) { // a warp that saw no key adds nothing
+                const float f = expf(part_m[w][r] - mx);
+                sum += part_l[w][r] * f;
+                o += part_acc[w][r][d] * f;
+            }
+        }
+        const int rr = row0 + r;
+        const long long orow = qstart + rr / group;
+        const int head = kvh * group + rr % group;
+        out[orow * qcols + (long long)head * hd + d] = sum > 0.0f ? o / sum : 0.0f;
+    }
+}
+
+#define ATT_ENTRY(N)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS) paged_attention_d##N(                  \
+        float* out, const float* q, const float* kc, const float* vc, const int* seqs,               \
+        const int* items, const int* pages, long long num_heads, long long num_kv_heads,             \
+        long long head_dim, long long block_size, double scale, long long local) {                   \
+        attention<N / 32>(out, q, kc, vc, seqs, items, pages, num_heads, num_kv_heads, head_dim,     \
+                          block_size, scale, local);                                                 \
+    }
+
+ATT_ENTRY(32)
+ATT_ENTRY(64)
+ATT_ENTRY(128)
+ATT_ENTRY(256)

@@ -1,0 +1,108 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"fmt"
+
+	"kvlab/kernels"
+)
+
+// attnRows is ATT_ROWS in attention.cu: the (query, head) rows of one work
+// item. The two must agree.
+const attnRows = 8
+
+// attnPlan is the host-side description of one attention launch, built into
+// reusable slices so that a decode step does not allocate.
+type attnPlan struct {
+	seqs  []int32 // 4 per sequence: qstart, qlen, pos0, page-table offset
+	items []int32 // 2 per work item: sequence, first row
+	pages []int32 // every sequence's page table, concatenated
+}
+
+// Attend computes causal attention, reading keys and values through each
+// sequence's page table (see attention.cu).
+func (b *Backend) Attend(out, q, kc, vc kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
+	b.attend("Attend", asCUDA(out), asCUDA(q), asCUDA(kc), asCUDA(vc), seqs, shape, false)
+}
+
+// AttendLocal computes causal attention within each sequence's own chunk,
+// reading keys and values from this step's k and v rows.
+func (b *Backend) AttendLocal(out, q, k, v kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
+	b.attend("AttendLocal", asCUDA(out), asCUDA(q), asCUDA(k), asCUDA(v), seqs, shape, true)
+}
+
+func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
+	hd := sh.HeadDim
+	if hd <= 0 || sh.NumHeads <= 0 || sh.NumKVHeads <= 0 || sh.NumHeads%sh.NumKVHeads != 0 {
+		panic(fmt.Sprintf("cuda: %s: bad shape %+v", op, sh))
+	}
+	if hd > attnHeadDims[len(attnHeadDims)-1] {
+		panic(fmt.Sprintf("cuda: %s: head dim %d exceeds the kernel's limit of %d", op, hd, attnHeadDims[len(attnHeadDims)-1]))
+	}
+	if !local && sh.BlockSize <= 0 {
+		panic(fmt.Sprintf("cuda: %s: block size %d", op, sh.BlockSize))
+	}
+	sameShape(op, out, q)
+	sameShape(op, k, v)
+	if q.cols != sh.NumHeads*hd || k.cols != sh.NumKVHeads*hd {
+		panic(fmt.Sprintf("cuda: %s: q is %d wide and k %d wide for shape %+v", op, q.cols, k.cols, sh))
+	}
+
+	defer b.enter()()
+	p := &b.plan
+	p.seqs, p.items, p.pages = p.seqs[:0], p.items[:0], p.pages[:0]
+	group := sh.NumHeads / sh.NumKVHeads
+	for s, seq := range seqs {
+		if seq.QLen < 0 || seq.QLen > seq.CtxLen || seq.QStart < 0 || seq.QStart+seq.QLen > q.rows {
+			panic(fmt.Sprintf("cuda: %s: sequence %d %+v does not fit %d query rows", op, s, seq, q.rows))
+		}
+		pos0, off := seq.CtxLen-seq.QLen, len(p.pages)
+		if local {
+			pos0 = 0
+		} else {
+			checkPages(op, s, seq, sh.BlockSize, k.rows)
+			// Only the blocks the context reaches are uploaded.
+			p.pages = append(p.pages, seq.Pages[:(seq.CtxLen+sh.BlockSize-1)/sh.BlockSize]...)
+		}
+		p.seqs = append(p.seqs, int32(seq.QStart), int32(seq.QLen), int32(pos0), int32(off))
+		for row := 0; row < seq.QLen*group; row += attnRows {
+			p.items = append(p.items, int32(s), int32(row))
+		}
+	}
+	if len(p.items) == 0 {
+		return
+	}
+
+	fn := b.fn.attention[len(attnHeadDims)-1]
+	for i, d := range attnHeadDims {
+		if hd <= d {
+			fn = b.fn.attention[i]
+			break
+		}
+	}
+	sp := b.meta[roleSeqs].upload(op, int32Bytes(p.seqs))
+	ip := b.meta[roleItems].upload(op, int32Bytes(p.items))
+	pp := b.meta[rolePages].upload(op, int32Bytes(p.pages))
+	isLocal := 0
+	if local {
+		isLocal = 1
+	}
+	b.launch(op, fn, len(p.items)/2, sh.NumKVHeads, 128,
+		ptrArg(out), ptrArg(q), ptrArg(k), ptrArg(v), devArg(sp), devArg(ip), devArg(pp),
+		intArg(sh.NumHeads), intArg(sh.NumKVHeads), intArg(hd), intArg(max(sh.BlockSize, 1)),
+		floatArg(sh.Scale), intArg(isLocal))
+}
+
+// checkPages panics unless seq's page table covers its context with blocks
+// that exist in a kvRows-row cache, as the CPU backend requires.
+func checkPages(op string, s int, seq kernels.AttnSeq, bs, kvRows int) {
+	if len(seq.Pages)*bs < seq.CtxLen {
+		panic(fmt.Sprintf("cuda: %s: sequence %d has %d pages of %d for %d tokens", op, s, len(seq.Pages), bs, seq.CtxLen))
+	}
+	for _, page := range seq.Pages[:(seq.CtxLen+bs-1)/bs] {
+		if page < 0 || (int(page)+1)*bs > kvRows {
+			panic(fmt.Sprintf("cuda: %s: sequence %d uses block %d of a %d-row cache", op, s, page, kvRows))
+		}
+	}
+}

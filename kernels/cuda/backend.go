@@ -1,0 +1,334 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sync"
+	"unsafe"
+
+	"kvlab/kernels"
+)
+
+// devPtr is a device address. The CUDA driver's addresses are 64-bit
+// integers, not Go pointers, so the garbage collector never sees them.
+type devPtr uint64
+
+// Tensor is the CUDA backend's tensor: a rows×cols row-major block of
+// float32 values in device memory. A View shares its parent's allocation.
+type Tensor struct {
+	ptr        devPtr
+	rows, cols int
+	mem        *allocation // shared by a tensor and its views
+	view       bool
+	freed      bool
+}
+
+// allocation is one device allocation, shared by a tensor and its views so
+// that freeing the tensor makes every view unusable too.
+type allocation struct {
+	ptr   devPtr
+	freed bool
+}
+
+// Rows returns the number of rows.
+func (t *Tensor) Rows() int { return t.rows }
+
+// Cols returns the number of columns.
+func (t *Tensor) Cols() int { return t.cols }
+
+// Ptr returns the device address of the tensor's first element, for code
+// that launches its own kernels on the backend's tensors.
+func (t *Tensor) Ptr() uint64 { return uint64(t.ptr) }
+
+func (t *Tensor) elems() int { return t.rows * t.cols }
+
+// Backend implements kernels.Backend on one CUDA device (device 0 of those
+// the driver exposes; set CUDA_VISIBLE_DEVICES to pick another), or, in the
+// cudaemu build, on the CPU emulator of the same kernels.
+//
+// All work goes to the device's legacy default stream, so kernels run in
+// the order they were issued and every upload waits for the kernels before
+// it; operations return as soon as their kernels are queued, and only
+// ToHost and ArgmaxRows wait for the GPU. A Backend may be shared by
+// goroutines: a mutex serialises its calls, because the CUDA context has to
+// be made current on whichever OS thread the calling goroutine runs on, and
+// because the metadata buffers below are shared.
+type Backend struct {
+	mu   sync.Mutex
+	drv  driver // what the driver needs: device and context (see driver_cu.go)
+	desc string
+	sms  int
+	fn   functions
+
+	// Host metadata (token ids, positions, slots, page tables, ...) goes
+	// through one reusable device buffer per role.
+	meta [numRoles]metaBuf
+	plan attnPlan
+
+	argv [16]uint64 // kernel arguments of the launch being prepared
+	argp [16]unsafe.Pointer
+
+	// syncEach makes every launch wait for its kernel, so that a fault is
+	// reported by the operation that caused it rather than by a later
+	// ToHost. Set KVLAB_CUDA_SYNC=1 when chasing a device error.
+	syncEach bool
+
+	// forceMatmul, when set, overrides MatMulT's choice of kernel so that
+	// tests can check every variant and benchmarks can compare them.
+	forceMatmul matmulVariant
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+
+// Name returns "cuda".
+func (b *Backend) Name() string { return "cuda" }
+
+// Describe names the device, its compute capability, SM count and driver
+// version, for logs and benchmark tables.
+func (b *Backend) Describe() string { return b.desc }
+
+// Synchronize waits until every queued kernel has finished. Benchmarks call
+// it before reading the clock; nothing else needs to.
+func (b *Backend) Synchronize() {
+	defer b.enter()()
+	check("Synchronize", devSync())
+}
+
+// releaseMeta frees the metadata buffers; the caller holds the lock.
+func (b *Backend) releaseMeta() {
+	for i := range b.meta {
+		b.meta[i].release()
+	}
+}
+
+// check panics with op's name if err is a driver error. The interface has no
+// error results, and a failed allocation or launch leaves nothing sensible
+// to continue with.
+func check(op string, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
+	}
+}
+
+func asCUDA(t kernels.Tensor) *Tensor {
+	c, ok := t.(*Tensor)
+	if !ok {
+		panic(fmt.Sprintf("cuda: tensor of type %T is not a CUDA tensor", t))
+	}
+	if c.freed || (c.mem != nil && c.mem.freed) {
+		panic("cuda: use of a freed tensor")
+	}
+	return c
+}
+
+func sameShape(op string, a, b *Tensor) {
+	if a.rows != b.rows || a.cols != b.cols {
+		panic(fmt.Sprintf("cuda: %s: shapes %d×%d and %d×%d differ", op, a.rows, a.cols, b.rows, b.cols))
+	}
+}
+
+// alloc returns an uninitialised rows×cols tensor. Empty tensors get no
+// device memory (the driver refuses zero-byte allocations).
+func (b *Backend) alloc(rows, cols int) *Tensor {
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("cuda: New(%d, %d)", rows, cols))
+	}
+	t := &Tensor{rows: rows, cols: cols, mem: &allocation{}}
+	if n := int64(rows) * int64(cols); n > 0 {
+		p, err := devAlloc(4 * n)
+		check(fmt.Sprintf("allocating %d×%d floats", rows, cols), err)
+		t.ptr, t.mem.ptr = p, p
+	}
+	return t
+}
+
+// memsetZero clears t's memory; the caller holds the lock.
+func memsetZero(t *Tensor) error { return devZero(t.ptr, 4*int64(t.elems())) }
+
+// copyToHost copies len(dst) int32 values from device address p; the caller
+// holds the lock.
+func copyToHost(dst []int32, p devPtr) error {
+	return devDtoH(unsafe.Pointer(&dst[0]), p, int64(4*len(dst)))
+}
+
+// New returns a zeroed rows×cols tensor.
+func (b *Backend) New(rows, cols int) kernels.Tensor {
+	defer b.enter()()
+	t := b.alloc(rows, cols)
+	if n := t.elems(); n > 0 {
+		check("New", memsetZero(t))
+	}
+	return t
+}
+
+// FromHost returns a tensor holding a copy of data.
+func (b *Backend) FromHost(rows, cols int, data []float32) kernels.Tensor {
+	if rows < 0 || cols < 0 || len(data) != rows*cols {
+		panic(fmt.Sprintf("cuda: FromHost %d×%d with %d values", rows, cols, len(data)))
+	}
+	defer b.enter()()
+	t := b.alloc(rows, cols)
+	if len(data) > 0 {
+		check("FromHost", devHtoD(t.ptr, unsafe.Pointer(&data[0]), int64(4*len(data))))
+	}
+	return t
+}
+
+// ToHost copies t into dst and returns dst. It waits for every kernel queued
+// before it.
+func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
+	c := asCUDA(t)
+	if len(dst) != c.elems() {
+		panic(fmt.Sprintf("cuda: ToHost of %d×%d into %d values", c.rows, c.cols, len(dst)))
+	}
+	if len(dst) == 0 {
+		return dst
+	}
+	defer b.enter()()
+	check("ToHost", devDtoH(unsafe.Pointer(&dst[0]), c.ptr, int64(4*len(dst))))
+	return dst
+}
+
+// Free releases t's device memory. Freeing a tensor makes its views
+// unusable as well (unlike the CPU backend, whose views keep the memory
+// alive through the garbage collector); freeing a view only retires the
+// view.
+func (b *Backend) Free(t kernels.Tensor) {
+	c := asCUDA(t)
+	c.freed = true
+	if c.view || c.mem.ptr == 0 {
+		return
+	}
+	defer b.enter()()
+	// Kernels still queued may read the memory; cuMemFree does not wait for
+	// them on its own.
+	check("Free", devSync())
+	check("Free", devFree(c.mem.ptr))
+	c.mem.freed = true
+}
+
+// View returns rows [from, from+n) of t, sharing its memory.
+func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
+	c := asCUDA(t)
+	if from < 0 || n < 0 || from+n > c.rows {
+		panic(fmt.Sprintf("cuda: View rows [%d, %d) of a %d-row tensor", from, from+n, c.rows))
+	}
+	return &Tensor{
+		ptr:  c.ptr + devPtr(4*from*c.cols),
+		rows: n, cols: c.cols, mem: c.mem, view: true,
+	}
+}
+
+// metaRole names one of the per-role metadata buffers.
+type metaRole int
+
+const (
+	roleRows   metaRole = iota // Embed / GatherRows indices
+	rolePos                    // RoPE positions
+	roleFreq                   // RoPE inverse frequencies
+	roleSlots                  // WriteKV slots
+	roleSeqs                   // attention: per-sequence descriptors
+	roleItems                  // attention: work items
+	rolePages                  // attention: concatenated page tables
+	roleArgmax                 // ArgmaxRows results (device to host)
+	numRoles
+)
+
+// metaBuf is a growable device buffer plus a host copy of what it holds.
+//
+// An upload from pageable host memory waits for the kernels queued before
+// it, so uploading metadata before every kernel would stall the pipeline
+// hundreds of times per forward pass. A forward pass passes the same
+// positions, slots and page tables to every layer, though, so the upload is
+// skipped whenever the bytes equal what the buffer already holds: a step
+// then uploads each kind of metadata once. The device copy is never written
+// by a kernel, so the host copy stays exact.
+type metaBuf struct {
+	ptr  devPtr
+	cap  int64
+	host []byte
+}
+
+// upload makes m hold data and returns its device address.
+func (m *metaBuf) upload(op string, data []byte) devPtr {
+	n := int64(len(data))
+	if m.ptr != 0 && bytes.Equal(m.host, data) {
+		return m.ptr
+	}
+	m.reserve(op, n)
+	if n > 0 {
+		check(op, devHtoD(m.ptr, unsafe.Pointer(&data[0]), n))
+	}
+	m.host = append(m.host[:0], data...)
+	return m.ptr
+}
+
+// reserve makes m at least n bytes long, discarding its contents.
+func (m *metaBuf) reserve(op string, n int64) {
+	if m.ptr != 0 && m.cap >= n {
+		return
+	}
+	if m.ptr != 0 {
+		check(op, devSync()) // a queued kernel may still read the old buffer
+		check(op, devFree(m.ptr))
+	}
+	size := max(n, 2*m.cap, 256)
+	p, err := devAlloc(size)
+	check(op, err)
+	m.ptr, m.cap, m.host = p, size, m.host[:0]
+}
+
+func (m *metaBuf) release() {
+	if m.ptr != 0 {
+		_ = devFree(m.ptr)
+	}
+	*m = metaBuf{}
+}
+
+// int32Bytes views s as bytes, without copying.
+func int32Bytes(s []int32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
+}
+
+// float32Bytes views s as bytes, without copying.
+func float32Bytes(s []float32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
+}
+
+// Kernel arguments. gorgonia.org/cu's Function.Launch copies 8 bytes from
+// each argument pointer, so every kernel parameter is 8 bytes wide on both
+// sides: device pointers, int64 counts, and float64 for scalars that the
+// kernel narrows to float itself.
+
+func ptrArg(t *Tensor) uint64   { return uint64(t.ptr) }
+func devArg(p devPtr) uint64    { return uint64(p) }
+func intArg(v int) uint64       { return uint64(int64(v)) }
+func floatArg(v float32) uint64 { return math.Float64bits(float64(v)) }
+
+// launch queues fn on grid×block threads with the given 8-byte arguments.
+// The caller holds the lock (it has called enter).
+func (b *Backend) launch(op string, fn kernelFn, gridX, gridY, block int, args ...uint64) {
+	if gridX <= 0 || gridY <= 0 {
+		return // nothing to do; the driver rejects empty grids
+	}
+	if gridY > 65535 {
+		panic(fmt.Sprintf("cuda: %s: grid of %d×%d blocks exceeds the y limit", op, gridX, gridY))
+	}
+	for i, a := range args {
+		b.argv[i] = a
+		b.argp[i] = unsafe.Pointer(&b.argv[i])
+	}
+	check(op, fn.launch(gridX, gridY, block, b.argp[:len(args)]))
+	if b.syncEach {
+		check(op, devSync())
+	}
+}

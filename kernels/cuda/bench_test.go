@@ -1,0 +1,161 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"testing"
+
+	"kvlab/kernels"
+)
+
+// Llama-3.2-1B's dimensions, the shapes the benchmarks use.
+const (
+	llamaHidden       = 2048
+	llamaIntermediate = 8192
+	llamaVocab        = 128256
+	llamaHeads        = 32
+	llamaKVHeads      = 8
+	llamaHeadDim      = 64
+)
+
+// BenchmarkMatMulT times x·wᵀ on the projections of Llama-3.2-1B for batch
+// sizes from one decode token to a long prefill chunk, and reports:
+//
+//	TFLOP/s   2·n·in·out per second, the compute rate (matters for large n);
+//	weightGB/s  the f32 weight bytes per second (out·in·4), the rate that
+//	          bounds a decode step, whose weights are read once per token.
+//
+// scripts/torch_gemm_bench.py times torch.matmul (cuBLAS) on the same
+// shapes for comparison; run both on the same GPU.
+func BenchmarkMatMulT(b *testing.B) {
+	be := needGPU(b)
+	shapes := []struct {
+		name    string
+		in, out int
+	}{
+		{"qo_proj", llamaHidden, llamaHidden},
+		{"gate_up_proj", llamaHidden, llamaIntermediate},
+		{"down_proj", llamaIntermediate, llamaHidden},
+		{"lm_head", llamaHidden, llamaVocab},
+	}
+	rng := newRand(31)
+	for _, s := range shapes {
+		w := be.FromHost(s.out, s.in, randFloats(rng, s.out*s.in, 0.02))
+		for _, n := range []int{1, 16, 512, 2048} {
+			x := be.FromHost(n, s.in, randFloats(rng, n*s.in, 1))
+			dst := be.New(n, s.out)
+			b.Run(fmt.Sprintf("%s/in=%d/out=%d/n=%d", s.name, s.in, s.out, n), func(b *testing.B) {
+				be.MatMulT(dst, x, w) // warm-up
+				be.Synchronize()
+				b.ResetTimer()
+				for range b.N {
+					be.MatMulT(dst, x, w)
+				}
+				be.Synchronize()
+				sec := b.Elapsed().Seconds()
+				b.ReportMetric(2*float64(n)*float64(s.in)*float64(s.out)*float64(b.N)/sec/1e12, "TFLOP/s")
+				b.ReportMetric(4*float64(s.in)*float64(s.out)*float64(b.N)/sec/1e9, "weightGB/s")
+			})
+			be.Free(x)
+			be.Free(dst)
+		}
+		be.Free(w)
+	}
+}
+
+// decodeBatch builds a decode step of seqs sequences with ctx tokens of
+// context each, Llama-3.2-1B's attention shape and blockSize-token blocks.
+func decodeBatch(be *Backend, seqs, ctx, blockSize int) (out, q, kc, vc kernels.Tensor, as []kernels.AttnSeq, sh kernels.AttnShape) {
+	sh = attnShape(llamaHeads, llamaKVHeads, llamaHeadDim, blockSize)
+	perSeq := (ctx + blockSize - 1) / blockSize
+	blocks := seqs * perSeq
+	kvCols := llamaKVHeads * llamaHeadDim
+	rng := newRand(32)
+	// Only the page tables need to be realistic; the cache's contents do not
+	// change the kernel's work, so it is filled with a constant pattern.
+	kc, vc = be.New(blocks*blockSize, kvCols), be.New(blocks*blockSize, kvCols)
+	perm := rng.Perm(blocks) // scattered blocks, as a long-running pool has them
+	for s := range seqs {
+		pages := make([]int32, perSeq)
+		for i := range pages {
+			pages[i] = int32(perm[s*perSeq+i])
+		}
+		as = append(as, kernels.AttnSeq{QStart: s, QLen: 1, CtxLen: ctx, Pages: pages})
+	}
+	q = be.FromHost(seqs, llamaHeads*llamaHeadDim, randFloats(rng, seqs*llamaHeads*llamaHeadDim, 1))
+	out = be.New(seqs, llamaHeads*llamaHeadDim)
+	return out, q, kc, vc, as, sh
+}
+
+// BenchmarkAttendDecode times one layer's paged decode attention and
+// reports the achieved memory bandwidth: the bytes the kernel must move
+// (every context token's key and value head slices, plus queries and
+// outputs) divided by the time. Decode attention does two flops per byte,
+// so this, compared with the GPU's peak bandwidth, is its efficiency.
+func BenchmarkAttendDecode(b *testing.B) {
+	be := needGPU(b)
+	for _, c := range []struct{ seqs, ctx int }{{1, 4096}, {16, 1024}, {64, 1024}, {64, 4096}, {256, 2048}} {
+		b.Run(fmt.Sprintf("seqs=%d/ctx=%d/bs=16", c.seqs, c.ctx), func(b *testing.B) {
+			out, q, kc, vc, as, sh := decodeBatch(be, c.seqs, c.ctx, 16)
+			defer func() {
+				for _, t := range []kernels.Tensor{out, q, kc, vc} {
+					be.Free(t)
+				}
+			}()
+			kvBytes := float64(c.seqs) * float64(c.ctx) * float64(llamaKVHeads*llamaHeadDim) * 4 * 2
+			qoBytes := float64(c.seqs) * float64(llamaHeads*llamaHeadDim) * 4 * 2
+			be.Attend(out, q, kc, vc, as, sh) // warm-up, and uploads the page tables
+			be.Synchronize()
+			b.ResetTimer()
+			for range b.N {
+				be.Attend(out, q, kc, vc, as, sh)
+			}
+			be.Synchronize()
+			b.ReportMetric((kvBytes+qoBytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+// BenchmarkAttendPrefill times one layer's attention for a 512-token
+// prefill chunk after a cached prefix of 0 or 1536 tokens, in TFLOP/s of
+// the causal work (2 flops for q·k and 2 for p·v per visible key, head and
+// dim).
+func BenchmarkAttendPrefill(b *testing.B) {
+	be := needGPU(b)
+	const chunk, bs = 512, 16
+	for _, prefix := range []int{0, 1536} {
+		b.Run(fmt.Sprintf("chunk=%d/prefix=%d", chunk, prefix), func(b *testing.B) {
+			ctx := prefix + chunk
+			sh := attnShape(llamaHeads, llamaKVHeads, llamaHeadDim, bs)
+			pages := make([]int32, (ctx+bs-1)/bs)
+			for i := range pages {
+				pages[i] = int32(i)
+			}
+			kvCols := llamaKVHeads * llamaHeadDim
+			kc, vc := be.New(len(pages)*bs, kvCols), be.New(len(pages)*bs, kvCols)
+			rng := newRand(33)
+			q := be.FromHost(chunk, llamaHeads*llamaHeadDim, randFloats(rng, chunk*llamaHeads*llamaHeadDim, 1))
+			out := be.New(chunk, llamaHeads*llamaHeadDim)
+			defer func() {
+				for _, t := range []kernels.Tensor{out, q, kc, vc} {
+					be.Free(t)
+				}
+			}()
+			as := []kernels.AttnSeq{{QStart: 0, QLen: chunk, CtxLen: ctx, Pages: pages}}
+			var keys float64 // visible keys summed over the chunk's queries
+			for i := range chunk {
+				keys += float64(prefix + i + 1)
+			}
+			flops := 4 * keys * float64(llamaHeads*llamaHeadDim)
+			be.Attend(out, q, kc, vc, as, sh)
+			be.Synchronize()
+			b.ResetTimer()
+			for range b.N {
+				be.Attend(out, q, kc, vc, as, sh)
+			}
+			be.Synchronize()
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+		})
+	}
+}

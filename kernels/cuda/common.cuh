@@ -1,0 +1,61 @@
+// common.cuh: helpers shared by the kernels in this directory.
+//
+// Every kernel is declared extern "C" so that its PTX entry keeps the plain
+// name the Go side looks up, and every parameter is 8 bytes wide (a pointer,
+// a long long or a double): gorgonia.org/cu's Function.Launch copies exactly
+// 8 bytes from each argument it is given, so a 4-byte int or float parameter
+// would be fed the wrong bytes.
+#pragma once
+
+#include <math_constants.h>
+
+// warp_sum returns the sum of v over the 32 lanes of a warp, in every lane.
+// The butterfly order is fixed, so the result does not depend on timing.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// warp_sum_d is warp_sum in double precision.
+__device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// warp_max returns the maximum of v over the warp, in every lane.
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// block_sum_d returns the sum of v over the whole block (blockDim.x a
+// multiple of 32, at most 1024) in every thread. scratch must hold 32
+// doubles. It ends with a barrier, so scratch may be reused right after.
+__device__ __forceinline__ double block_sum_d(double v, double* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    double t = lane < warps ? scratch[lane] : 0.0;
+    t = warp_sum_d(t);
+    __syncthreads();
+    return t;
+}
+
+// block_max returns the maximum of v over the whole block in every thread;
+// the same rules as block_sum_d apply, with 32 floats of scratch.
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warps = blockDim.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < warps ? scratch[lane] : -CUDART_INF_F;
+    t = warp_max(t);
+    __syncthreads();
+    return t;
+}

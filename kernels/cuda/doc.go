@@ -1,0 +1,48 @@
+// Package cuda implements kernels.Backend on an NVIDIA GPU: tensors live in
+// device memory, and every operation is a kernel of our own, written in CUDA
+// C++ next to this file (one .cu file per kernel, each opening with what it
+// computes, its launch shape and the test that checks it), compiled to PTX
+// by `make kernels`, embedded in the binary and launched through the CUDA
+// driver API via gorgonia.org/cu. No cuBLAS, no cuDNN: the kernels are the
+// lesson, and the binary needs nothing but the NVIDIA driver.
+//
+// # Build tags
+//
+// The backend is compiled only with `-tags cuda`. It needs cgo and the
+// CUDA 11.x or 12.x headers to build (gorgonia.org/cu does not compile
+// against CUDA 13's), and a tagged binary needs the driver's libcuda.so.1
+// to start at all. Without the tag this package is a stub whose New reports
+// ErrNotBuilt, so that a command can always offer `--device cuda` and say
+// clearly why it is unavailable.
+//
+// With `-tags cudaemu` the same backend runs on a CPU emulator of the
+// kernels (emulator.cc compiles the .cu files unchanged with the host C++
+// compiler), so that the kernels and the Go that launches them are tested
+// on machines without a GPU or CUDA: `go test -tags cudaemu ./kernels/cuda/`.
+//
+// # A machine without a GPU
+//
+// gorgonia.org/cu initialises the driver in its package init and, when that
+// fails, prints a message and exits the process before main runs: a tagged
+// binary would die on a GPU-less machine even when asked for the CPU. This
+// package interposes the driver's cuInit (see guard.go) so that the failure
+// is recorded instead, and New returns it as an error wrapping ErrNoDevice.
+// What it cannot change: if libcuda.so.1 itself is missing, the dynamic
+// loader refuses to start a tagged binary, before any Go code runs.
+//
+// # Numerics
+//
+// The GPU backend is held to tolerances, not to the CPU backend's bit-exact
+// batch invariance: matrix products round their inputs to bfloat16 (relative
+// error around 1e-2 of the products' scale), every other kernel agrees with
+// the CPU backend to about 1e-5. The tests state each tolerance.
+package cuda
+
+import "errors"
+
+// ErrNotBuilt is returned by New in a binary built without the cuda tag.
+var ErrNotBuilt = errors.New("cuda: this binary was built without CUDA support; rebuild with `-tags cuda` (see docs/gpu.md)")
+
+// ErrNoDevice is wrapped by the error New returns when the driver is present
+// but reports no usable GPU.
+var ErrNoDevice = errors.New("cuda: no usable CUDA device")

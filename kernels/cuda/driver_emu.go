@@ -1,0 +1,129 @@
+//go:build cudaemu && !cuda
+
+package cuda
+
+// The cudaemu build runs the backend on a CPU emulator of the kernels
+// (emulator.cc, which compiles the .cu files unchanged against the small
+// CUDA stand-in in emu/). It needs a C++20 compiler and no CUDA at all, so
+// the kernels' indexing, masking and reductions, and every line of Go that
+// prepares their launches, can be tested on any machine:
+//
+//	go test -tags cudaemu ./kernels/cuda/
+//
+// It is far too slow to serve a model, and it says nothing about the GPU
+// itself; see emu/cuda_emu.h for what it cannot show.
+
+/*
+#cgo CXXFLAGS: -std=c++20 -O2 -pthread -Wno-unknown-pragmas -I${SRCDIR}/emu -I${SRCDIR}
+#cgo LDFLAGS: -pthread
+#include <stdint.h>
+#include <stdlib.h>
+
+int emu_kernel(const char *name);
+int emu_launch(int k, int gx, int gy, int block, const uint64_t *args, int nargs);
+uint64_t emu_alloc(uint64_t bytes);
+void emu_free(uint64_t p);
+void emu_zero(uint64_t p, uint64_t bytes);
+void emu_htod(uint64_t dst, const void *src, uint64_t bytes);
+void emu_dtoh(void *dst, uint64_t src, uint64_t bytes);
+*/
+import "C"
+
+import (
+	"embed"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"kvlab/kernels"
+)
+
+// emulatedSources is never read. The go command does not know .cu files,
+// so it would not rebuild emulator.cc (which includes them) when a kernel
+// changes; embedding them makes their contents part of the package's build
+// inputs, so an edited kernel is always the one the tests run.
+//
+//go:embed *.cu *.cuh emu/*.h
+var emulatedSources embed.FS
+
+// driver is empty: the emulator has no device or context.
+type driver struct{}
+
+// kernelFn is an emulated kernel, by its index in emulator.cc's table.
+type kernelFn struct{ id C.int }
+
+// New returns the backend on the CPU emulator. It never fails for want of a
+// GPU; it fails only if a kernel the backend needs is missing from the
+// emulator.
+func New() (kernels.Backend, error) {
+	b := &Backend{
+		desc:     "CPU emulator of the CUDA kernels (cudaemu build; no GPU)",
+		sms:      4,
+		syncEach: os.Getenv("KVLAB_CUDA_SYNC") == "1",
+	}
+	for mod, ks := range b.fn.entries() {
+		for name, fn := range ks {
+			cs := C.CString(name)
+			fn.id = C.emu_kernel(cs)
+			C.free(unsafe.Pointer(cs))
+			if fn.id < 0 {
+				return nil, fmt.Errorf("cuda: emulator lacks kernel %s of %s.cu", name, mod)
+			}
+		}
+	}
+	return b, nil
+}
+
+// Close frees the metadata buffers.
+func (b *Backend) Close() error {
+	defer b.enter()()
+	b.releaseMeta()
+	return nil
+}
+
+// enter takes the backend's lock; the returned function releases it.
+func (b *Backend) enter() func() {
+	b.mu.Lock()
+	return b.mu.Unlock
+}
+
+// launch runs the kernel to completion: the emulator is synchronous.
+func (k kernelFn) launch(gridX, gridY, block int, argp []unsafe.Pointer) error {
+	args := make([]uint64, len(argp))
+	for i, p := range argp {
+		args[i] = *(*uint64)(p)
+	}
+	var first *C.uint64_t
+	if len(args) > 0 {
+		first = (*C.uint64_t)(unsafe.Pointer(&args[0]))
+	}
+	if C.emu_launch(k.id, C.int(gridX), C.int(gridY), C.int(block), first, C.int(len(args))) != 0 {
+		return fmt.Errorf("emulator refused a launch of %d×%d blocks of %d threads with %d arguments",
+			gridX, gridY, block, len(args))
+	}
+	return nil
+}
+
+func devAlloc(bytes int64) (devPtr, error) {
+	p := C.emu_alloc(C.uint64_t(bytes))
+	if p == 0 {
+		return 0, fmt.Errorf("out of host memory for %d bytes", bytes)
+	}
+	return devPtr(p), nil
+}
+
+func devFree(p devPtr) error { C.emu_free(C.uint64_t(p)); return nil }
+
+func devZero(p devPtr, bytes int64) error { C.emu_zero(C.uint64_t(p), C.uint64_t(bytes)); return nil }
+
+func devHtoD(dst devPtr, src unsafe.Pointer, bytes int64) error {
+	C.emu_htod(C.uint64_t(dst), src, C.uint64_t(bytes))
+	return nil
+}
+
+func devDtoH(dst unsafe.Pointer, src devPtr, bytes int64) error {
+	C.emu_dtoh(dst, C.uint64_t(src), C.uint64_t(bytes))
+	return nil
+}
+
+func devSync() error { return nil }

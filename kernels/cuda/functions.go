@@ -1,0 +1,68 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"embed"
+	"fmt"
+	"sort"
+)
+
+// ptxFiles holds the PTX that `make kernels` generates from the .cu files
+// beside this one. PTX is the GPU's portable assembly: the driver compiles
+// it for the actual GPU when a module is loaded (and caches the result), so
+// the binary carries no nvcc output tied to one GPU generation.
+//
+//go:embed ptx/*.ptx
+var ptxFiles embed.FS
+
+// functions holds every kernel the backend launches; a kernelFn is a loaded
+// CUDA function (driver_cu.go) or an emulated one (driver_emu.go).
+type functions struct {
+	add, siluMul                      kernelFn
+	rmsnorm, rmsnormHeads, rope       kernelFn
+	gatherRows, writeKV, copyBlock    kernelFn
+	softmax, argmax                   kernelFn
+	matmul128, matmul64, matmulSkinny kernelFn
+	attention                         [len(attnHeadDims)]kernelFn
+}
+
+// attnHeadDims are the head-dimension limits of the attention kernel's
+// instantiations (paged_attention_dN handles head_dim <= N).
+var attnHeadDims = [...]int{32, 64, 128, 256}
+
+// entries maps each PTX module (file name without .ptx) to its kernels and
+// where to keep them.
+func (f *functions) entries() map[string]map[string]*kernelFn {
+	e := map[string]map[string]*kernelFn{
+		"add":           {"add": &f.add},
+		"silu_mul":      {"silu_mul": &f.siluMul},
+		"rmsnorm":       {"rmsnorm": &f.rmsnorm},
+		"rmsnorm_heads": {"rmsnorm_heads": &f.rmsnormHeads},
+		"rope":          {"rope": &f.rope},
+		"gather_rows":   {"gather_rows": &f.gatherRows},
+		"write_kv":      {"write_kv": &f.writeKV},
+		"copy_block":    {"copy_block": &f.copyBlock},
+		"softmax":       {"softmax_rows": &f.softmax},
+		"argmax":        {"argmax_rows": &f.argmax},
+		"matmul": {
+			"matmul_bf16_128":    &f.matmul128,
+			"matmul_bf16_64":     &f.matmul64,
+			"matmul_bf16_skinny": &f.matmulSkinny,
+		},
+		"attention": {},
+	}
+	for i, d := range attnHeadDims {
+		e["attention"][fmt.Sprintf("paged_attention_d%d", d)] = &f.attention[i]
+	}
+	return e
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
