@@ -154,6 +154,7 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 		BlockSize:             e.Pool().BlockSize(),
 		BlockCopies:           e.Pool().Copies(),
 		MaxRunning:            s.MaxRunning,
+		Preemptions:           s.Preemptions,
 	}
 	if c := e.Pool().Cache(); c != nil {
 		run.Engine.Evictions = c.Stats().Evicted

@@ -1,6 +1,9 @@
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Allocator hands out fixed-size KV blocks and counts who holds each one.
 //
@@ -51,6 +54,7 @@ func (a *Allocator) Allocate(dst []int32, n int) ([]int32, error) {
 	if !a.CanAllocate(n) {
 		return dst, &OutOfBlocksError{Want: n, Free: len(a.free)}
 	}
+	dst = slices.Grow(dst, n)
 	for range n {
 		b := a.free[len(a.free)-1]
 		a.free = a.free[:len(a.free)-1]

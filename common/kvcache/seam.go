@@ -49,6 +49,10 @@ type PrefixCache interface {
 
 	// Evictable returns how many blocks Evict could free right now. Free
 	// capacity counts them, or a full cache would stall admission forever.
+	// It may overcount blocks that a live sequence also holds (a duplicate
+	// the cache kept without adopting, a forked sequence's reference):
+	// admission then finds fewer blocks than it hoped and waits or
+	// preempts, and Evict reports only the blocks it really freed.
 	Evictable() int
 
 	// Holds returns the number of allocator references the cache itself

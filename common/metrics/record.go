@@ -54,6 +54,9 @@ type EngineStats struct {
 	BlockSize      int `json:"block_size"`
 	// MaxRunning is the largest number of requests in one batch.
 	MaxRunning int `json:"max_running"`
+	// Preemptions counts sequences whose KV was dropped to make room, to be
+	// recomputed later.
+	Preemptions int `json:"preemptions"`
 }
 
 // Run is one configuration's complete result.

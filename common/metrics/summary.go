@@ -44,6 +44,9 @@ type Summary struct {
 	Evictions   int `json:"evictions"`
 	BlockCopies int `json:"block_copies"`
 	PeakBlocks  int `json:"peak_blocks"`
+	// MaxRunning and Preemptions are copied from EngineStats.
+	MaxRunning  int `json:"max_running"`
+	Preemptions int `json:"preemptions"`
 
 	Wall time.Duration `json:"wall_ns"`
 }
@@ -91,6 +94,8 @@ func (r *Run) Summary() Summary {
 	s.Evictions = r.Engine.Evictions
 	s.BlockCopies = r.Engine.BlockCopies
 	s.PeakBlocks = r.Engine.PeakBlocksUsed
+	s.MaxRunning = r.Engine.MaxRunning
+	s.Preemptions = r.Engine.Preemptions
 	if r.Engine.BlockSize > 0 {
 		s.OptimalPrefill = OptimalPrefill(r.Requests, r.Engine.BlockSize)
 	}

@@ -38,6 +38,8 @@ var tableColumns = []column{
 	{"evicted", func(s Summary) string { return strconv.Itoa(s.Evictions) }},
 	{"CoW", func(s Summary) string { return strconv.Itoa(s.BlockCopies) }},
 	{"peak blocks", func(s Summary) string { return strconv.Itoa(s.PeakBlocks) }},
+	{"max running", func(s Summary) string { return strconv.Itoa(s.MaxRunning) }},
+	{"preempted", func(s Summary) string { return strconv.Itoa(s.Preemptions) }},
 }
 
 func ms(d time.Duration) string {

@@ -1,0 +1,71 @@
+package radix
+
+// The lru ring holds exactly the nodes without users, least recently used
+// first. A node joins it when its last user leaves, and leaves it when a
+// sequence matches it again.
+//
+// Every node on the ring comes after all of its descendants: the nodes
+// below a node without users have none either, and so are on the ring, and
+// each way of joining keeps the order. Release walks a sequence's path from
+// its deepest node up, so a node joins after the descendants it leaves
+// there; a node Insert creates without a user joins right before its parent
+// when the parent is on the ring. Hence the front is always a leaf, Evict
+// is a pop from the front, and cascading to a parent that becomes a leaf
+// needs no extra step.
+
+// Evict frees up to n blocks, least recently used first, and returns how
+// many it freed.
+func (t *Tree) Evict(n int) int {
+	freed := 0
+	for freed < n && t.idle > 0 {
+		v := t.lru.next
+		t.unlink(v)
+		if t.removeLeaf(v) {
+			freed++
+		}
+		t.evicted++
+	}
+	return freed
+}
+
+// Evictable returns how many blocks Evict could free now: the nodes with no
+// user. (It overcounts while the sequence that wrote a block still holds it
+// too: a block Insert cached without adopting it, or one a forked sequence
+// shares. Evicting such a node frees nothing until that sequence ends.)
+func (t *Tree) Evictable() int { return t.idle }
+
+// use records one more user of n.
+func (t *Tree) use(n *node) {
+	if n.users == 0 {
+		t.unlink(n)
+	}
+	n.users++
+}
+
+// unuse records that one user of n is gone.
+func (t *Tree) unuse(n *node) {
+	n.users--
+	switch {
+	case n.users < 0:
+		panic("radix: node released more often than used")
+	case n.users == 0:
+		t.rest(n)
+	}
+}
+
+// rest puts n, which has no user, on the ring: right before its parent if
+// the parent is there, else at the back, as the most recently used.
+func (t *Tree) rest(n *node) {
+	at := &t.lru
+	if p := n.parent; p.users == 0 && p != &t.root {
+		at = p
+	}
+	n.prev, n.next = at.prev, at
+	n.prev.next, at.prev = n, n
+	t.idle++
+}
+
+func (t *Tree) unlink(n *node) {
+	n.prev.next, n.next.prev = n.next, n.prev
+	t.idle--
+}

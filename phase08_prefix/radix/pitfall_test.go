@@ -1,0 +1,279 @@
+package radix
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/kvcache"
+)
+
+// The tests here reproduce the tree's own pitfalls (PITFALLS.md) with small
+// ports of the buggy code, wrapped around a real Tree, and show that Tree
+// does not have them.
+
+// recounting is a tree whose Insert walks the prompt from the root and
+// counts the sequence as a user of every node it passes — the blocks it got
+// from Match included.
+type recounting struct{ *Tree }
+
+func (r recounting) Insert(seq int, tokens, pages []int32, lent int) int {
+	t := r.Tree
+	n, bs := &t.root, t.blockSize
+	for i := 0; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
+		block := tokens[i*bs : (i+1)*bs]
+		if c := n.children[label(block)]; c != nil {
+			t.use(c) // the bug: for i < lent, seq already is a user of c
+			n = c
+			continue
+		}
+		if lent == i {
+			lent++
+		} else {
+			t.alloc.Incref(pages[i])
+		}
+		n = t.newNode(n, block, pages[i])
+		n.users = 1
+	}
+	if n != &t.root {
+		t.held[seq] = n
+	}
+	return lent
+}
+
+func TestPitfallInsertRecountsMatchedNodes(t *testing.T) {
+	prompt := seq(0, 12)
+	for _, tt := range []struct {
+		name      string
+		wrap      func(*Tree) kvcache.PrefixCache
+		evictable int
+	}{
+		{"recounting insert", func(t *Tree) kvcache.PrefixCache { return recounting{t} }, 0},
+		{"Tree.Insert", func(t *Tree) kvcache.PrefixCache { return t }, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, tree := newPoolWith(t, 8, 4, tt.wrap)
+			serve(t, p, 1, prompt)
+			serve(t, p, 2, prompt) // matches all three blocks, then commits them
+			if have := tree.Evictable(); have != tt.evictable {
+				t.Fatalf("evictable after both sequences finished: have %d of %d cached; want %d", have, tree.Cached(), tt.evictable)
+			}
+			// The symptom: the pool can never be whole again.
+			tree.Evict(8)
+			if have := p.Allocator().NumFree(); have != 5+tt.evictable {
+				t.Fatalf("blocks free after evicting all it can: have %d; want %d", have, 5+tt.evictable)
+			}
+		})
+	}
+}
+
+// stopping is a tree whose Insert gives up at the first block another
+// sequence cached first, instead of caching the blocks after it.
+type stopping struct{ *Tree }
+
+func (s stopping) Insert(seq int, tokens, pages []int32, lent int) int {
+	t := s.Tree
+	n, bs := &t.root, t.blockSize
+	if h := t.held[seq]; h != nil {
+		n = h
+	}
+	for i := n.depth; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
+		block := tokens[i*bs : (i+1)*bs]
+		if n.children[label(block)] != nil {
+			break // the bug: nothing after a duplicate is cached
+		}
+		n = t.newNode(n, block, pages[i])
+		n.users = 1
+		lent++
+	}
+	if n != &t.root {
+		t.held[seq] = n
+	}
+	return lent
+}
+
+func TestPitfallInsertStopsAtADuplicateBlock(t *testing.T) {
+	shared := seq(0, 8)
+	a, b := join(shared, seq(100, 4)), join(shared, seq(200, 8))
+	for _, tt := range []struct {
+		name string
+		wrap func(*Tree) kvcache.PrefixCache
+		want int
+	}{
+		{"insert that stops", func(t *Tree) kvcache.PrefixCache { return stopping{t} }, 8},
+		{"Tree.Insert", func(t *Tree) kvcache.PrefixCache { return t }, 16},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, tree := newPoolWith(t, 32, 4, tt.wrap)
+			start(t, p, 1, a) // a and b prefill the shared blocks at the same time
+			start(t, p, 2, b)
+			p.Commit(1, a)
+			p.Commit(2, b) // finds the shared blocks cached by a
+			p.Release(1)
+			p.Release(2)
+			requireClean(t, p)
+			if have := tree.MatchLen(b); have != tt.want {
+				t.Fatalf("MatchLen(b) after b finished: have %d; want %d", have, tt.want)
+			}
+		})
+	}
+}
+
+// aliasing is a tree whose nodes keep the caller's token slice as their
+// label instead of a copy of it.
+type aliasing struct{ *Tree }
+
+func (a aliasing) Insert(seq int, tokens, pages []int32, lent int) int {
+	n := a.Tree.Insert(seq, tokens, pages, lent)
+	for c := a.held[seq]; c != &a.root; c = c.parent {
+		i := c.depth - 1
+		block := tokens[i*a.blockSize : (i+1)*a.blockSize]
+		delete(c.parent.children, label(c.tokens))
+		c.tokens = block // the bug: the label now shares the caller's memory
+		c.parent.children[label(c.tokens)] = c
+	}
+	return n
+}
+
+func TestPitfallLabelAliasesTheCallersPrompt(t *testing.T) {
+	alias := func(t *Tree) kvcache.PrefixCache { return aliasing{t} }
+	tree := func(t *Tree) kvcache.PrefixCache { return t }
+	for _, tt := range []struct {
+		name   string
+		bs     int
+		wrap   func(*Tree) kvcache.PrefixCache
+		served int // MatchLen of the served prompt, after its buffer changed
+		reused int // MatchLen of the buffer's new contents, never served; -1: by chance
+	}{
+		// A short key is hashed: the served prompt's lookup lands on the
+		// stored key, whose bytes no longer match; the new contents hash
+		// elsewhere, most of the time.
+		{"aliasing labels lose the served prompt", 4, alias, 0, -1},
+		// Go compares keys longer than 64 bytes by content before hashing
+		// them, in maps of up to 8 entries: the tree finds KV it never had.
+		{"aliasing labels match a prompt never served", 32, alias, 0, 64},
+		{"Tree at block size 4", 4, tree, 64, 0},
+		{"Tree at block size 32", 32, tree, 64, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, tree := newPoolWith(t, 16, tt.bs, tt.wrap)
+			buf := seq(0, 64)
+			serve(t, p, 1, buf)
+			buf[0] = 99 // the caller reuses its buffer for another prompt
+			if have := tree.MatchLen(seq(0, 64)); have != tt.served {
+				t.Fatalf("MatchLen of the served prompt: have %d; want %d", have, tt.served)
+			}
+			if have := tree.MatchLen(buf); tt.reused >= 0 && have != tt.reused {
+				t.Fatalf("MatchLen of a prompt never served: have %d; want %d", have, tt.reused)
+			}
+		})
+	}
+}
+
+// pinning is a tree whose Insert makes the sequence a user of every node on
+// the path of its blocks, the ones it does not read included: the blocks
+// another sequence cached first, and those cached after them.
+type pinning struct{ *Tree }
+
+func (p pinning) Insert(seq int, tokens, pages []int32, lent int) int {
+	t := p.Tree
+	n, bs := &t.root, t.blockSize
+	if h := t.held[seq]; h != nil {
+		n = h
+	}
+	for i := n.depth; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
+		block := tokens[i*bs : (i+1)*bs]
+		if c := n.children[label(block)]; c != nil {
+			t.use(c) // the bug: seq reads its own copy, yet pins this one
+			n = c
+			continue
+		}
+		if lent == i {
+			lent++
+		} else {
+			t.alloc.Incref(pages[i])
+		}
+		n = t.newNode(n, block, pages[i])
+		n.users = 1
+	}
+	if n != &t.root {
+		t.held[seq] = n
+	}
+	return lent
+}
+
+func TestPitfallDuplicateBlocksPinnedWhileTheirCopyRuns(t *testing.T) {
+	shared := seq(0, 8)
+	a, b := join(shared, seq(100, 4)), join(shared, seq(200, 8))
+	for _, tt := range []struct {
+		name string
+		wrap func(*Tree) kvcache.PrefixCache
+		fits bool
+	}{
+		{"pinning insert", func(t *Tree) kvcache.PrefixCache { return pinning{t} }, false},
+		{"Tree.Insert", func(t *Tree) kvcache.PrefixCache { return t }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, _ := newPoolWith(t, 8, 4, tt.wrap)
+			start(t, p, 1, a) // a and b prefill the shared blocks at the same time
+			start(t, p, 2, b)
+			p.Commit(1, a)
+			p.Commit(2, b) // b's first two blocks duplicate a's
+			p.Release(1)
+			// b runs alone and grows to 7 of the pool's 8 blocks, as it could
+			// without a cache; a's copy of the shared blocks must give way.
+			err := p.Grow(2, 28)
+			if (err == nil) != tt.fits {
+				t.Fatalf("growing the only sequence to 7 of 8 blocks: have error %v; want success %v", err, tt.fits)
+			}
+			requireClean(t, p)
+		})
+	}
+}
+
+// countingNodes is a tree whose Evict counts the nodes it removes as the
+// blocks it freed.
+type countingNodes struct{ *Tree }
+
+func (c countingNodes) Evict(n int) int {
+	t := c.Tree
+	removed := 0
+	for ; removed < n && t.idle > 0; removed++ {
+		v := t.lru.next
+		t.unlink(v)
+		t.removeLeaf(v) // the bug: ignores whether that freed the block
+		t.evicted++
+	}
+	return removed
+}
+
+func TestPitfallEvictCountsNodesAsFreedBlocks(t *testing.T) {
+	shared := seq(0, 8)
+	a, b := join(shared, seq(100, 4)), join(shared, seq(200, 4))
+	for _, tt := range []struct {
+		name string
+		wrap func(*Tree) kvcache.PrefixCache
+		fits bool
+	}{
+		{"counting nodes", func(t *Tree) kvcache.PrefixCache { return countingNodes{t} }, false},
+		{"Tree.Evict", func(t *Tree) kvcache.PrefixCache { return t }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, tree := newPoolWith(t, 8, 4, tt.wrap)
+			start(t, p, 1, a)
+			start(t, p, 2, b)
+			p.Commit(1, a)
+			p.Commit(2, b) // b's last block is cached, but b still owns it
+			p.Release(1)
+			// 2 blocks free, 4 evictable of which 3 would free memory.
+			_, err := p.Open(3, seq(500, 20))
+			require.NoError(t, err)
+			err = p.Grow(3, 20) // 5 blocks
+			if (err == nil) != tt.fits {
+				t.Fatalf("Grow by 5 blocks with 2 free and 3 freeable: have error %v; want success %v", err, tt.fits)
+			}
+			require.Equal(t, map[bool]int{true: 0, false: 1}[tt.fits], tree.Cached(), "nodes left in the tree")
+			requireClean(t, p)
+		})
+	}
+}

@@ -1,0 +1,187 @@
+// Package radix is a block-aligned radix tree of cached KV blocks: the
+// prefix cache of a serving engine that reuses the KV of a shared prompt
+// prefix instead of computing it again.
+//
+// Every node holds one full KV block, and the edge into it is labelled by
+// that block's BlockSize token ids, so the path from the root to a node
+// spells the token prefix whose KV the blocks along it hold. Only whole
+// blocks are ever cached or matched: a block that is still filling up
+// belongs to the one sequence writing it.
+//
+// Ownership follows the tree-refcount contract: the tree manages a cached
+// block's lifetime. It holds exactly one allocator reference per node,
+// usually adopted from the sequence that wrote the block, and drops it when
+// it evicts the node. A sequence reading a tree block holds no reference on
+// it; the node counts its readers instead (users), and a node with users is
+// never evicted.
+//
+// Tree implements kvcache.PrefixCache; the pool is its only caller.
+package radix
+
+import (
+	"fmt"
+
+	"kvlab/common/kvcache"
+)
+
+// Tree is a prefix cache keyed by block-aligned token prefixes.
+type Tree struct {
+	alloc     *kvcache.Allocator
+	blockSize int
+	root      node // sentinel: no block, no label, depth 0
+
+	// held maps each sequence to the deepest node it uses. A sequence uses
+	// the nodes whose blocks it reads as lent pages, which always form a
+	// path from the root (the prefix Match found, then the blocks Insert
+	// adopted from it), so that one node names them all.
+	held map[int]*node
+	// byBlock[b] is the node holding block b, or nil.
+	byBlock []*node
+	nodes   int // root excluded
+
+	lru     node // sentinel of the ring of nodes without users; see lru.go
+	idle    int  // nodes on the lru ring
+	evicted int
+
+	blocks []int32 // Match's result, reused
+	spare  []*node // evicted nodes, recycled by newNode
+}
+
+// New returns an empty tree over a's blocks. Its signature is the one
+// kvcache.Config.NewCache expects.
+func New(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
+	return NewTree(a, blockSize)
+}
+
+// NewTree returns an empty tree over a's blocks.
+func NewTree(a *kvcache.Allocator, blockSize int) *Tree {
+	if blockSize <= 0 {
+		panic(fmt.Sprintf("radix: block size must be positive, have %d", blockSize))
+	}
+	t := &Tree{alloc: a, blockSize: blockSize, held: map[int]*node{}, byBlock: make([]*node, a.Total())}
+	t.lru.prev, t.lru.next = &t.lru, &t.lru
+	return t
+}
+
+// find returns the deepest node whose path is a prefix of tokens (the root
+// when not even the first block is cached). It changes nothing.
+func (t *Tree) find(tokens []int32) *node {
+	n := &t.root
+	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
+		c := n.child(tokens[:bs])
+		if c == nil {
+			break
+		}
+		n = c
+	}
+	return n
+}
+
+// MatchLen returns how many leading tokens Match would find cached: a
+// multiple of the block size. It takes no references and leaves recency
+// alone, so admission may ask as often as it likes.
+func (t *Tree) MatchLen(tokens []int32) int { return t.find(tokens).depth * t.blockSize }
+
+// Match finds the longest cached block-aligned prefix of tokens, records seq
+// as a user of every node on it until Release(seq), and returns their
+// blocks in position order and the number of tokens they hold. A prompt
+// that is all whole blocks may match entirely; the engine then recomputes
+// its last token for the logits. The slice is valid until the next Match.
+func (t *Tree) Match(seq int, tokens []int32) (blocks []int32, matched int) {
+	if _, ok := t.held[seq]; ok {
+		panic(fmt.Sprintf("radix: sequence %d matched again before its release", seq))
+	}
+	blocks = t.blocks[:0]
+	n := &t.root
+	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
+		c := n.child(tokens[:bs])
+		if c == nil {
+			break
+		}
+		if n.recent != c {
+			n.recent = c
+		}
+		t.use(c)
+		blocks = append(blocks, c.block)
+		n = c
+	}
+	if n != &t.root {
+		t.held[seq] = n
+	}
+	t.blocks = blocks
+	return blocks, len(blocks) * t.blockSize
+}
+
+// Insert caches the whole blocks of tokens that seq wrote, pages being its
+// page table, of which the first lent pages came from the tree. It returns
+// how many leading pages the tree lends now.
+//
+// The blocks seq got from Match are skipped, not counted again: seq is
+// already one of their users. Each new block after them becomes a node that
+// adopts the page, and seq's reference on it: seq now reads it as a lent
+// page, and is its user. A block some other sequence cached first is not
+// adopted: seq keeps its own copy, and since lent pages must be a prefix of
+// the page table, the tree adopts nothing after it. It still caches the
+// later blocks, each with an allocator reference of its own; seq does not
+// read those nodes, so they have no user and may be evicted while seq runs.
+func (t *Tree) Insert(seq int, tokens []int32, pages []int32, lent int) (newLent int) {
+	n := t.held[seq]
+	if n == nil {
+		n = &t.root
+	}
+	if n.depth != lent {
+		panic(fmt.Sprintf("radix: sequence %d has %d pages lent, the tree lent it %d", seq, lent, n.depth))
+	}
+	bs := t.blockSize
+	for i := lent; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
+		block := tokens[i*bs : (i+1)*bs]
+		if c := n.child(block); c != nil {
+			n = c // cached by another sequence: seq keeps its own copy
+			continue
+		}
+		if lent < i { // adoption stopped at a block seq does not lend
+			t.alloc.Incref(pages[i])
+			n = t.newNode(n, block, pages[i])
+			t.rest(n)
+			continue
+		}
+		n = t.newNode(n, block, pages[i])
+		n.users = 1
+		t.held[seq] = n
+		lent++
+	}
+	return lent
+}
+
+// Release ends seq's use of its nodes. Releasing an unknown sequence is a
+// no-op.
+func (t *Tree) Release(seq int) {
+	n, ok := t.held[seq]
+	if !ok {
+		return
+	}
+	delete(t.held, seq)
+	for ; n != &t.root; n = n.parent { // deepest first; lru.go says why
+		t.unuse(n)
+	}
+}
+
+// Holds returns the allocator references the tree holds on block b: one
+// when a node holds it, else none.
+func (t *Tree) Holds(b int32) int {
+	if t.Contains(b) {
+		return 1
+	}
+	return 0
+}
+
+// Contains reports whether a node holds block b.
+func (t *Tree) Contains(b int32) bool { return t.byBlock[b] != nil }
+
+// Cached returns the number of blocks the tree holds.
+func (t *Tree) Cached() int { return t.nodes }
+
+// Stats reports the cached and evicted block counts.
+func (t *Tree) Stats() kvcache.CacheStats {
+	return kvcache.CacheStats{Blocks: t.nodes, Evicted: t.evicted}
+}
