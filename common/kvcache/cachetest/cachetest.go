@@ -47,14 +47,24 @@ func NewHarness(t testing.TB, f Factory, blocks, blockSize int) *Harness {
 // Fingerprint is the value the simulated prefill writes for the token at
 // position len(prefix)-1: a function of the whole prefix, as real KV is.
 // Two different prefixes collide with probability about 2⁻²⁴.
-func Fingerprint(prefix []int32) float32 {
-	h := uint64(14695981039346656037)
-	for _, t := range prefix {
+func Fingerprint(prefix []int32) float32 { return fingerprintOf(fold(fnvOffset, prefix)) }
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fold extends an FNV-1a state with tokens, so that the fingerprints of
+// consecutive positions cost O(1) each.
+func fold(h uint64, tokens []int32) uint64 {
+	for _, t := range tokens {
 		h ^= uint64(uint32(t))
-		h *= 1099511628211
+		h *= fnvPrime
 	}
-	return float32(h>>40) + 1 // never 0, the value of an unwritten slot
+	return h
 }
+
+func fingerprintOf(h uint64) float32 { return float32(h>>40) + 1 } // never 0, the value of an unwritten slot
 
 // Audit fails the test if block ownership is broken.
 func (h *Harness) Audit(when string) {
@@ -104,8 +114,10 @@ func (h *Harness) Write(id, from, to int) {
 	k, _ := h.Pool.Layer(0)
 	kd := cpu.Data(k)
 	tokens := h.prompts[id]
+	state := fold(fnvOffset, tokens[:from])
 	for i, slot := range h.Pool.Slots(nil, id, from, to-from) {
-		kd[slot] = Fingerprint(tokens[:from+i+1])
+		state = fold(state, tokens[from+i:from+i+1])
+		kd[slot] = fingerprintOf(state)
 	}
 }
 
@@ -130,8 +142,10 @@ func (h *Harness) CheckKV(id, n int) {
 	k, _ := h.Pool.Layer(0)
 	kd := cpu.Data(k)
 	tokens := h.prompts[id]
+	state := uint64(fnvOffset)
 	for p, slot := range h.Pool.Slots(nil, id, 0, n) {
-		if have, want := kd[slot], Fingerprint(tokens[:p+1]); have != want {
+		state = fold(state, tokens[p:p+1])
+		if have, want := kd[slot], fingerprintOf(state); have != want {
 			h.T.Fatalf("sequence %d position %d (slot %d): have KV %v; want %v — a cached block holds another prefix's KV",
 				id, p, slot, have, want)
 		}

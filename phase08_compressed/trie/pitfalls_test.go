@@ -1,0 +1,531 @@
+package trie
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/engine"
+	"kvlab/common/kvcache"
+)
+
+// The tests below reproduce each entry of PITFALLS.md: a subtest with the
+// mistake (see bugs_test.go) shows the symptom, a subtest with the library
+// shows it gone.
+
+func TestPitfallRoundUpClaimsDivergedTokens(t *testing.T) {
+	// Cached [1,2,3,5] in blocks 0 and 1, block size 2; the query
+	// [1,2,3,99] shares 3 tokens. Rounded up, that claims block 1, which
+	// holds the KV of token 5 where the query has 99.
+	tests := []struct {
+		name    string
+		wrap    func(*Trie) kvcache.PrefixCache
+		blocks  []int32
+		matched int
+	}{
+		{"rounded up", with(roundUp), []int32{0, 1}, 4},
+		{"rounded down", nil, []int32{0}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, _ := newPool(t, 8, 2, DeepestFirst, tc.wrap)
+			run(t, pool, 1, []int32{1, 2, 3, 5})
+			blocks, matched := pool.Cache().Match(2, []int32{1, 2, 3, 99})
+			if matched != tc.matched || !slices.Equal(blocks, tc.blocks) {
+				t.Fatalf("Match([1 2 3 99]): have (%v, %d); want (%v, %d)", blocks, matched, tc.blocks, tc.matched)
+			}
+			pool.Cache().Release(2)
+		})
+	}
+}
+
+func TestPitfallRoundUpEndToEnd(t *testing.T) {
+	// B agrees with A on 7 tokens (block size 4). Rounded up, B takes
+	// A's second block and attends to A's token 7 instead of its own.
+	a := toks(40, 12)
+	b := cat(a[:7], toks(300, 7))
+	waves := [][]engine.Request{{{ID: 1, Prompt: a, MaxTokens: 3}}, {{ID: 2, Prompt: b, MaxTokens: 6}}}
+	base, _ := serve(t, engineConfig(4, 64, nil), waves...)
+
+	t.Run("rounded up", func(t *testing.T) {
+		have, _ := serve(t, engineConfig(4, 64, buggyCache(roundUp)), waves...)
+		require.Equal(t, 8, have[2].Cached, "cached tokens of B")
+		require.NotEqual(t, base[2].Logits, have[2].Logits, "B's logits should differ from the uncached run")
+	})
+	t.Run("rounded down", func(t *testing.T) {
+		have, _ := serve(t, engineConfig(4, 64, trieCache(DeepestFirst)), waves...)
+		require.Equal(t, 4, have[2].Cached, "cached tokens of B")
+		sameOutput(t, base, have)
+	})
+}
+
+// splitFixture caches A = 0..5 (blocks 0 1 2, block size 2) with a child
+// C = 50 51 (block 3) below it, then B = 0 1 90 91, which splits A after
+// its first block: head 0 1, tail 2..5 with C below it, and B's leaf.
+// wrap is as for newPool.
+func splitFixture(t *testing.T, wrap func(*Trie) kvcache.PrefixCache) (*kvcache.Pool, *Trie) {
+	t.Helper()
+	pool, tr := newPool(t, 16, 2, DeepestFirst, wrap)
+	run(t, pool, 1, toks(0, 6))
+	run(t, pool, 2, cat(toks(0, 6), []int32{50, 51}))
+	run(t, pool, 3, []int32{0, 1, 90, 91})
+	return pool, tr
+}
+
+func TestPitfallSplitWithoutReparent(t *testing.T) {
+	ac := cat(toks(0, 6), []int32{50, 51})
+	t.Run("not re-parented", func(t *testing.T) {
+		pool, tr := splitFixture(t, with(noReparent))
+		require.ErrorContains(t, checkStructure(tr), "parent link")
+		// C is the deepest leaf. Evicting it frees its block but deletes
+		// it from the head's map, where it is not: it stays in the tail's.
+		require.Equal(t, 1, pool.Cache().Evict(1))
+		require.Equal(t, 0, pool.Allocator().Refs(3), "C's block is free")
+		require.Equal(t, 8, tr.MatchLen(ac), "the trie still finds C")
+		// The free block goes to the next sequence that needs one, and
+		// the trie lends it as C's KV.
+		open(t, pool, 4, toks(700, 2))
+		require.Equal(t, []int32{3}, pool.Pages(4))
+		blocks, _ := tr.Match(5, ac)
+		require.Equal(t, []int32{0, 1, 2, 3}, blocks, "block 3 now holds sequence 4's KV")
+	})
+	t.Run("re-parented", func(t *testing.T) {
+		pool, tr := splitFixture(t, nil)
+		require.NoError(t, checkStructure(tr))
+		require.Equal(t, 1, pool.Cache().Evict(1))
+		require.Equal(t, 6, tr.MatchLen(ac), "C is gone, its parent stays")
+		audit(t, pool, "after evicting C")
+	})
+}
+
+func TestPitfallSplitWithoutReparentEndToEnd(t *testing.T) {
+	// A, then A+C, cache A with C below it; B splits A after one block.
+	// Evicting one block takes C. A later prompt A+C+D must not find it.
+	a, c := toks(40, 12), toks(200, 4)
+	waves := [][]engine.Request{
+		{{ID: 1, Prompt: a, MaxTokens: 1}},
+		{{ID: 2, Prompt: cat(a, c), MaxTokens: 1}},
+		{{ID: 3, Prompt: cat(a[:4], toks(300, 8)), MaxTokens: 1}},
+		{{ID: 4, Prompt: toks(400, 4), MaxTokens: 1}}, // gets the block evicted before this wave
+		{{ID: 5, Prompt: cat(a, c, toks(500, 5)), MaxTokens: 6}},
+	}
+	evictBeforeWave4 := func(e *engine.Engine, wave int) {
+		if c := e.Pool().Cache(); c != nil && wave == 3 {
+			require.Equal(t, 1, c.Evict(1))
+		}
+	}
+	base, _ := serveWith(t, engineConfig(4, 64, nil), evictBeforeWave4, waves...)
+
+	t.Run("not re-parented", func(t *testing.T) {
+		have, _ := serveWith(t, engineConfig(4, 64, buggyCache(noReparent)), evictBeforeWave4, waves...)
+		require.Equal(t, 16, have[5].Cached, "the trie lent C's block, which request 4 wrote")
+		require.NotEqual(t, base[5].Logits, have[5].Logits, "request 5's logits should differ from the uncached run")
+	})
+	t.Run("re-parented", func(t *testing.T) {
+		have, _ := serveWith(t, engineConfig(4, 64, trieCache(DeepestFirst)), evictBeforeWave4, waves...)
+		require.Equal(t, 12, have[5].Cached)
+		sameOutput(t, base, have)
+	})
+}
+
+func TestPitfallSplitSharesChildrenMap(t *testing.T) {
+	// A query that skips the tail's tokens, 0 1 then C's 50 51, was never
+	// cached: its second block must not be found.
+	skipsTail := []int32{0, 1, 50, 51}
+	t.Run("one map", func(t *testing.T) {
+		_, tr := splitFixture(t, with(sharedChildren))
+		head := tr.root.children[keyOf([]int32{0, 1})]
+		tail := head.children[keyOf([]int32{2, 3})]
+		require.Same(t, tail, tail.children[keyOf([]int32{2, 3})], "the tail is its own child: a cycle")
+		require.Equal(t, 4, tr.MatchLen(skipsTail), "C is found right below the head")
+	})
+	t.Run("fresh map", func(t *testing.T) {
+		_, tr := splitFixture(t, nil)
+		require.NoError(t, checkStructure(tr))
+		require.Equal(t, 2, tr.MatchLen(skipsTail))
+	})
+}
+
+func TestPitfallAssignToNodeCopy(t *testing.T) {
+	skipsTail := []int32{0, 1, 50, 51}
+	t.Run("copy", func(t *testing.T) {
+		pool, tr := splitFixture(t, with(headCopy))
+		require.Equal(t, 4, tr.MatchLen(skipsTail), "C still hangs right below the shortened head")
+		require.Equal(t, 2, tr.MatchLen(toks(0, 6)), "A's tail tokens are found nowhere")
+		// The tail's blocks (1 and 2) are listed by no reachable node:
+		// nothing can ever evict them.
+		tr.Evict(tr.Evictable())
+		require.Equal(t, 2, tr.Stats().Blocks, "blocks the trie holds but can no longer reach")
+		require.Less(t, pool.Allocator().NumFree(), 16)
+	})
+	t.Run("node", func(t *testing.T) {
+		pool, tr := splitFixture(t, nil)
+		require.Equal(t, 2, tr.MatchLen(skipsTail))
+		require.Equal(t, 6, tr.MatchLen(toks(0, 6)))
+		tr.Evict(tr.Evictable())
+		require.Equal(t, 16, pool.Allocator().NumFree())
+	})
+}
+
+func TestPitfallRangeOverMapKeys(t *testing.T) {
+	x := toks(0, 4)
+	t.Run("keys", func(t *testing.T) {
+		pool, tr := newPool(t, 8, 2, DeepestFirst, with(rangeKeys))
+		run(t, pool, 1, x)
+		require.Equal(t, 2, pool.Cache().Evict(2))
+		require.Equal(t, 4, tr.MatchLen(x), "the evicted node was never removed")
+		open(t, pool, 2, toks(100, 4)) // takes the two freed blocks
+		blocks, _ := tr.Match(3, x)
+		require.ElementsMatch(t, pool.Pages(2), blocks, "x's match lends sequence 2's blocks")
+	})
+	t.Run("nodes", func(t *testing.T) {
+		pool, tr := newPool(t, 8, 2, DeepestFirst, nil)
+		run(t, pool, 1, x)
+		require.Equal(t, 2, pool.Cache().Evict(2))
+		require.Equal(t, 0, tr.MatchLen(x))
+		require.NoError(t, checkStructure(tr))
+	})
+}
+
+func TestPitfallBlocksSlicedByTokenCount(t *testing.T) {
+	// After the split at 2 tokens, 0 1 2 3 must be lent blocks 0 and 1.
+	query := []int32{0, 1, 2, 3, 77, 77}
+	t.Run("by tokens", func(t *testing.T) {
+		_, tr := splitFixture(t, with(blocksByTokens))
+		require.ErrorContains(t, checkStructure(tr), "2 tokens for 2 blocks")
+		blocks, matched := tr.Match(9, query)
+		require.Equal(t, 4, matched)
+		require.Equal(t, []int32{0, 2}, blocks, "block 2 holds tokens 4 and 5, lent for 2 and 3")
+	})
+	t.Run("by blocks", func(t *testing.T) {
+		_, tr := splitFixture(t, nil)
+		blocks, matched := tr.Match(9, query)
+		require.Equal(t, 4, matched)
+		require.Equal(t, []int32{0, 1}, blocks)
+	})
+}
+
+func TestPitfallMissingIncref(t *testing.T) {
+	x := toks(0, 4)
+	tests := []struct {
+		name            string
+		wrap            func(*Trie) kvcache.PrefixCache
+		refs, evictable int
+	}{
+		{"no incref", with(noIncref), 1, 2},
+		{"incref", nil, 2, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, _ := newPool(t, 8, 2, DeepestFirst, tc.wrap)
+			run(t, pool, 1, x)
+			open(t, pool, 2, x) // sequence 2 reads blocks 0 and 1
+			require.Equal(t, tc.refs, pool.Allocator().Refs(0), "references on a block sequence 2 reads")
+			require.Equal(t, tc.evictable, pool.Cache().Evictable())
+			require.Equal(t, tc.evictable, pool.Cache().Evict(2), "blocks freed under sequence 2")
+		})
+	}
+}
+
+func TestPitfallMissingIncrefEndToEnd(t *testing.T) {
+	// Request 2 finds request 1's 16-token prompt cached. Request 3,
+	// admitted in the same step, needs more blocks than are free, so the
+	// pool evicts. Without the references request 2 should hold, request
+	// 1's blocks look idle: two are evicted and rewritten with request 3's
+	// KV while request 2 attends to them.
+	p := toks(40, 16)
+	waves := [][]engine.Request{
+		{{ID: 1, Prompt: p, MaxTokens: 1}},
+		{{ID: 2, Prompt: cat(p, toks(100, 2)), MaxTokens: 2}, {ID: 3, Prompt: toks(200, 36), MaxTokens: 1}},
+	}
+	base, _ := serve(t, engineConfig(4, 12, nil), waves...)
+	t.Run("no incref", func(t *testing.T) {
+		have, stats := serve(t, engineConfig(4, 12, buggyCache(noIncref)), waves...)
+		require.Positive(t, stats.Evicted)
+		require.Equal(t, 16, have[2].Cached)
+		require.NotEqual(t, base[2].Logits, have[2].Logits, "request 2's logits should differ from the uncached run")
+	})
+	t.Run("incref", func(t *testing.T) {
+		have, _ := serve(t, engineConfig(4, 12, trieCache(DeepestFirst)), waves...)
+		require.Equal(t, 16, have[2].Cached)
+		sameOutput(t, base, have)
+	})
+}
+
+func TestPitfallInsertDropsDuplicateBlocks(t *testing.T) {
+	// Two sequences compute one prompt at once and both commit it. The
+	// second's pages duplicate what the trie holds.
+	prompt := toks(0, 6)
+	t.Run("adopts and drops", func(t *testing.T) {
+		pool, _ := newPool(t, 16, 2, DeepestFirst, with(adoptDropsDups))
+		open(t, pool, 1, prompt)
+		open(t, pool, 2, prompt)
+		pool.Commit(1, prompt)
+		pool.Commit(2, prompt)
+		dups := slices.Clone(pool.Pages(2))
+		pool.Release(1)
+		pool.Release(2)
+		require.Equal(t, dups, pool.Audit().Leaked, "the second sequence's pages leak")
+	})
+	t.Run("adopts nothing", func(t *testing.T) {
+		pool, tr := newPool(t, 16, 2, DeepestFirst, nil)
+		open(t, pool, 1, prompt)
+		open(t, pool, 2, prompt)
+		pool.Commit(1, prompt)
+		pool.Commit(2, prompt)
+		pool.Release(1)
+		pool.Release(2)
+		audit(t, pool, "after both releases")
+		tr.Evict(tr.Evictable())
+		require.Equal(t, 16, pool.Allocator().NumFree())
+	})
+}
+
+// slotRequest ports the request state of a scheduler that keeps a flat list
+// of KV slots per request.
+type slotRequest struct {
+	prompt []int32
+	curLen int     // tokens whose KV is in the cache
+	slots  []int32 // slot of each position, filled as blocks arrive
+}
+
+// admit ports that scheduler's admission: take the cached blocks, set
+// curLen, then allocate blocks for the rest and append their slots. With
+// populate false the cached blocks' slots are never added.
+func admit(r *slotRequest, cached []int32, matched int, fresh []int32, bs int, populate bool) {
+	r.curLen = matched
+	if populate {
+		for _, b := range cached {
+			for i := range bs {
+				r.slots = append(r.slots, b*int32(bs)+int32(i))
+			}
+		}
+	}
+	for _, b := range fresh {
+		for i := range bs {
+			r.slots = append(r.slots, b*int32(bs)+int32(i))
+		}
+	}
+}
+
+// prefillSlots ports the batch assembly: the slot of every position still
+// to compute.
+func prefillSlots(r *slotRequest) []int32 {
+	var out []int32
+	for p := r.curLen; p < len(r.prompt); p++ {
+		out = append(out, r.slots[p])
+	}
+	return out
+}
+
+func TestPitfallCachedBlocksNotInSlotMap(t *testing.T) {
+	// 8 of 10 tokens are cached in blocks 0 and 1; block 2 is new.
+	r := &slotRequest{prompt: toks(0, 10)}
+	t.Run("not populated", func(t *testing.T) {
+		admit(r, []int32{0, 1}, 8, []int32{2}, 4, false)
+		require.PanicsWithError(t, "runtime error: index out of range [8] with length 4", func() { prefillSlots(r) })
+	})
+	t.Run("populated", func(t *testing.T) {
+		r := &slotRequest{prompt: toks(0, 10)}
+		admit(r, []int32{0, 1}, 8, []int32{2}, 4, true)
+		require.Equal(t, []int32{8, 9}, prefillSlots(r))
+	})
+	t.Run("pool", func(t *testing.T) {
+		// The pool builds one page table from the lent blocks and the
+		// fresh ones, so a cached position can never miss its slot.
+		pool, _ := newPool(t, 8, 4, DeepestFirst, nil)
+		run(t, pool, 1, toks(0, 8))
+		require.Equal(t, 8, open(t, pool, 2, toks(0, 10)))
+		require.Equal(t, []int32{0, 1, 2}, pool.Pages(2))
+		require.Equal(t, []int32{8, 9}, pool.Slots(nil, 2, 8, 2))
+	})
+}
+
+// promptOnly is a trie whose commits after a sequence's first one (the
+// prompt, at the end of prefill) are cut back to that first length: the
+// output is never cached.
+type promptOnly struct {
+	*Trie
+	first map[int]int
+}
+
+func (p *promptOnly) Insert(seq int, tokens, pages []int32, lent int) int {
+	if n, ok := p.first[seq]; ok {
+		tokens = tokens[:n] // BUG: the finish commit keeps only the prompt
+	} else {
+		p.first[seq] = len(tokens)
+	}
+	return p.Trie.Insert(seq, tokens, pages, lent)
+}
+
+func TestPitfallPromptOnlyInsertAtFinish(t *testing.T) {
+	const bs = 4
+	reqs := multiTurn(t)
+	promptOnlyCache := func(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
+		return &promptOnly{New(a, bs, DeepestFirst), map[int]int{}}
+	}
+	base := converse(t, engineConfig(bs, 256, nil), reqs)
+	t.Run("prompt only", func(t *testing.T) {
+		conv := converse(t, engineConfig(bs, 256, promptOnlyCache), reqs)
+		sameOutput(t, base.outs, conv.outs) // a loss of work, not of correctness
+		lost := 0
+		for _, r := range reqs {
+			if r.FollowUp == nil {
+				continue
+			}
+			prev := r.FollowUp.Prev
+			require.Equal(t, alignDown(len(conv.prompts[prev]), bs), conv.outs[r.ID].Cached, "request %d finds only the previous prompt", r.ID)
+			lost += alignDown(len(conv.prompts[prev])+len(conv.outs[prev].Tokens)-1, bs) - conv.outs[r.ID].Cached
+		}
+		require.Positive(t, lost, "tokens of previous outputs recomputed")
+	})
+	t.Run("prompt and output", func(t *testing.T) {
+		conv := converse(t, engineConfig(bs, 256, trieCache(DeepestFirst)), reqs)
+		for _, r := range reqs {
+			if r.FollowUp != nil {
+				prev := r.FollowUp.Prev
+				require.Equal(t, alignDown(len(conv.prompts[prev])+len(conv.outs[prev].Tokens)-1, bs), conv.outs[r.ID].Cached)
+			}
+		}
+	})
+}
+
+func TestPitfallFirstTokenKeysCollide(t *testing.T) {
+	// Block size 2: x and y share their first token only, so neither can
+	// hold the other's first block, and both must be cached side by side.
+	x, y := []int32{7, 1, 2, 3}, []int32{7, 9, 8, 8}
+	t.Run("first token", func(t *testing.T) {
+		pool, tr := newPool(t, 8, 2, DeepestFirst, with(firstTokenKeys))
+		run(t, pool, 1, x)
+		run(t, pool, 2, y)
+		require.Equal(t, 4, pool.Cache().MatchLen(y))
+		require.Equal(t, 0, pool.Cache().MatchLen(x), "y replaced x in the root's map")
+		require.Equal(t, 4, tr.Stats().Blocks, "blocks the trie holds")
+		require.Equal(t, 2, reachableBlocks(tr.Shape()), "blocks of nodes it can reach")
+		pool.Cache().Evict(pool.Cache().Evictable())
+		require.Equal(t, 6, pool.Allocator().NumFree(), "x's two blocks can never be freed")
+	})
+	t.Run("first block", func(t *testing.T) {
+		pool, tr := newPool(t, 8, 2, DeepestFirst, nil)
+		run(t, pool, 1, x)
+		run(t, pool, 2, y)
+		require.Equal(t, 4, tr.MatchLen(x))
+		require.Equal(t, 4, tr.MatchLen(y))
+		tr.Evict(tr.Evictable())
+		require.Equal(t, 8, pool.Allocator().NumFree())
+	})
+}
+
+// reachableBlocks counts the blocks of every node in s.
+func reachableBlocks(s Shape) int {
+	n := len(s.Blocks)
+	for _, c := range s.Children {
+		n += reachableBlocks(c)
+	}
+	return n
+}
+
+func TestPitfallWholeNodeEvictionOvershoots(t *testing.T) {
+	// One cached 64-token system prompt (16 blocks); the pool is one block
+	// short.
+	system := toks(0, 64)
+	tests := []struct {
+		name          string
+		wrap          func(*Trie) kvcache.PrefixCache
+		freed, cached int
+	}{
+		{"whole leaves", with(wholeLeaves), 16, 0},
+		{"trimmed leaves", nil, 1, 60},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, _ := newPool(t, 16, 4, DeepestFirst, tc.wrap)
+			run(t, pool, 1, system)
+			require.Equal(t, tc.freed, pool.Cache().Evict(1), "blocks freed when one was asked for")
+			require.Equal(t, tc.cached, pool.Cache().MatchLen(system), "system prompt tokens still cached")
+		})
+	}
+}
+
+func TestPitfallInsertKeepsCallersSlice(t *testing.T) {
+	// The caller reuses its token slice for the next prompt, changing a
+	// token in its second block (as the shared Insert benchmark does with
+	// the first). The new prompt was never computed: only its first block
+	// is cached.
+	tests := []struct {
+		name string
+		wrap func(*Trie) kvcache.PrefixCache
+		want int
+	}{
+		{"kept", with(callersSlice), 8},
+		{"copied", nil, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, _ := newPool(t, 8, 4, DeepestFirst, tc.wrap)
+			prompt := toks(0, 8)
+			run(t, pool, 1, prompt)
+			prompt[5] = 99
+			require.Equal(t, tc.want, pool.Cache().MatchLen(prompt))
+		})
+	}
+}
+
+func TestPitfallEvictableCountsPinnedAncestors(t *testing.T) {
+	// Prompt P is cached by sequence 1's commit; sequence 2 computed P
+	// itself and hangs its own tail below it, and is still live. P's
+	// blocks have no other holder, but P is not a leaf: nothing can go.
+	setup := func(t *testing.T, wrap func(*Trie) kvcache.PrefixCache) *kvcache.Pool {
+		pool, _ := newPool(t, 6, 2, DeepestFirst, wrap)
+		p := toks(0, 4)
+		open(t, pool, 1, p)
+		open(t, pool, 2, cat(p, toks(100, 2)))
+		pool.Commit(1, p)
+		pool.Commit(2, cat(p, toks(100, 2)))
+		pool.Release(1)
+		return pool
+	}
+	t.Run("every idle block", func(t *testing.T) {
+		pool := setup(t, with(countAllUnpinned))
+		require.Equal(t, 3*2, pool.FreeTokens(), "one free block and P's two, the pool is told")
+		_, err := pool.Open(3, toks(300, 6))
+		require.NoError(t, err)
+		var oob *kvcache.OutOfBlocksError
+		require.True(t, errors.As(pool.Grow(3, 6), &oob), "a 3-block prompt the pool was told fits cannot grow")
+	})
+	t.Run("whole subtrees", func(t *testing.T) {
+		pool := setup(t, nil)
+		require.Equal(t, 1*2, pool.FreeTokens(), "one free block")
+		_, err := pool.Open(3, toks(300, 2))
+		require.NoError(t, err)
+		require.NoError(t, pool.Grow(3, 2))
+	})
+}
+
+func TestPitfallPointerIntoHeapSlice(t *testing.T) {
+	// Two idle leaves, x older than y (block size 2). Evicting x's two
+	// blocks must remove x and leave y whole.
+	x, y := toks(0, 4), toks(100, 4)
+	tests := []struct {
+		name       string
+		wrap       func(*Trie) kvcache.PrefixCache
+		yCached    int
+		freeBlocks int // after draining
+	}{
+		{"pointer", with(heapPointer), 0, 6},
+		{"copy", nil, 4, 8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, tr := newPool(t, 8, 2, LRU, tc.wrap)
+			run(t, pool, 1, x)
+			run(t, pool, 2, y)
+			require.Equal(t, 2, pool.Cache().Evict(2))
+			require.Equal(t, tc.yCached, tr.MatchLen(y), "y's tokens still cached")
+			pool.Cache().Evict(100)
+			require.Equal(t, tc.freeBlocks, pool.Allocator().NumFree(), "free blocks after evicting all")
+		})
+	}
+}

@@ -1,0 +1,28 @@
+package trie
+
+import (
+	"testing"
+
+	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/cachetest"
+)
+
+// factory builds the trie the way the runnable does, for one policy.
+func factory(p Policy) cachetest.Factory {
+	return func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return New(a, bs, p) }
+}
+
+// policies names every Policy the package offers, for table-driven tests.
+var policies = []struct {
+	name   string
+	policy Policy
+}{
+	{"deepest-first", DeepestFirst},
+	{"lru", LRU},
+}
+
+func TestConformance(t *testing.T) {
+	for _, tc := range policies {
+		t.Run(tc.name, func(t *testing.T) { cachetest.Run(t, factory(tc.policy)) })
+	}
+}

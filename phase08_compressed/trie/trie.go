@@ -1,0 +1,127 @@
+// Package trie is a prefix cache for the KV pool: a compressed radix trie
+// whose nodes hold runs of tokens together with the KV blocks of those
+// tokens, so a new prompt that starts like an old one reuses the old KV
+// instead of computing it again.
+//
+// Three rules shape it.
+//
+//   - Block alignment. Every node holds a whole number of blocks, and a
+//     match is rounded DOWN to a block boundary: a block is shared only if
+//     every token in it agrees.
+//   - One lookup per level. Children are keyed by their first block, so a
+//     descent costs one map lookup and one comparison of token runs.
+//   - One reference count. The allocator's count on a block is the number
+//     of live sequences holding it plus one if a node lists it. Match
+//     increfs every block it lends, Release decrefs them, Insert increfs the
+//     blocks of the nodes it creates and adopts nothing, and eviction
+//     decrefs blocks nobody else holds. No counter lives in the nodes.
+//
+// A Trie implements kvcache.PrefixCache; the pool is its only caller.
+package trie
+
+import (
+	"fmt"
+
+	"kvlab/common/kvcache"
+)
+
+// Trie is a compressed radix trie of cached token runs. The zero value is
+// not usable; call New. A Trie is not safe for concurrent use: the pool
+// that owns it is driven by one goroutine.
+type Trie struct {
+	alloc  *kvcache.Allocator
+	bs     int    // tokens per block
+	policy Policy // which evictable leaf loses blocks first
+	root   *node  // holds no tokens and is never evicted
+
+	// holds[b] counts the allocator references on block b that the trie
+	// took: one if a node lists b, plus one per sequence b is lent to.
+	holds []int32
+	// lent[seq] lists the blocks Match increfed for seq; Release drops
+	// exactly these, so a reference is never dropped twice or never.
+	lent map[int][]int32
+	// spare holds emptied lent lists for reuse: a steady-state Match
+	// allocates nothing.
+	spare [][]int32
+
+	clock   int64 // logical time, advanced by Match and Insert, for LRU
+	blocks  int   // blocks listed by nodes
+	evicted int   // blocks freed by Evict so far
+	queried int   // prompt tokens passed to Match
+	found   int   // of those, tokens Match found cached
+}
+
+var _ kvcache.PrefixCache = (*Trie)(nil)
+
+// node is one run of tokens and the blocks that hold their KV.
+type node struct {
+	// tokens is a whole number of blocks (empty only at the root). It is
+	// never written after creation: splits and trims only reslice it.
+	tokens []int32
+	// blocks[i] holds the KV of tokens[i*bs : (i+1)*bs]; the trie holds
+	// one allocator reference on each.
+	blocks []int32
+	// children maps keyOf(child.tokens) to the child. Siblings never
+	// share a first block: those would have been one node.
+	children map[uint64]*node
+	parent   *node // nil only at the root
+	lastUse  int64 // clock of the last Match or Insert that reached it
+}
+
+// New returns an empty trie lending blocks of blockSize tokens from a.
+// Eviction follows policy; nil means DeepestFirst.
+func New(a *kvcache.Allocator, blockSize int, policy Policy) *Trie {
+	if blockSize <= 0 {
+		panic(fmt.Sprintf("trie: block size must be positive, have %d", blockSize))
+	}
+	if policy == nil {
+		policy = DeepestFirst
+	}
+	return &Trie{
+		alloc:  a,
+		bs:     blockSize,
+		policy: policy,
+		root:   &node{},
+		holds:  make([]int32, a.Total()),
+		lent:   make(map[int][]int32),
+	}
+}
+
+// Holds returns the allocator references on b that the trie accounts for:
+// one if a node lists b, plus one per live sequence b is lent to.
+func (t *Trie) Holds(b int32) int { return int(t.holds[b]) }
+
+// Stats reports the blocks nodes list now and the blocks evicted so far.
+func (t *Trie) Stats() kvcache.CacheStats {
+	return kvcache.CacheStats{Blocks: t.blocks, Evicted: t.evicted}
+}
+
+// HitRate returns the fraction of prompt tokens, over every Match so far,
+// whose KV was found cached: a rate in tokens, between 0 and 1.
+func (t *Trie) HitRate() float64 {
+	if t.queried == 0 {
+		return 0
+	}
+	return float64(t.found) / float64(t.queried)
+}
+
+// take adds an allocator reference on each block and accounts for it.
+func (t *Trie) take(blocks []int32) {
+	for _, b := range blocks {
+		t.alloc.Incref(b)
+		t.holds[b]++
+	}
+}
+
+// drop gives back references take added. Dropping one the trie never took
+// would free a block someone else reads; the count is asserted, never
+// clamped at zero.
+func (t *Trie) drop(blocks []int32) {
+	for _, b := range blocks {
+		if t.holds[b] <= 0 {
+			panic(fmt.Sprintf("trie: dropping a reference on block %d that the trie never took", b))
+		}
+		t.holds[b]--
+		t.alloc.Decref(b)
+	}
+}
