@@ -77,3 +77,25 @@ func TestSamplesOutOfRangeAreRejected(t *testing.T) {
 	require.ErrorContains(t, e.Submit(Request{ID: 1, Prompt: []int32{1}, MaxTokens: 1, N: MaxSamples + 1}), "samples")
 	require.ErrorContains(t, e.Submit(Request{ID: 1, Prompt: []int32{1}, MaxTokens: 1, N: -1}), "samples")
 }
+
+func TestForksUnderMemoryPressure(t *testing.T) {
+	// Four samples of a prompt whose last block is shared, in a pool too
+	// small for all of them to decode at once: copy-on-write blocks are
+	// taken while scheduling, so preemption can make room for them.
+	m := loadTestModel(t, model.ArchLlama)
+	prompt := []int32{9, 8, 7, 6, 5, 4, 3, 2, 1, 11}
+	s := Sampling{Temperature: 1, Seed: 3}
+	c := testConfig()
+	c.NumBlocks = 5 // the prompt's 3 blocks, and 2 to share among 4 samples
+	e := newTestEngine(t, m, c)
+	res := e.RunAll([]Request{{ID: 1, Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Sampling: s, N: 4}})[1]
+	require.NoError(t, res.Err)
+	assert.Positive(t, e.Stats().Preemptions, "the pool must have run dry")
+	for i, got := range res.Samples {
+		alone := s
+		alone.Seed += uint64(i)
+		want := solo(t, m, testConfig(), []Request{{ID: 1, Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Sampling: alone}})[1]
+		assert.Equal(t, want.Tokens, got, "sample %d", i)
+	}
+	assert.Equal(t, 0, e.Pool().UsedBlocks())
+}

@@ -128,11 +128,20 @@ func (e *Engine) growOrPreempt(s *sequence, n int) bool {
 	for {
 		err := e.pool.Grow(s.key, n)
 		if err == nil {
+			// A block shared with a forked sample is copied before the
+			// write; take that copy now, while preemption can still make
+			// room for it.
+			err = e.pool.PrepareWrite(s.key, s.computed, n-s.computed)
+		}
+		if err == nil {
 			return true
 		}
 		var oob *kvcache.OutOfBlocksError
 		if !errors.As(err, &oob) {
-			panic(err) // the sequence is open; nothing else can fail
+			// Not a matter of room (e.g. a write the pool refuses): no
+			// preemption can help, and the other requests go on.
+			e.fail(s, err)
+			return false
 		}
 		victim := e.youngest()
 		if victim == s && len(e.running) == 1 {

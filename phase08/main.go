@@ -1,0 +1,31 @@
+// Command phase08 is the lesson's experiment: the phase-7 baseline and the
+// three prefix caches run in one process on the same requests and the same
+// arrivals, with the same model. It checks that every cache generated
+// exactly the baseline's tokens, prints one table, and plots TTFT per
+// request for the four configurations.
+//
+//	go run ./phase08                              # prefix_caching, the seed's parameters
+//	go run ./phase08 -workload multi_turn
+//	go run ./phase08 -workload no_shared_prefix   # what each cache costs when nothing is shared
+package main
+
+import (
+	"os"
+
+	"kvlab/common/cli"
+	"kvlab/common/kvcache"
+	"kvlab/phase08_compressed/trie"
+	"kvlab/phase08_hashcow/blockhash"
+	"kvlab/phase08_prefix/radix"
+)
+
+// Variants are the three designs, in the order the lesson presents them.
+var Variants = []cli.Variant{
+	{Name: "radix tree (prefix)", PrefixCache: radix.New},
+	{Name: "hash + CoW (hashcow)", PrefixCache: func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return blockhash.New(a, bs) }},
+	{Name: "compressed trie", PrefixCache: func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return trie.New(a, bs, trie.DeepestFirst) }},
+}
+
+func main() {
+	os.Exit(cli.Compare(Variants, os.Args[1:], os.Stdout, os.Stderr))
+}

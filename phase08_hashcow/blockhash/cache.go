@@ -1,0 +1,144 @@
+// Package blockhash is a prefix cache for the paged KV pool: an index from
+// a chained hash of each full block of a prompt to the KV block that holds
+// it, with the sharing counted in the allocator's reference counts and
+// copy-on-write left to the pool.
+//
+// A prompt is cut into blocks of BlockSize tokens. Block i's key is
+// hash(key of block i-1, tokens of block i), so a key names a whole prefix.
+// Match walks a new prompt block by block, looks each key up, and takes a
+// reference on every block it reuses; the first miss ends the walk. A key
+// is only a hint: every hit is verified against the block's stored tokens
+// and against the identity of the block matched before it, so neither a
+// hash collision nor a block recycled since it was indexed can hand out the
+// wrong KV.
+//
+// Ownership is the allocator's count: the index holds one reference on each
+// block it caches and every sequence using a block holds one more. A block
+// only the index holds (count 1) is reclaimable; the cache keeps those in an
+// LRU queue and gives them back when the pool runs short (Evict).
+package blockhash
+
+import "kvlab/common/kvcache"
+
+// Cache is the hash index. It implements kvcache.PrefixCache and, like the
+// pool that calls it, is not safe for concurrent use.
+type Cache struct {
+	alloc *kvcache.Allocator
+	bs    int
+	hash  HashFunc
+
+	// index maps a key to the block cached under it. A cached block whose
+	// key was since taken by a newer block is not in it (see Insert).
+	index table
+	// blocks describes every allocator block, cached or not.
+	blocks []blockInfo
+	// tokens[b*bs:(b+1)*bs] are the tokens of block b while it is cached.
+	tokens []int32
+
+	// Every cached block is in exactly one of lru and pinned. lru holds
+	// blocks only the index holds; pinned holds the rest, and blocks whose
+	// last user let go since the cache last looked (see settle).
+	lru    lru
+	pinned []int32
+
+	// users lists the blocks each sequence took in Match, to give back in
+	// Release; spare recycles those lists.
+	users map[int][]int32
+	spare [][]int32
+
+	clock   int64  // ticks once per Match or Insert
+	serial  uint64 // last serial handed out; 0 means "not cached"
+	cached  int    // blocks the index holds
+	evicted int
+}
+
+var _ kvcache.PrefixCache = (*Cache)(nil)
+
+// blockInfo is what the cache knows about one allocator block.
+type blockInfo struct {
+	// serial names this caching of the block; 0 while it is not cached. It
+	// is never reused, so a child that records its parent's serial can
+	// tell its parent from a block recycled since.
+	serial uint64
+	// parent is the serial of the block before this one in its prompt; 0
+	// for a first block.
+	parent uint64
+	key    uint64 // the key it was cached under
+	used   int64  // clock of the last Match or Insert that went through it
+	depth  int32  // its index in the prompt, in blocks
+	users  int32  // sequences holding it through Match
+	inLRU  int32  // its position in lru, or -1
+}
+
+// Option configures a Cache.
+type Option func(*Cache)
+
+// WithHash makes the cache key blocks with h instead of XXHash.
+func WithHash(h HashFunc) Option { return func(c *Cache) { c.hash = h } }
+
+// New returns an empty cache over the blocks of a, which are blockSize
+// tokens each.
+func New(a *kvcache.Allocator, blockSize int, opts ...Option) *Cache {
+	n := a.Total()
+	c := &Cache{
+		alloc:  a,
+		bs:     blockSize,
+		hash:   XXHash,
+		index:  newTable(n),
+		blocks: make([]blockInfo, n),
+		tokens: make([]int32, n*blockSize),
+		users:  make(map[int][]int32),
+	}
+	for i := range c.blocks {
+		c.blocks[i].inLRU = -1
+	}
+	c.lru.blocks = c.blocks
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Release gives back the references seq took in Match.
+func (c *Cache) Release(seq int) {
+	blocks, ok := c.users[seq]
+	if !ok {
+		return
+	}
+	for _, b := range blocks {
+		c.blocks[b].users--
+		c.alloc.Decref(b)
+	}
+	delete(c.users, seq)
+	c.spare = append(c.spare, blocks[:0])
+}
+
+// Holds returns the references the cache accounts for on block b: the
+// index's own, if b is cached, and one per sequence that matched it.
+func (c *Cache) Holds(b int32) int {
+	n := int(c.blocks[b].users)
+	if c.blocks[b].serial != 0 {
+		n++
+	}
+	return n
+}
+
+// Stats reports the blocks cached now and evicted so far.
+func (c *Cache) Stats() kvcache.CacheStats {
+	return kvcache.CacheStats{Blocks: c.cached, Evicted: c.evicted}
+}
+
+// takeList returns an empty block list, recycled when possible.
+func (c *Cache) takeList() []int32 {
+	if n := len(c.spare); n > 0 {
+		l := c.spare[n-1]
+		c.spare = c.spare[:n-1]
+		return l[:0]
+	}
+	return nil
+}
+
+// tokensOf returns the stored tokens of cached block b.
+func (c *Cache) tokensOf(b int32) []int32 {
+	return c.tokens[int(b)*c.bs : (int(b)+1)*c.bs]
+}

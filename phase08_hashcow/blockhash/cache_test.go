@@ -1,0 +1,179 @@
+package blockhash_test
+
+import (
+	"math/rand/v2"
+
+	"testing"
+
+	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/cachetest"
+	"kvlab/phase08_hashcow/blockhash"
+)
+
+// weak keeps 3 bits of a good hash: nearly every key collides, so only the
+// cache's own checks keep it correct.
+func weak(parent uint64, tokens []int32) uint64 { return blockhash.XXHash(parent, tokens) & 7 }
+
+func factory(opts ...blockhash.Option) cachetest.Factory {
+	return func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return blockhash.New(a, bs, opts...) }
+}
+
+func TestConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hash blockhash.HashFunc
+	}{
+		{"xxhash", blockhash.XXHash},
+		{"fnv1a", blockhash.FNV1a},
+	} {
+		t.Run(tc.name, func(t *testing.T) { cachetest.Run(t, factory(blockhash.WithHash(tc.hash))) })
+	}
+}
+
+// TestMatchNeverReturnsAnotherPrefixsKV is the property the whole design
+// rests on, tried with a hash so weak that almost every lookup lands on a
+// block of some other prefix: whatever Match lends must hold the KV of the
+// query's own prefix. The harness checks every lent position's KV against
+// a fingerprint of the query's prefix, and block ownership after every
+// operation; this test adds that a match is never longer than the longest
+// block-aligned prefix some committed sequence really had.
+func TestMatchNeverReturnsAnotherPrefixsKV(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		bs     int
+		blocks int
+	}{
+		{"block=1", 1, 64},
+		{"block=2", 2, 48},
+		{"block=2/pressure", 2, 16},
+		{"block=4", 4, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := range uint64(6) {
+				rng := rand.New(rand.NewPCG(seed, 99))
+				h := cachetest.NewHarness(t, factory(blockhash.WithHash(weak)), tc.blocks, tc.bs)
+				var committed [][]int32
+				for id := range 150 {
+					// Three token values: the same blocks recur at many
+					// positions and after many different prefixes.
+					prompt := make([]int32, 1+rng.IntN(12))
+					for i := range prompt {
+						prompt[i] = int32(rng.IntN(3))
+					}
+					longest := 0
+					for _, c := range committed {
+						longest = max(longest, commonPrefix(c, prompt)/tc.bs*tc.bs)
+					}
+					got := h.Start(id, prompt) // checks the KV of what it reused
+					if got < 0 {
+						continue // pool full of live sequences
+					}
+					if got > longest {
+						t.Fatalf("seed %d, prompt %v: matched %d tokens; no committed prompt shares more than %d", seed, prompt, got, longest)
+					}
+					if rng.IntN(3) > 0 {
+						h.Commit(id)
+						committed = append(committed, prompt)
+					}
+					h.Release(id)
+				}
+			}
+		})
+	}
+}
+
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func TestEvictionTakesTheTailFirst(t *testing.T) {
+	// Blocks used at the same moment go deepest first, so what stays is
+	// still a reachable prefix.
+	h := cachetest.NewHarness(t, factory(), 16, 2)
+	prompt := cachetest.Tokens(10, 6)
+	h.Start(1, prompt)
+	h.Finish(1)
+	for _, want := range []int{4, 2, 0} {
+		if n := h.Cache.Evict(1); n != 1 {
+			t.Fatalf("Evict(1): have %d; want 1", n)
+		}
+		h.Audit("after evicting one block")
+		if have := h.Pool.MatchLen(prompt); have != want {
+			t.Fatalf("MatchLen after eviction: have %d; want %d", have, want)
+		}
+	}
+}
+
+func TestReleasedForksBecomeEvictable(t *testing.T) {
+	// The pool's references on cached blocks (here a fork's) go away
+	// without a call into the cache; Evictable must still see them go.
+	h := cachetest.NewHarness(t, factory(), 16, 2)
+	prompt := cachetest.Tokens(10, 6)
+	h.Start(1, prompt)
+	h.Commit(1)
+	if err := h.Pool.Fork(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(1)
+	if have := h.Cache.Evictable(); have != 0 {
+		t.Fatalf("evictable while the fork holds every block: have %d; want 0", have)
+	}
+	h.Pool.Release(2)
+	h.Audit("after releasing the fork")
+	if have := h.Cache.Evictable(); have != 3 {
+		t.Fatalf("evictable after the fork is gone: have %d; want 3", have)
+	}
+}
+
+func TestHoldsCountsTheIndexAndEveryMatch(t *testing.T) {
+	h := cachetest.NewHarness(t, factory(), 16, 2)
+	prompt := cachetest.Tokens(10, 4)
+	h.Start(1, prompt)
+	h.Finish(1)
+	h.Start(2, prompt)
+	h.Start(3, prompt)
+	blocks := h.Pool.Pages(2)
+	for _, b := range blocks {
+		if have := h.Cache.Holds(b); have != 3 {
+			t.Fatalf("Holds(%d) with the index and two sequences: have %d; want 3", b, have)
+		}
+		if have := h.Pool.Allocator().Refs(b); have != 3 {
+			t.Fatalf("allocator refs of %d: have %d; want 3", b, have)
+		}
+	}
+	h.Release(2)
+	h.Release(3)
+	for _, b := range blocks {
+		if have := h.Cache.Holds(b); have != 1 {
+			t.Fatalf("Holds(%d) with the index alone: have %d; want 1", b, have)
+		}
+	}
+}
+
+func TestComputedTwiceCachesOneCopy(t *testing.T) {
+	// Two requests with one prompt, both admitted before either commits:
+	// both compute it. The first commit is cached; the second sequence's
+	// copy stays its own and is freed with it.
+	h := cachetest.NewHarness(t, factory(), 16, 2)
+	prompt := cachetest.Tokens(10, 6)
+	h.Start(1, prompt)
+	h.Start(2, prompt)
+	h.Commit(1)
+	h.Commit(2)
+	if have := h.Cache.Stats().Blocks; have != 3 {
+		t.Fatalf("cached blocks: have %d; want 3", have)
+	}
+	h.Release(1)
+	h.Release(2)
+	if have, want := h.Pool.Allocator().NumFree(), 16-3; have != want {
+		t.Fatalf("free blocks once both finished: have %d; want %d (only one copy cached)", have, want)
+	}
+	if have := h.Start(3, prompt); have != 6 {
+		t.Fatalf("cached tokens for a third request: have %d; want 6", have)
+	}
+	h.Release(3)
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/engine"
+	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/cachetest"
+	"kvlab/common/model"
+	"kvlab/kernels"
+	"kvlab/phase08_hashcow/blockhash"
+)
+
+// Each test here reproduces one entry of PITFALLS.md: the buggy variant
+// shows the symptom, the code of this package does not.
+
+// sequential serves reqs one after the other (each finishes before the next
+// arrives), so every request can find all earlier ones in the cache.
+func sequential(t *testing.T, m *model.Model, f func(*kvcache.Allocator, int) kvcache.PrefixCache, reqs []engine.Request) (map[int]*engine.Result, engine.Stats) {
+	t.Helper()
+	res, e := serve(t, m, cached(testConfig(), f), reqs, 40)
+	return res, e.Stats()
+}
+
+func greedy(id int, prompt []int32) engine.Request {
+	return engine.Request{ID: id, Prompt: prompt, MaxTokens: 5, IgnoreEOS: true, KeepLogits: true}
+}
+
+func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
+	m := loadModel(t)
+	s, x, same := tokens(100, 4), tokens(200, 4), tokens(300, 4)
+	reqs := []engine.Request{
+		greedy(0, join(s, x, same, tokens(400, 3))),
+		greedy(1, join(s, same, tokens(500, 3))), // same block, other prefix
+	}
+	want := baseline(t, m, testConfig(), reqs)
+
+	t.Run("key of the block alone", func(t *testing.T) {
+		// Even comparing the block's tokens cannot help: they are equal.
+		have, stats := sequential(t, m, newTrustingIndex(unchained, true), reqs)
+		require.Equal(t, 8, stats.CachedTokens, "request 1 reuses s, then request 0's KV of `same` after [s x]")
+		require.NotEmpty(t, diff(have, want), "wrong KV must change the output")
+	})
+	t.Run("chained key", func(t *testing.T) {
+		have, stats := sequential(t, m, newCache, reqs)
+		require.Equal(t, 4, stats.CachedTokens, "only s is shared")
+		requireSame(t, have, want)
+	})
+}
+
+// collide returns the first 4-token block b, scanning from token 1000, for
+// which ok(b) holds.
+func collide(t *testing.T, ok func(b []int32) bool) []int32 {
+	t.Helper()
+	for base := 1000; base < 1000+4096; base++ {
+		if b := tokens(base, 4); ok(b) {
+			return b
+		}
+	}
+	t.Fatal("no colliding block found")
+	return nil
+}
+
+func TestPitfallHashHitWithoutTokenCheck(t *testing.T) {
+	m := loadModel(t)
+	a := tokens(100, 4)
+	b := collide(t, func(b []int32) bool { return weak(blockhash.Root, b) == weak(blockhash.Root, a) })
+	reqs := []engine.Request{greedy(0, join(a, tokens(300, 6))), greedy(1, join(b, tokens(300, 6)))}
+	want := baseline(t, m, testConfig(), reqs)
+
+	t.Run("trusting the hash", func(t *testing.T) {
+		have, stats := sequential(t, m, newTrustingIndex(weak, false), reqs)
+		// Its first block collides with request 0's, and once two chains
+		// share a key, the equal blocks after them do too.
+		require.Equal(t, 8, stats.CachedTokens, "request 1 reuses request 0's KV for both its blocks")
+		require.NotEmpty(t, diff(have, want), "wrong KV must change the output")
+	})
+	t.Run("verifying the tokens", func(t *testing.T) {
+		have, stats := sequential(t, m, weakCache, reqs)
+		require.Equal(t, 0, stats.CachedTokens)
+		requireSame(t, have, want)
+	})
+}
+
+func weakCache(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
+	return blockhash.New(a, bs, blockhash.WithHash(weak))
+}
+
+func TestPitfallTokenCheckMissesAParentCollision(t *testing.T) {
+	m := loadModel(t)
+	a, x := tokens(100, 4), tokens(200, 4)
+	ka := weak(blockhash.Root, a)
+	kax := weak(ka, x)
+	require.NotEqual(t, ka, kax, "pick blocks whose own keys differ")
+	// same's key after [a] equals its key after [a x]: a collision of the
+	// chain, not of the block, so its tokens match.
+	same := collide(t, func(b []int32) bool {
+		k := weak(kax, b)
+		return weak(ka, b) == k && k != ka && k != kax
+	})
+	reqs := []engine.Request{greedy(0, join(a, x, same, tokens(400, 3))), greedy(1, join(a, same, tokens(500, 3)))}
+	want := baseline(t, m, testConfig(), reqs)
+
+	t.Run("checking the block's tokens only", func(t *testing.T) {
+		have, stats := sequential(t, m, newTrustingIndex(weak, true), reqs)
+		require.Equal(t, 8, stats.CachedTokens, "request 1 reuses a, then request 0's KV of `same` after [a x]")
+		require.NotEmpty(t, diff(have, want), "wrong KV must change the output")
+	})
+	t.Run("checking the parent too", func(t *testing.T) {
+		have, stats := sequential(t, m, weakCache, reqs)
+		require.Equal(t, 4, stats.CachedTokens, "only a is shared")
+		requireSame(t, have, want)
+	})
+}
+
+func TestPitfallWriteIntoASharedBlock(t *testing.T) {
+	m := loadModel(t)
+	prompt := tokens(40, 10) // the last block holds 2 tokens; 4 samples share it
+	s := engine.Sampling{Temperature: 1.3, Seed: 50}
+	want, _ := solo(t, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Sampling: s}, 4)
+	require.NotEqual(t, want[0][0], want[3][0], "the samples must diverge at their first token")
+
+	t.Run("written in place", func(t *testing.T) {
+		d := newForkDriver(t, m, 64, 4, newCache)
+		d.noCopy = true
+		have, _, err := d.run(prompt, 4, 6, s)
+		require.NoError(t, err, "ownership stays consistent: only the KV is wrong")
+		require.NotEqual(t, want, have, "every sample reads the last writer's KV at position 10")
+		require.Zero(t, d.pool.Copies())
+	})
+	t.Run("copied first", func(t *testing.T) {
+		d := newForkDriver(t, m, 64, 4, newCache)
+		have, _, err := d.run(prompt, 4, 6, s)
+		require.NoError(t, err)
+		require.Equal(t, want, have)
+		require.Equal(t, 3, d.pool.Copies(), "one copy per sample but the last writer")
+	})
+}
+
+// keyTable is the part of an index pitfall 12 is about, ported alone: keys
+// name blocks, a newer block takes a contested key, and evicting a block
+// removes its key — unconditionally in the buggy version.
+type keyTable struct {
+	byKey       map[uint64]int32
+	keyOf       map[int32]uint64
+	conditional bool
+}
+
+func (k *keyTable) add(key uint64, b int32) { k.byKey[key], k.keyOf[b] = b, key }
+
+func (k *keyTable) evict(b int32) {
+	key := k.keyOf[b]
+	delete(k.keyOf, b)
+	if !k.conditional || k.byKey[key] == b {
+		delete(k.byKey, key)
+	}
+}
+
+func TestPitfallStaleKeyDeletesTheNewOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		conditional bool
+		wantHit     bool
+	}{
+		{"deleted unconditionally", false, false},
+		{"deleted only if still its own", true, true},
+	} {
+		t.Run("port/"+tc.name, func(t *testing.T) {
+			k := &keyTable{byKey: map[uint64]int32{}, keyOf: map[int32]uint64{}, conditional: tc.conditional}
+			k.add(42, 5) // block 5 cached under key 42
+			k.add(42, 9) // block 9 takes the key; 5 is stale
+			k.evict(5)   // 5 is reclaimed, to be reused
+			b, hit := k.byKey[42]
+			if hit != tc.wantHit || (hit && b != 9) {
+				t.Fatalf("lookup of key 42 after evicting block 5: have %d, %v; want block 9: %v", b, hit, tc.wantHit)
+			}
+		})
+	}
+	t.Run("blockhash", func(t *testing.T) {
+		// Two one-block prompts whose keys collide: the second takes the
+		// key, the first stays cached but unreachable, is reclaimed first,
+		// and its block is reused. The second must still be found.
+		h := cachetest.NewHarness(t, weakCache, 6, 4)
+		a := tokens(100, 4)
+		b := collide(t, func(b []int32) bool { return weak(blockhash.Root, b) == weak(blockhash.Root, a) })
+		h.Start(1, a)
+		h.Finish(1)
+		h.Start(2, b)
+		h.Finish(2)
+		stale := h.Pool.Allocator().Total() - h.Pool.Allocator().NumFree()
+		require.Equal(t, 2, stale, "both blocks cached")
+		require.Equal(t, 1, h.Cache.Evict(1))
+		require.Equal(t, 4, h.Pool.MatchLen(b), "evicting the stale block kept the new owner's key")
+		require.Equal(t, 0, h.Pool.MatchLen(a))
+		h.Start(3, tokens(700, 4)) // reuses the freed block
+		h.Release(3)
+		require.Equal(t, 4, h.Pool.MatchLen(b))
+	})
+}
+
+func TestPitfallFullPrefixHit(t *testing.T) {
+	m := loadModel(t)
+	prompt := tokens(60, 16) // four whole blocks: the second request finds all of it
+	reqs := []engine.Request{greedy(0, prompt), greedy(1, prompt)}
+
+	t.Run("nothing left to compute", func(t *testing.T) {
+		d := newForkDriver(t, m, 16, 4, newCache)
+		_, _, err := d.run(prompt, 1, 2, engine.Sampling{})
+		require.NoError(t, err)
+		cached, err := d.pool.Open(1, prompt)
+		require.NoError(t, err)
+		require.Equal(t, 16, cached)
+		// Starting the prefill at the first uncached token leaves no row
+		// at all, so no logits for the first output token.
+		st := &model.Step{Tokens: prompt[cached:], Seqs: []kernels.AttnSeq{{QLen: 0, CtxLen: 16, Pages: d.pool.Pages(1)}}}
+		require.PanicsWithValue(t, "model: Forward on an empty step", func() { m.Forward(st, d.pool) })
+		// Recomputing the last token and writing its KV would write into a
+		// block the cache lent (and other sequences read).
+		require.ErrorContains(t, d.pool.PrepareWrite(1, 15, 1), "lent by the prefix cache")
+		d.pool.Release(1)
+	})
+	t.Run("last token recomputed, not written", func(t *testing.T) {
+		want := baseline(t, m, testConfig(), reqs)
+		have, stats := sequential(t, m, newCache, reqs)
+		require.Equal(t, 16, stats.CachedTokens)
+		requireSame(t, have, want)
+	})
+}
+
+func TestPitfallCopyOnWriteNeedsAFreeBlock(t *testing.T) {
+	m := loadModel(t)
+	prompt := tokens(40, 10) // 3 blocks of 4, the last shared by 3 samples
+	s := engine.Sampling{Temperature: 1.3, Seed: 7}
+	want, _ := solo(t, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 2, IgnoreEOS: true, Sampling: s}, 3)
+
+	t.Run("found short at write time", func(t *testing.T) {
+		d := newForkDriver(t, m, 4, 4, newCache) // one spare block: one copy
+		_, _, err := d.run(prompt, 3, 2, s)
+		require.Error(t, err)
+		require.True(t, isOutOfBlocks(err), "have %v; want the pool out of blocks", err)
+	})
+	t.Run("counted when scheduling", func(t *testing.T) {
+		d := newForkDriver(t, m, 4, 4, newCache)
+		d.waitForCopies = true
+		have, _, err := d.run(prompt, 3, 2, s)
+		require.NoError(t, err)
+		require.Equal(t, want, have)
+	})
+}
