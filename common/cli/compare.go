@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -90,6 +91,9 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	}
 	var runs []*metrics.Run
 	for i, c := range configs {
+		// Start each configuration from a collected heap, so one run's
+		// garbage is not billed to the next.
+		runtime.GC()
 		fmt.Fprintf(stderr, "[%d/%d] %s: %s, %d requests\n", i+1, len(configs), c.name, name, len(reqs))
 		run, err := benchOne(m, c.cfg, c.name, reqs, progress)
 		if err != nil {

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/cli"
+	"kvlab/common/model"
+)
+
+// TestCompareRunsAllVariants runs the experiment end to end on a small
+// model and a small workload: four rows, identical outputs, a plot.
+func TestCompareRunsAllVariants(t *testing.T) {
+	o := model.DefaultSynth(model.ArchLlama)
+	o.Vocab, o.Hidden, o.Intermediate, o.Layers = 512, 64, 128, 2
+	o.Heads, o.KVHeads, o.HeadDim = 4, 2, 16
+	dir := t.TempDir()
+	require.NoError(t, model.WriteSynthetic(filepath.Join(dir, "model"), o))
+
+	for _, w := range []string{"prefix_caching", "multi_turn", "no_shared_prefix"} {
+		t.Run(w, func(t *testing.T) {
+			plot := filepath.Join(dir, w+".svg")
+			var stdout, stderr bytes.Buffer
+			code := cli.Compare(Variants, []string{"-model", filepath.Join(dir, "model"), "-workload", w,
+				"-requests", "6", "-prefix-len", "40", "-suffix-min", "3", "-suffix-max", "9",
+				"-output-min", "2", "-output-max", "4", "-rps", "500", "-conversations", "2", "-turns", "3", "-think", "0s",
+				"-block-size", "4", "-audit", "-plot", plot, "-quiet"}, &stdout, &stderr)
+			require.Equal(t, 0, code, "stderr: %s\nstdout: %s", stderr.String(), stdout.String())
+
+			out := stdout.String()
+			for _, name := range append([]string{"baseline"}, names()...) {
+				assert.Contains(t, out, name)
+			}
+			assert.Contains(t, out, "every variant generated exactly the baseline's tokens")
+			svg, err := os.ReadFile(plot)
+			require.NoError(t, err)
+			assert.Equal(t, 4, strings.Count(string(svg), "<polyline"), "one TTFT series per configuration")
+		})
+	}
+}
+
+func names() []string {
+	var n []string
+	for _, v := range Variants {
+		n = append(n, v.Name)
+	}
+	return n
+}
