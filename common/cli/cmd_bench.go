@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"kvlab/common/engine"
@@ -76,59 +75,21 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	type config struct {
-		name string
-		cfg  engine.Config
-	}
-	configs := []config{{v.Name, cfg}}
+	configs := []namedConfig{{v.Name, cfg}}
 	if compare != nil && *compare {
 		base := cfg
 		base.PrefixCache = nil
-		configs = []config{{"baseline", base}, {v.Name, cfg}}
+		configs = []namedConfig{{"baseline", base}, {v.Name, cfg}}
 	}
 	var progress io.Writer = stderr
 	if *quiet {
 		progress = nil
 	}
-	var runs []*metrics.Run
-	for _, c := range configs {
-		fmt.Fprintf(stderr, "%s: %s, %d requests\n", c.name, name, len(reqs))
-		run, err := benchOne(m, c.cfg, c.name, reqs, progress)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
-		}
-		runs = append(runs, run)
+	runs, err := runConfigs(m, configs, name, reqs, progress, stderr)
+	if err != nil {
+		return err
 	}
-
-	var rows []metrics.Summary
-	for _, r := range runs {
-		rows = append(rows, r.Summary())
-	}
-	metrics.WriteTable(stdout, rows)
-	if *jsonPath != "" {
-		if err := writeFile(*jsonPath, func(w io.Writer) error { return metrics.WriteJSON(w, runs) }); err != nil {
-			return err
-		}
-	}
-	if *plotPath != "" {
-		title := fmt.Sprintf("TTFT per request, %s", name)
-		if err := writeFile(*plotPath, func(w io.Writer) error { return metrics.WriteTTFTPlot(w, runs, title) }); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "wrote %s\n", *plotPath)
-	}
-	for _, r := range rows {
-		if r.Failed > 0 {
-			return fmt.Errorf("%s: %d of %d requests failed (see -json for the errors)", r.Name, r.Failed, r.Requests)
-		}
-	}
-	if len(runs) > 1 {
-		if err := sameOutputs(runs); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "outputs: the cache generated exactly the baseline's tokens for all %d requests\n", len(reqs))
-	}
-	return nil
+	return report(stdout, runs, fmt.Sprintf("TTFT per request, %s (%d requests)", name, len(reqs)), *jsonPath, *plotPath)
 }
 
 // benchOne runs reqs through a fresh engine and returns the metrics.
@@ -160,18 +121,6 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 		run.Engine.Evictions = c.Stats().Evicted
 	}
 	return run, nil
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return f.Close()
 }
 
 // driven adapts the engine to the workload driver's interface.

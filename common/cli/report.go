@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"kvlab/common/engine"
+	"kvlab/common/metrics"
+	"kvlab/common/model"
+	"kvlab/common/workload"
+)
+
+// namedConfig is one engine configuration of a comparison.
+type namedConfig struct {
+	name string
+	cfg  engine.Config
+}
+
+// runConfigs serves reqs once per configuration, each on a fresh engine
+// and with the same arrival times, and returns the runs in order.
+func runConfigs(m *model.Model, configs []namedConfig, workloadName string, reqs []workload.Request, progress, log io.Writer) ([]*metrics.Run, error) {
+	var runs []*metrics.Run
+	for i, c := range configs {
+		// Start each configuration from a collected heap, so one run's
+		// garbage is not billed to the next.
+		runtime.GC()
+		fmt.Fprintf(log, "[%d/%d] %s: %s, %d requests\n", i+1, len(configs), c.name, workloadName, len(reqs))
+		run, err := benchOne(m, c.cfg, c.name, reqs, progress)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+// report prints the table of runs, writes the JSON and the TTFT plot when
+// their paths are set, and returns an error if any request failed or, with
+// several runs, if any run's tokens differ from the first run's.
+func report(stdout io.Writer, runs []*metrics.Run, title, jsonPath, plotPath string) error {
+	var rows []metrics.Summary
+	for _, r := range runs {
+		rows = append(rows, r.Summary())
+	}
+	metrics.WriteTable(stdout, rows)
+	if jsonPath != "" {
+		if err := writeFile(jsonPath, func(w io.Writer) error { return metrics.WriteJSON(w, runs) }); err != nil {
+			return err
+		}
+	}
+	if plotPath != "" {
+		if err := os.MkdirAll(filepath.Dir(plotPath), 0o755); err != nil {
+			return err
+		}
+		if err := writeFile(plotPath, func(w io.Writer) error { return metrics.WriteTTFTPlot(w, runs, title) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nTTFT plot: %s\n", plotPath)
+	}
+	for _, r := range rows {
+		if r.Failed > 0 {
+			return fmt.Errorf("%s: %d of %d requests failed (see -json for the errors)", r.Name, r.Failed, r.Requests)
+		}
+	}
+	if len(runs) > 1 {
+		if err := sameOutputs(runs); err != nil {
+			return err
+		}
+		var names []string
+		for _, r := range runs[1:] {
+			names = append(names, r.Name)
+		}
+		fmt.Fprintf(stdout, "outputs: %s generated exactly the %s's tokens for all %d requests\n",
+			strings.Join(names, ", "), runs[0].Name, len(runs[0].Requests))
+	}
+	return nil
+}
+
+// sameOutputs checks every run against the first, request by request.
+func sameOutputs(runs []*metrics.Run) error {
+	want := map[int][]int32{}
+	for _, r := range runs[0].Requests {
+		if r.Err != "" {
+			return fmt.Errorf("%s: request %d failed: %s", runs[0].Name, r.ID, r.Err)
+		}
+		want[r.ID] = r.Output
+	}
+	for _, run := range runs[1:] {
+		for _, r := range run.Requests {
+			if r.Err != "" {
+				return fmt.Errorf("%s: request %d failed: %s", run.Name, r.ID, r.Err)
+			}
+			if !slices.Equal(r.Output, want[r.ID]) {
+				return fmt.Errorf("%s: request %d generated %v; the %s generated %v", run.Name, r.ID, r.Output, runs[0].Name, want[r.ID])
+			}
+		}
+	}
+	return nil
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
