@@ -12,16 +12,14 @@ import (
 
 	"kvlab/common/cli"
 	"kvlab/common/model"
+	"kvlab/common/model/modeltest"
 )
 
 // TestCompareRunsAllVariants runs the experiment end to end on a small
 // model and a small workload: four rows, identical outputs, a plot.
 func TestCompareRunsAllVariants(t *testing.T) {
-	o := model.DefaultSynth(model.ArchLlama)
-	o.Vocab, o.Hidden, o.Intermediate, o.Layers = 512, 64, 128, 2
-	o.Heads, o.KVHeads, o.HeadDim = 4, 2, 16
 	dir := t.TempDir()
-	require.NoError(t, model.WriteSynthetic(filepath.Join(dir, "model"), o))
+	require.NoError(t, model.WriteSynthetic(filepath.Join(dir, "model"), modeltest.Options(model.ArchLlama, 1)))
 
 	for _, w := range []string{"prefix_caching", "multi_turn", "no_shared_prefix"} {
 		t.Run(w, func(t *testing.T) {

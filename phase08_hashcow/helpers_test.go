@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,38 +10,11 @@ import (
 	"kvlab/common/engine"
 	"kvlab/common/kvcache"
 	"kvlab/common/model"
-	"kvlab/kernels/cpu"
+	"kvlab/common/model/modeltest"
 )
 
-// modelDir holds the small synthetic model every test here loads, written
-// once per test binary by TestMain.
-var modelDir string
-
-func TestMain(m *testing.M) {
-	root, err := os.MkdirTemp("", "hashcow-test-")
-	if err != nil {
-		panic(err)
-	}
-	modelDir = filepath.Join(root, "model")
-	o := model.DefaultSynth(model.ArchLlama)
-	o.Vocab, o.Hidden, o.Intermediate, o.Layers = 512, 64, 128, 2
-	o.Heads, o.KVHeads, o.HeadDim = 4, 2, 16
-	o.Seed = 7
-	if err := model.WriteSynthetic(modelDir, o); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(root)
-	os.Exit(code)
-}
-
-func loadModel(t testing.TB) *model.Model {
-	t.Helper()
-	m, err := model.Load(modelDir, cpu.New())
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	return m
-}
+// loadModel returns the small synthetic model every test here runs.
+func loadModel(t testing.TB) *model.Model { return modeltest.Load(t, model.ArchLlama, 7) }
 
 // testConfig is small enough for many engine runs per test, and audits
 // block ownership after every step: a violation panics the test.

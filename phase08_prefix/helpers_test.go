@@ -3,8 +3,6 @@ package main
 import (
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,38 +11,12 @@ import (
 	"kvlab/common/engine"
 	"kvlab/common/kvcache"
 	"kvlab/common/model"
-	"kvlab/kernels/cpu"
+	"kvlab/common/model/modeltest"
 	"kvlab/phase08_prefix/radix"
 )
 
-// modelDir holds the small synthetic model every engine test loads; TestMain
-// writes it once per package run.
-var modelDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "phase08-prefix-")
-	if err != nil {
-		panic(err)
-	}
-	modelDir = filepath.Join(dir, "model")
-	o := model.DefaultSynth(model.ArchLlama)
-	o.Vocab, o.Hidden, o.Intermediate, o.Layers = 512, 64, 128, 2
-	o.Heads, o.KVHeads, o.HeadDim = 4, 2, 16
-	o.Seed = 8
-	if err := model.WriteSynthetic(modelDir, o); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func loadModel(t testing.TB) *model.Model {
-	t.Helper()
-	m, err := model.Load(modelDir, cpu.New())
-	require.NoError(t, err)
-	return m
-}
+// loadModel returns the small synthetic model every engine test runs.
+func loadModel(t testing.TB) *model.Model { return modeltest.Load(t, model.ArchLlama, 8) }
 
 // config is the engine setup the tests start from: the radix tree, small
 // blocks where the edge cases live, and the ownership audit after every

@@ -2,59 +2,17 @@ package engine
 
 import (
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/model"
-	"kvlab/kernels/cpu"
+	"kvlab/common/model/modeltest"
 )
 
-// testModelOptions is a model small enough for many engine runs per test
-// but with every feature the forward has: GQA, llama3 RoPE scaling.
-func testModelOptions(arch string) model.SynthOptions {
-	o := model.DefaultSynth(arch)
-	o.Vocab, o.Hidden, o.Intermediate, o.Layers = 512, 64, 128, 2
-	o.Heads, o.KVHeads, o.HeadDim = 4, 2, 16
-	o.Seed = 7
-	return o
-}
-
-var (
-	modelDirs   = map[string]string{}
-	modelDirsMu sync.Mutex
-	testRoot    string
-)
-
-func TestMain(m *testing.M) {
-	var err error
-	testRoot, err = os.MkdirTemp("", "engine-test-")
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(testRoot)
-	os.Exit(code)
-}
-
-// loadTestModel writes (once per package run) and loads the test model.
-func loadTestModel(t testing.TB, arch string) *model.Model {
-	t.Helper()
-	modelDirsMu.Lock()
-	dir, ok := modelDirs[arch]
-	if !ok {
-		dir = filepath.Join(testRoot, arch)
-		require.NoError(t, model.WriteSynthetic(dir, testModelOptions(arch)))
-		modelDirs[arch] = dir
-	}
-	modelDirsMu.Unlock()
-	m, err := model.Load(dir, cpu.New())
-	require.NoError(t, err)
-	return m
-}
+// loadTestModel returns the small test model of arch (Llama: GQA and
+// llama3 RoPE scaling; Qwen3: per-head q/k norms).
+func loadTestModel(t testing.TB, arch string) *model.Model { return modeltest.Load(t, arch, 7) }
 
 // testConfig is the engine configuration tests start from: audit on, so
 // every step of every engine test checks block ownership.

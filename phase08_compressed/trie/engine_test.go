@@ -3,9 +3,6 @@ package trie
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,48 +11,12 @@ import (
 	"kvlab/common/engine"
 	"kvlab/common/kvcache"
 	"kvlab/common/model"
+	"kvlab/common/model/modeltest"
 	"kvlab/common/workload"
-	"kvlab/kernels/cpu"
 )
 
-// The engine tests share one small synthetic model, written on first use
-// and removed when the package's tests end.
-var testModel struct {
-	once sync.Once
-	dir  string
-	m    *model.Model
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if testModel.dir != "" {
-		os.RemoveAll(testModel.dir)
-	}
-	os.Exit(code)
-}
-
-// loadModel returns the test model: Llama-shaped, hidden 64, 2 layers,
-// vocabulary 512.
-func loadModel(t testing.TB) *model.Model {
-	t.Helper()
-	testModel.once.Do(func() {
-		if testModel.dir, testModel.err = os.MkdirTemp("", "trie-test-"); testModel.err != nil {
-			return
-		}
-		o := model.DefaultSynth(model.ArchLlama)
-		o.Vocab, o.Hidden, o.Intermediate, o.Layers = 512, 64, 128, 2
-		o.Heads, o.KVHeads, o.HeadDim = 4, 2, 16
-		o.Seed = 7
-		dir := filepath.Join(testModel.dir, "llama")
-		if testModel.err = model.WriteSynthetic(dir, o); testModel.err != nil {
-			return
-		}
-		testModel.m, testModel.err = model.Load(dir, cpu.New())
-	})
-	require.NoError(t, testModel.err)
-	return testModel.m
-}
+// loadModel returns the small synthetic model the engine tests run.
+func loadModel(t testing.TB) *model.Model { return modeltest.Load(t, model.ArchLlama, 7) }
 
 // cacheFactory builds the prefix cache an engine uses; nil is the baseline.
 type cacheFactory = func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache
