@@ -37,7 +37,7 @@ func FuzzEngine(f *testing.F) {
 
 		prefixes := [][]int32{tokens(0, 24), tokens(100, 17), tokens(300, 9)}
 		var reqs []engine.Request
-		biggest, all := 0, 0
+		biggest := 0
 		for id := range 1 + in.next()%6 {
 			p := prefixes[in.next()%len(prefixes)]
 			prompt := append([]int32(nil), p[:in.next()%(len(p)+1)]...)
@@ -55,18 +55,13 @@ func FuzzEngine(f *testing.F) {
 			reqs = append(reqs, r)
 			blocks := (len(prompt) + r.MaxTokens + c.BlockSize - 1) / c.BlockSize
 			biggest = max(biggest, blocks)
-			all += blocks * max(r.N, 1)
 		}
 		// From enough for the largest request alone up to room for all.
 		c.NumBlocks = biggest + 1 + in.next()%(len(reqs)*biggest+1)
-		if c.NumBlocks < all {
-			// The engine fails a sample whose copy-on-write finds the pool
-			// dry (see TestPitfallCopyOnWriteNeedsAFreeBlock): forks only
-			// where everything fits.
-			for i := range reqs {
-				reqs[i].N = 1
-			}
-		}
+		// Forked samples in a pool that cannot hold them all are part of
+		// the test: the engine takes each copy-on-write block while it
+		// schedules, so preemption can make room for it (see
+		// TestPitfallCopyOnWriteNeedsAFreeBlock).
 
 		want := baseline(t, m, c, reqs)
 		have, _ := serve(t, m, cached(c, newCache), reqs, gap)
