@@ -33,12 +33,15 @@ var palette = []string{
 	"#E69F00", "#56B4E9", "#000000", "#F0E442",
 }
 
+type point struct{ x, y float64 }
+
 // WriteTTFTPlot draws TTFT in milliseconds (y) against request index (x), one
 // coloured polyline with markers per run, as a standalone SVG document.
 // Requests that failed or produced no token have no TTFT and are skipped, so
-// a gap in the markers shows where they were.
+// a gap in the markers shows where they were. When the runs span more than
+// a factor of 20 — a cache against no cache — the TTFT axis is logarithmic,
+// or the fast runs would be a flat line at zero.
 func WriteTTFTPlot(w io.Writer, runs []*Run, title string) error {
-	type point struct{ x, y float64 }
 	series := make([][]point, len(runs))
 	maxX, maxY := 1.0, 0.0
 	for i, r := range runs {
@@ -56,14 +59,10 @@ func WriteTTFTPlot(w io.Writer, runs []*Run, title string) error {
 		}
 	}
 	xStep := max(1, niceStep(maxX))
-	yStep := niceStep(maxY)
-	if maxY <= 0 {
-		yStep = 1
-	}
 	xTop := math.Ceil(maxX/xStep) * xStep
-	yTop := max(yStep, math.Ceil(maxY/yStep)*yStep)
 	px := func(x float64) float64 { return marginL + x/xTop*plotInnerW }
-	py := func(y float64) float64 { return marginT + plotInnerH - y/yTop*plotInnerH }
+	yAxis := newTTFTAxis(series2values(series), maxY)
+	py := yAxis.pos
 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
@@ -83,16 +82,15 @@ func WriteTTFTPlot(w io.Writer, runs []*Run, title string) error {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#888"/>`+"\n", px(x), marginT+plotInnerH, px(x), marginT+plotInnerH+5)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(x), marginT+plotInnerH+18, tickLabel(x, xStep))
 	}
-	for k := 0; float64(k)*yStep <= yTop+yStep/2; k++ {
-		y := float64(k) * yStep
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`+"\n", marginL, py(y), marginL+plotInnerW, py(y))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginL-6, py(y)+4, tickLabel(y, yStep))
+	for _, t := range yAxis.ticks {
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`+"\n", marginL, py(t.v), marginL+plotInnerW, py(t.v))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginL-6, py(t.v)+4, t.label)
 	}
 	b.WriteString("</g>\n")
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="%d">request index</text>`+"\n",
 		marginL+plotInnerW/2, plotH-12, axisLabelFontSize)
-	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle" font-size="%d">TTFT (ms)</text>`+"\n",
-		marginT+plotInnerH/2, axisLabelFontSize)
+	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle" font-size="%d">%s</text>`+"\n",
+		marginT+plotInnerH/2, axisLabelFontSize, yAxis.title)
 
 	for i, pts := range series {
 		color := palette[i%len(palette)]
@@ -153,4 +151,62 @@ func esc(s string) string {
 	var b strings.Builder
 	_ = xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// ttftAxis maps TTFT values to the plot's y coordinate.
+type ttftAxis struct {
+	pos   func(y float64) float64
+	ticks []tick
+	title string
+}
+
+type tick struct {
+	v     float64
+	label string
+}
+
+func series2values(series [][]point) []float64 {
+	var ys []float64
+	for _, s := range series {
+		for _, p := range s {
+			ys = append(ys, p.y)
+		}
+	}
+	return ys
+}
+
+// newTTFTAxis picks a linear axis from 0, or a log axis over whole decades
+// when the positive values span more than a factor of 20.
+func newTTFTAxis(ys []float64, maxY float64) ttftAxis {
+	minPos := math.Inf(1)
+	for _, y := range ys {
+		if y > 0 {
+			minPos = min(minPos, y)
+		}
+	}
+	if maxY > 0 && maxY/minPos > 20 {
+		lo := math.Floor(math.Log10(minPos))
+		hi := math.Ceil(math.Log10(maxY))
+		a := ttftAxis{title: "TTFT (ms, log scale)"}
+		a.pos = func(y float64) float64 {
+			l := math.Log10(max(y, math.Pow(10, lo)))
+			return marginT + plotInnerH - (l-lo)/(hi-lo)*plotInnerH
+		}
+		for d := lo; d <= hi; d++ {
+			a.ticks = append(a.ticks, tick{math.Pow(10, d), strconv.FormatFloat(math.Pow(10, d), 'f', -1, 64)})
+		}
+		return a
+	}
+	step := niceStep(maxY)
+	if maxY <= 0 {
+		step = 1
+	}
+	top := max(step, math.Ceil(maxY/step)*step)
+	a := ttftAxis{title: "TTFT (ms)"}
+	a.pos = func(y float64) float64 { return marginT + plotInnerH - y/top*plotInnerH }
+	for k := 0; float64(k)*step <= top+step/2; k++ {
+		v := float64(k) * step
+		a.ticks = append(a.ticks, tick{v, tickLabel(v, step)})
+	}
+	return a
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -94,4 +95,23 @@ func TestNiceStep(t *testing.T) {
 		have := niceStep(tt.span)
 		assert.InDelta(t, tt.want, have, 1e-12, "span %v: have %v; want %v", tt.span, have, tt.want)
 	}
+}
+
+func TestTTFTPlotUsesALogAxisForWideRanges(t *testing.T) {
+	run := func(name string, ttftMS ...int) *Run {
+		r := &Run{Name: name}
+		for i, ms := range ttftMS {
+			at := time.Duration(ms) * time.Millisecond
+			r.Requests = append(r.Requests, RequestRecord{ID: i, FirstToken: at, TokenTimes: []time.Duration{at}})
+		}
+		return r
+	}
+	var wide, narrow strings.Builder
+	require.NoError(t, WriteTTFTPlot(&wide, []*Run{run("no cache", 5000, 40000), run("cache", 150, 200)}, "wide"))
+	assert.Contains(t, wide.String(), "TTFT (ms, log scale)")
+	for _, decade := range []string{">100<", ">1000<", ">10000<", ">100000<"} {
+		assert.Contains(t, wide.String(), decade, "a tick per decade from 100 to 100000 ms")
+	}
+	require.NoError(t, WriteTTFTPlot(&narrow, []*Run{run("a", 100, 400), run("b", 150, 200)}, "narrow"))
+	assert.NotContains(t, narrow.String(), "log scale")
 }
