@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 	"strings"
 
@@ -36,16 +35,11 @@ func workloadName(args []string) string {
 }
 
 func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
-	name := workloadName(args)
 	fs := newFlagSet(v, "bench", stderr)
 	var rf runtimeFlags
 	rf.register(fs, v)
-	fs.String("workload", name, "workload: "+strings.Join(workload.Names(), ", "))
-	p := BenchDefaults(name)
-	p.RegisterFlags(fs)
-	jsonPath := fs.String("json", "", "also write summaries and per-request records as JSON to this file")
-	plotPath := fs.String("plot", "", "also write an SVG plot of TTFT per request to this file")
-	quiet := fs.Bool("quiet", false, "no progress bar")
+	var sf servingFlags
+	sf.register(fs, args, "")
 	var compare *bool
 	if v.PrefixCache != nil {
 		compare = fs.Bool("compare", false, "run the baseline (no cache) and the cache in one process on the same arrivals")
@@ -58,15 +52,7 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stop()
-
-	m, err := rf.loadModel()
-	if err != nil {
-		return err
-	}
-	if p.Vocab == 0 {
-		p.Vocab = m.Config.VocabSize
-	}
-	reqs, err := workload.Generate(name, p)
+	m, reqs, err := sf.load(&rf)
 	if err != nil {
 		return err
 	}
@@ -74,22 +60,13 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-
 	configs := []namedConfig{{v.Name, cfg}}
 	if compare != nil && *compare {
 		base := cfg
 		base.PrefixCache = nil
 		configs = []namedConfig{{"baseline", base}, {v.Name, cfg}}
 	}
-	var progress io.Writer = stderr
-	if *quiet {
-		progress = nil
-	}
-	runs, err := runConfigs(m, configs, name, reqs, progress, stderr)
-	if err != nil {
-		return err
-	}
-	return report(stdout, runs, fmt.Sprintf("TTFT per request, %s (%d requests)", name, len(reqs)), *jsonPath, *plotPath)
+	return sf.serve(m, configs, reqs, stdout, stderr)
 }
 
 // benchOne runs reqs through a fresh engine and returns the metrics.

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
-
-	"kvlab/common/workload"
 )
 
 // Compare runs the baseline engine and every variant in one process on the
@@ -31,18 +28,13 @@ func Compare(variants []Variant, args []string, stdout, stderr io.Writer) int {
 }
 
 func compare(variants []Variant, args []string, stdout, stderr io.Writer) error {
-	name := workloadName(args)
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var rf runtimeFlags
 	rf.register(fs, Variant{})
 	admission := fs.String("admission", "cost-aware", "how admission charges a prompt: conservative or cost-aware")
-	fs.String("workload", name, "workload: "+strings.Join(workload.Names(), ", "))
-	p := BenchDefaults(name)
-	p.RegisterFlags(fs)
-	plotPath := fs.String("plot", filepath.Join("out", "phase08-"+name+".svg"), "where to write the SVG plot of TTFT per request")
-	jsonPath := fs.String("json", "", "also write every run's summary and per-request records as JSON")
-	quiet := fs.Bool("quiet", false, "no progress bar")
+	var sf servingFlags
+	sf.register(fs, args, filepath.Join("out", "phase08-"+workloadName(args)+".svg"))
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -52,14 +44,7 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer stop()
-	m, err := rf.loadModel()
-	if err != nil {
-		return err
-	}
-	if p.Vocab == 0 {
-		p.Vocab = m.Config.VocabSize
-	}
-	reqs, err := workload.Generate(name, p)
+	m, reqs, err := sf.load(&rf)
 	if err != nil {
 		return err
 	}
@@ -67,20 +52,11 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	var progress io.Writer = stderr
-	if *quiet {
-		progress = nil
-	}
-
 	configs := []namedConfig{{"baseline", base}}
 	for _, v := range variants {
 		c := base
 		c.PrefixCache = v.PrefixCache
 		configs = append(configs, namedConfig{v.Name, c})
 	}
-	runs, err := runConfigs(m, configs, name, reqs, progress, stderr)
-	if err != nil {
-		return err
-	}
-	return report(stdout, runs, fmt.Sprintf("TTFT per request, %s (%d requests)", name, len(reqs)), *jsonPath, *plotPath)
+	return sf.serve(m, configs, reqs, stdout, stderr)
 }
