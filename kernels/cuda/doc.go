@@ -3,13 +3,13 @@
 // C++ next to this file (one .cu file per kernel, each opening with what it
 // computes, its launch shape and the test that checks it), compiled to PTX
 // by `make kernels`, embedded in the binary and launched through the CUDA
-// driver API via gorgonia.org/cu. No cuBLAS, no cuDNN: the kernels are the
+// driver API via gorgonia's cu package. No cuBLAS, no cuDNN: the kernels are the
 // lesson, and the binary needs nothing but the NVIDIA driver.
 //
 // # Build tags
 //
 // The backend is compiled only with `-tags cuda`. It needs cgo and the
-// CUDA 11.x or 12.x headers to build (gorgonia.org/cu does not compile
+// CUDA 11.x or 12.x headers to build (gorgonia's cu package does not compile
 // against CUDA 13's), and a tagged binary needs the driver's libcuda.so.1
 // to start at all. Without the tag this package is a stub whose New reports
 // ErrNotBuilt, so that a command can always offer `--device cuda` and say
@@ -22,7 +22,7 @@
 //
 // # A machine without a GPU
 //
-// gorgonia.org/cu initialises the driver in its package init and, when that
+// gorgonia's cu package initialises the driver in its package init and, when that
 // fails, prints a message and exits the process before main runs: a tagged
 // binary would die on a GPU-less machine even when asked for the CPU. This
 // package interposes the driver's cuInit (see guard.go) so that the failure
