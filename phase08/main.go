@@ -4,7 +4,7 @@
 // exactly the baseline's tokens, prints one table, and plots TTFT per
 // request for the four configurations.
 //
-//	go run ./phase08                              # prefix_caching, the seed's parameters
+//	go run ./phase08                              # prefix_caching at full size
 //	go run ./phase08 -workload multi_turn
 //	go run ./phase08 -workload no_shared_prefix   # what each cache costs when nothing is shared
 package main

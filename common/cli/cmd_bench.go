@@ -11,7 +11,7 @@ import (
 )
 
 // BenchDefaults returns the workload parameters bench starts from: the
-// seed's full-size parameters (the prefix_caching baseline takes about a
+// workload's full-size parameters (the prefix_caching baseline takes about a
 // minute on a 2-core CPU with the built-in model). Every value is a flag.
 func BenchDefaults(name string) workload.Params {
 	p := workload.DefaultParams(name)
