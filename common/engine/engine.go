@@ -46,7 +46,7 @@ type Stats struct {
 	Steps         int
 	PrefillTokens int // prompt (and recompute) tokens run through the model
 	DecodeTokens  int // decode rows run through the model
-	CachedTokens  int // prompt tokens whose KV came from the prefix cache
+	CachedTokens  int // prompt tokens whose KV came from the prefix cache at first admission
 	Preemptions   int
 	MaxRunning    int // most sequences admitted at once
 	PeakBlocks    int // most KV blocks held at once

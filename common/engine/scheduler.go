@@ -116,7 +116,11 @@ func (e *Engine) admit(s *sequence) bool {
 	s.phase = prefill
 	e.admissions++
 	s.admitted = e.admissions
-	e.stats.CachedTokens += s.cached
+	if s.preempted == 0 {
+		// Count what the prompt found; a readmission after preemption may
+		// find its own earlier KV, which is recompute saved, not a hit.
+		e.stats.CachedTokens += s.cached
+	}
 	e.stats.MaxRunning = max(e.stats.MaxRunning, len(e.running)+1)
 	return true
 }
