@@ -263,7 +263,8 @@ func (p *Pool) Slots(dst []int32, id, from, n int) []int32 {
 }
 
 // Commit offers the KV of tokens (positions 0..len(tokens)-1 of sequence id,
-// already written) to the prefix cache, if there is one.
+// already written) to the prefix cache, if there is one. Committing a longer
+// prefix of the same tokens later is expected (see PrefixCache.Insert).
 func (p *Pool) Commit(id int, tokens []int32) {
 	if p.cache == nil {
 		return

@@ -36,7 +36,10 @@ type PrefixCache interface {
 	// Insert offers the KV of tokens, held in pages (the sequence's page
 	// table), to the cache. lent is how many leading pages are already lent
 	// to seq. It returns the new lent count: pages the cache adopted stop
-	// being the pool's to release.
+	// being the pool's to release. The engine calls it after every finished
+	// prefill chunk and again when the sequence finishes, each time with a
+	// longer prefix of the same tokens, so it must accept repeats; only
+	// whole blocks may be cached.
 	Insert(seq int, tokens []int32, pages []int32, lent int) (newLent int)
 
 	// Release tells the cache that seq is gone; the cache drops whatever it
