@@ -64,16 +64,20 @@ func Main(v Variant, args []string, stdout, stderr io.Writer) int {
 		usage(v, stderr)
 		return 2
 	}
-	err := c.run(v, args[1:], stdout, stderr)
+	return exitCode(c.run(v, args[1:], stdout, stderr), stderr, v.Name+" "+args[0])
+}
+
+// exitCode turns a command's error into the process exit code: 0 on
+// success or -h, 2 for bad usage (already explained), 1 for anything else,
+// which it reports on stderr after prefix.
+func exitCode(err error, stderr io.Writer, prefix string) int {
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
 	default:
-		fmt.Fprintf(stderr, "%s %s: %v\n", v.Name, args[0], err)
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return 1
 	}
 }

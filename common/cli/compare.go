@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"path/filepath"
 )
@@ -13,18 +11,7 @@ import (
 // per request, and fails unless each variant produced exactly the
 // baseline's tokens. It returns the process exit code.
 func Compare(variants []Variant, args []string, stdout, stderr io.Writer) int {
-	err := compare(variants, args, stdout, stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	default:
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return 1
-	}
+	return exitCode(compare(variants, args, stdout, stderr), stderr, "compare")
 }
 
 func compare(variants []Variant, args []string, stdout, stderr io.Writer) error {

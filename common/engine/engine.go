@@ -99,9 +99,6 @@ func (e *Engine) Pool() *kvcache.Pool { return e.pool }
 // Stats returns the counters so far.
 func (e *Engine) Stats() Stats { return e.stats }
 
-// Context returns the engine's context limit in tokens.
-func (e *Engine) Context() int { return e.context }
-
 // Submit validates r and queues it. A bad request returns an error and
 // leaves the engine and every other request untouched.
 func (e *Engine) Submit(r Request) error {

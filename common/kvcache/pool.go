@@ -228,8 +228,7 @@ func (p *Pool) PrepareWrite(id, from, n int) error {
 			return err
 		}
 		fresh, _ := p.alloc.Allocate(nil, 1)
-		p.be.CopyBlock(p.k[0], p.v[0], old, fresh[0], p.blockSize)
-		for l := 1; l < len(p.k); l++ {
+		for l := range p.k {
 			p.be.CopyBlock(p.k[l], p.v[l], old, fresh[0], p.blockSize)
 		}
 		p.alloc.Decref(old)
