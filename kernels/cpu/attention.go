@@ -45,18 +45,10 @@ func (b *Backend) AttendLocal(out, q, k, v kernels.Tensor, seqs []kernels.AttnSe
 // between them is the table that maps a key position to a row of k and v;
 // everything after that is common, so they cannot drift apart numerically.
 func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
+	if err := kernels.CheckAttend(out, q, k, v, seqs, sh, local); err != nil {
+		panic(fmt.Sprintf("cpu: %s: %v", op, err))
+	}
 	hd := sh.HeadDim
-	if hd <= 0 || sh.NumHeads <= 0 || sh.NumKVHeads <= 0 || sh.NumHeads%sh.NumKVHeads != 0 {
-		panic(fmt.Sprintf("cpu: %s: bad shape %+v", op, sh))
-	}
-	if !local && sh.BlockSize <= 0 {
-		panic(fmt.Sprintf("cpu: %s: block size %d", op, sh.BlockSize))
-	}
-	sameShape(op, out, q)
-	sameShape(op, k, v)
-	if q.cols != sh.NumHeads*hd || k.cols != sh.NumKVHeads*hd {
-		panic(fmt.Sprintf("cpu: %s: q is %d wide and k %d wide for shape %+v", op, q.cols, k.cols, sh))
-	}
 
 	call, _ := b.attn.Get().(*attnCall)
 	if call == nil {
@@ -65,10 +57,7 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	defer b.attn.Put(call)
 
 	total, longest := 0, 0
-	for s, seq := range seqs {
-		if seq.QLen < 0 || seq.QLen > seq.CtxLen || seq.QStart < 0 || seq.QStart+seq.QLen > q.rows {
-			panic(fmt.Sprintf("cpu: %s: sequence %d %+v does not fit %d query rows", op, s, seq, q.rows))
-		}
+	for _, seq := range seqs {
 		span := seq.CtxLen
 		if local {
 			span = seq.QLen

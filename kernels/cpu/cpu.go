@@ -221,7 +221,7 @@ func (b *Backend) parallel(n int, body func(worker, i int)) {
 }
 
 func sameShape(op string, a, b *Tensor) {
-	if a.rows != b.rows || a.cols != b.cols {
-		panic(fmt.Sprintf("cpu: %s: shapes %d×%d and %d×%d differ", op, a.rows, a.cols, b.rows, b.cols))
+	if err := kernels.CheckSameShape(a, b); err != nil {
+		panic(fmt.Sprintf("cpu: %s: %v", op, err))
 	}
 }

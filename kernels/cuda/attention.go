@@ -33,20 +33,12 @@ func (b *Backend) AttendLocal(out, q, k, v kernels.Tensor, seqs []kernels.AttnSe
 }
 
 func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
-	hd := sh.HeadDim
-	if hd <= 0 || sh.NumHeads <= 0 || sh.NumKVHeads <= 0 || sh.NumHeads%sh.NumKVHeads != 0 {
-		panic(fmt.Sprintf("cuda: %s: bad shape %+v", op, sh))
+	if err := kernels.CheckAttend(out, q, k, v, seqs, sh, local); err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
 	}
+	hd := sh.HeadDim
 	if hd > attnHeadDims[len(attnHeadDims)-1] {
 		panic(fmt.Sprintf("cuda: %s: head dim %d exceeds the kernel's limit of %d", op, hd, attnHeadDims[len(attnHeadDims)-1]))
-	}
-	if !local && sh.BlockSize <= 0 {
-		panic(fmt.Sprintf("cuda: %s: block size %d", op, sh.BlockSize))
-	}
-	sameShape(op, out, q)
-	sameShape(op, k, v)
-	if q.cols != sh.NumHeads*hd || k.cols != sh.NumKVHeads*hd {
-		panic(fmt.Sprintf("cuda: %s: q is %d wide and k %d wide for shape %+v", op, q.cols, k.cols, sh))
 	}
 
 	defer b.enter()()
@@ -54,9 +46,6 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	p.seqs, p.items, p.pages = p.seqs[:0], p.items[:0], p.pages[:0]
 	group := sh.NumHeads / sh.NumKVHeads
 	for s, seq := range seqs {
-		if seq.QLen < 0 || seq.QLen > seq.CtxLen || seq.QStart < 0 || seq.QStart+seq.QLen > q.rows {
-			panic(fmt.Sprintf("cuda: %s: sequence %d %+v does not fit %d query rows", op, s, seq, q.rows))
-		}
 		pos0, off := seq.CtxLen-seq.QLen, len(p.pages)
 		if local {
 			pos0 = 0

@@ -125,8 +125,8 @@ func asCUDA(t kernels.Tensor) *Tensor {
 }
 
 func sameShape(op string, a, b *Tensor) {
-	if a.rows != b.rows || a.cols != b.cols {
-		panic(fmt.Sprintf("cuda: %s: shapes %d×%d and %d×%d differ", op, a.rows, a.cols, b.rows, b.cols))
+	if err := kernels.CheckSameShape(a, b); err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
 	}
 }
 

@@ -198,13 +198,8 @@ func (b *Backend) WriteKV(kc, vc, k, v kernels.Tensor, slots []int32) {
 // CopyBlock copies block src to block dst in both caches.
 func (b *Backend) CopyBlock(kc, vc kernels.Tensor, src, dst int32, blockSize int) {
 	kct, vct := asCUDA(kc), asCUDA(vc)
-	sameShape("CopyBlock", kct, vct)
-	blocks := 0
-	if blockSize > 0 {
-		blocks = kct.rows / blockSize
-	}
-	if src < 0 || dst < 0 || int(src) >= blocks || int(dst) >= blocks {
-		panic(fmt.Sprintf("cuda: CopyBlock %d→%d of %d blocks of %d", src, dst, blocks, blockSize))
+	if err := kernels.CheckCopyBlock(kc, vc, src, dst, blockSize); err != nil {
+		panic(fmt.Sprintf("cuda: CopyBlock: %v", err))
 	}
 	n := blockSize * kct.cols
 	defer b.enter()()
