@@ -58,7 +58,7 @@ func newEngine(t testing.TB, m *model.Model, c engine.Config) *engine.Engine {
 type result struct {
 	tokens []int32
 	logits [][]float32
-	cached int // prompt tokens found in the cache at (last) admission
+	cached int // prompt tokens found in the cache at first admission
 	err    error
 	done   bool
 }

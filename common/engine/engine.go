@@ -15,6 +15,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"kvlab/common/kvcache"
 	"kvlab/common/model"
@@ -46,12 +47,14 @@ type Stats struct {
 	Steps         int
 	PrefillTokens int // prompt (and recompute) tokens run through the model
 	DecodeTokens  int // decode rows run through the model
+	QueriedTokens int // prompt tokens looked up in the prefix cache at first admission
 	CachedTokens  int // prompt tokens whose KV came from the prefix cache at first admission
 	Preemptions   int
 	MaxRunning    int // most sequences admitted at once
 	PeakBlocks    int // most KV blocks held at once
 	Finished      int
 	Failed        int
+	Cancelled     int // requests ended by Cancel
 	Forks         int // sample sequences split off a prompt
 }
 
@@ -177,8 +180,66 @@ func (e *Engine) finish(s *sequence) {
 func (e *Engine) fail(s *sequence, err error) {
 	e.retire(s)
 	e.stats.Failed++
-	e.pending = append(e.pending, Output{ID: s.req.ID, Sample: s.sample, Index: s.generated(), Done: true, Reason: "error", Err: err})
+	e.pending = e.ended(e.pending, s, "error", err)
 }
+
+// ended appends the last event of each sample s stands for: itself, and,
+// before the fork, the samples that would have been split off it. A
+// stream waiting for every sample's Done event is then never left open.
+func (e *Engine) ended(out []Output, s *sequence, reason string, err error) []Output {
+	samples := []int{s.sample}
+	if !s.forked {
+		for i := 1; i < s.req.samples(); i++ {
+			samples = append(samples, i)
+		}
+	}
+	for _, i := range samples {
+		out = append(out, Output{ID: s.req.ID, Sample: i, Index: s.generated(), Done: true, Reason: reason, Err: err, Cached: s.firstCached})
+	}
+	return out
+}
+
+// Cancel ends request id wherever it is: waiting, prefilling or decoding.
+// The KV it already computed is offered to the prefix cache (a client that
+// gave up may well send the same prompt again), its blocks go back to the
+// pool, and the next Step reports a last event with Reason "cancelled" for
+// each of its unfinished samples. It reports whether id was live. Like
+// every Engine method, call it from the goroutine that steps the engine,
+// between steps.
+func (e *Engine) Cancel(id int) bool {
+	if e.live[id] == 0 {
+		return false
+	}
+	var victims []*sequence
+	for _, s := range e.waiting {
+		if s.req.ID == id {
+			victims = append(victims, s)
+		}
+	}
+	for _, s := range e.running {
+		if s.req.ID == id {
+			victims = append(victims, s)
+		}
+	}
+	for _, s := range victims {
+		if s.phase == waiting {
+			e.waiting = slices.DeleteFunc(e.waiting, func(w *sequence) bool { return w == s })
+		} else {
+			e.pool.Commit(s.key, s.tokens[:s.computed])
+		}
+		e.retire(s)
+		e.pending = e.ended(e.pending, s, "cancelled", nil)
+	}
+	e.stats.Cancelled++
+	return true
+}
+
+// Waiting returns the number of queued sequences (new, or preempted and
+// waiting to be readmitted).
+func (e *Engine) Waiting() int { return len(e.waiting) }
+
+// Running returns the number of admitted sequences.
+func (e *Engine) Running() int { return len(e.running) }
 
 func (e *Engine) retire(s *sequence) {
 	e.pool.Release(s.key)

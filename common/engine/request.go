@@ -47,7 +47,9 @@ type Output struct {
 	// Logits are the logits Token was sampled from, if KeepLogits was set.
 	Logits []float32
 	// Cached is the number of prompt tokens whose KV the request found in
-	// the prefix cache when it was (last) admitted.
+	// the prefix cache at its first admission. A readmission after
+	// preemption may find the request's own earlier blocks again; that is
+	// recompute saved, not a hit, and is not reported here.
 	Cached int
 }
 
@@ -82,8 +84,11 @@ type sequence struct {
 	// the newest token is the next step's input.
 	computed int
 	// cached counts prompt tokens whose KV came from the prefix cache at
-	// the latest admission.
+	// the latest admission (it decides which rows are not written again).
 	cached int
+	// firstCached is cached at the first admission: what the client is
+	// told it found (Output.Cached).
+	firstCached int
 	phase  phase
 	// admitted orders running sequences: preemption picks the youngest.
 	admitted int

@@ -142,7 +142,7 @@ func (e *Engine) fork(s *sequence) []*sequence {
 		e.admissions++
 		c := &sequence{
 			req: s.req, key: e.keys, sample: i, forked: true,
-			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached,
+			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached, firstCached: s.firstCached,
 			phase: decoding, admitted: e.admissions,
 		}
 		c.req.Sampling.Seed += uint64(i)
@@ -161,7 +161,7 @@ func (e *Engine) fork(s *sequence) []*sequence {
 
 // emit appends tok to s, reports it, and retires s if it is done.
 func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Output {
-	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.cached}
+	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.firstCached}
 	s.tokens = append(s.tokens, tok)
 	if s.req.KeepLogits { // allGreedy made sure row is on the host
 		o.Logits = append([]float32(nil), row...)

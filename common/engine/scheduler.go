@@ -119,6 +119,8 @@ func (e *Engine) admit(s *sequence) bool {
 	if s.preempted == 0 {
 		// Count what the prompt found; a readmission after preemption may
 		// find its own earlier KV, which is recompute saved, not a hit.
+		s.firstCached = s.cached
+		e.stats.QueriedTokens += len(s.tokens)
 		e.stats.CachedTokens += s.cached
 	}
 	e.stats.MaxRunning = max(e.stats.MaxRunning, len(e.running)+1)

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/engine"
+)
+
+// TestCachedTokensAreCountedAtFirstAdmission is pitfall 34: a request that
+// is preempted and readmitted finds its own prompt blocks in the cache (it
+// committed them while it ran). That is recompute saved, not a hit: the
+// cached_tokens a client reads must stay what the prompt found on arrival.
+// Unrelated prompts find nothing, so every request must report 0.
+func TestCachedTokensAreCountedAtFirstAdmission(t *testing.T) {
+	m := loadModel(t)
+	rng := rand.New(rand.NewPCG(34, 1))
+	c := config()
+	c.NumBlocks = 14 // decodes outgrow the pool: the youngest is preempted
+	var reqs []engine.Request
+	for i := range 6 {
+		reqs = append(reqs, request(i, tokens(rng, 10+rng.IntN(8)), 12))
+	}
+	e := newEngine(t, m, c)
+	res := serve(t, e, 100_000, reqs...)
+	require.Positive(t, e.Stats().Preemptions, "the pool must have run dry")
+	for id, r := range res {
+		require.NoError(t, r.err)
+		assert.Zero(t, r.cached, "request %d: cached tokens reported after its own readmission", id)
+	}
+	assert.Zero(t, e.Stats().CachedTokens)
+	requireSame(t, res, run(t, m, baseline(c), reqs...))
+}
