@@ -49,7 +49,9 @@ type reqState struct {
 // Arrival is that release time, not the submit time, so time spent waiting
 // for the engine to come round counts against it. When the engine is idle
 // Run sleeps until the next release. Token timestamps are taken right after
-// the Step that produced them.
+// the Step that produced them, unless the engine stamped them itself
+// (Token.At). An engine that implements Waiter is waited on, up to the next
+// release, instead of stepped.
 //
 // A request the engine rejects, or that ends with an error event, is
 // recorded with Err set; the others are unaffected, and a follow-up of a
@@ -133,8 +135,17 @@ func Run(eng Engine, reqs []Request, opt RunOptions) (*metrics.Run, error) {
 			break
 		}
 		if eng.Busy() {
-			events := eng.Step()
-			at := since()
+			var events []Token
+			if w, ok := eng.(Waiter); ok {
+				wait := time.Duration(-1)
+				if due.Len() > 0 {
+					wait = max(due.peek()-now, 0)
+				}
+				events = w.Wait(wait)
+			} else {
+				events = eng.Step()
+			}
+			stepped := since()
 			for _, ev := range events {
 				i, ok := index[ev.ID]
 				if !ok {
@@ -143,6 +154,10 @@ func Run(eng Engine, reqs []Request, opt RunOptions) (*metrics.Run, error) {
 				s := states[i]
 				if s.status != submitted {
 					return nil, fmt.Errorf("workload: engine produced a token for request %d, which is not running", ev.ID)
+				}
+				at := stepped
+				if !ev.At.IsZero() {
+					at = ev.At.Sub(start)
 				}
 				if ev.Err != nil {
 					finish(i, at, ev.Err.Error())
