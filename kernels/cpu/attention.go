@@ -4,8 +4,15 @@ import (
 	"fmt"
 	"math"
 
+	blasgonum "gonum.org/v1/gonum/blas/gonum"
+
 	"kvlab/kernels"
 )
+
+// blas32 is gonum's pure-Go float32 BLAS; on amd64 its dot and axpy kernels
+// are SSE assembly. Attention uses it for its per-head dot products and
+// updates (MatMulT has kernels of its own, see dot.go).
+var blas32 blasgonum.Implementation
 
 // attnQuery names one query row of an attention call: row i of sequence seq.
 type attnQuery struct{ seq, i int32 }

@@ -26,7 +26,8 @@ func reportGFLOPs(b *testing.B, flopsPerOp float64) {
 	b.ReportMetric(flopsPerOp*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
-// BenchmarkMatMulT measures the batch-invariant, tiled MatMulT.
+// BenchmarkMatMulT measures the batch-invariant MatMulT (AVX2+FMA kernels
+// where the CPU has them; run with -tags purego for the Go kernels).
 func BenchmarkMatMulT(b *testing.B) {
 	be := cpu.New()
 	for _, s := range matMulShapes {
@@ -42,8 +43,8 @@ func BenchmarkMatMulT(b *testing.B) {
 	}
 }
 
-// BenchmarkSgemmWhole measures gonum's Sgemm on the whole product, the
-// speed MatMulT gives up (or not) for batch invariance.
+// BenchmarkSgemmWhole measures gonum's Sgemm on the whole product (not
+// batch invariant), for comparison with MatMulT.
 func BenchmarkSgemmWhole(b *testing.B) {
 	for _, s := range matMulShapes {
 		b.Run(fmt.Sprintf("n=%d,in=%d,out=%d", s.n, s.in, s.out), func(b *testing.B) {

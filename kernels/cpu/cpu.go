@@ -15,17 +15,23 @@
 //
 // # Matrix multiplication
 //
-// MatMulT uses gonum's float32 BLAS (Sgemm), whose inner dot product is
-// SSE assembly on amd64. A hand-written pure-Go kernel cannot use SIMD, so it
-// would be several times slower; gonum is the default. Gonum's Sgemm is not
-// batch invariant on its own, though: for a small output it computes each
-// dot product in one pass, and once the matrix is large enough to go
-// parallel it splits the reduction into 64-wide chunks and adds them up,
-// which rounds differently. MatMulT therefore never hands gonum the whole
-// problem; it cuts the output into fixed tiles that are always small enough
-// for gonum's serial path and reduces over the inner dimension in fixed
-// blocks, so the arithmetic behind each output element is the same for any
-// number of rows. The tiles are spread over goroutines.
+// MatMulT computes every output element as one dot product in a single
+// order fixed by the inner dimension alone (dot.go): eight lane sums of
+// fused multiply-adds, a fixed pairwise tree over the lanes, then the
+// leftover terms in index order. On amd64 with AVX2 and FMA the kernels are
+// hand-written assembly (dot_amd64.s) that follow that order instruction
+// for instruction: 3×4 register tiles for batches and a one-row kernel
+// that streams the weights for decode. Everywhere else (and with the
+// purego build tag) Go kernels compute the same order with an exact
+// emulation of the float32 fused multiply-add, so the two paths agree bit
+// for bit. Because no kernel ever splits a reduction, the number of rows,
+// the tiling and the number of goroutines cannot change any result.
+//
+// Earlier versions called gonum's Sgemm on fixed 64×64 tiles. Gonum's
+// kernels are SSE without FMA, and its Sgemm changes its reduction order
+// with the size of the problem (see TestWholeSgemmBatchVariance), so it
+// could only be used in small pieces; the kernels here are several times
+// faster and batch invariant by construction.
 //
 // # Attention
 //

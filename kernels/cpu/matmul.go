@@ -3,31 +3,28 @@ package cpu
 import (
 	"fmt"
 
-	"gonum.org/v1/gonum/blas"
-	blasgonum "gonum.org/v1/gonum/blas/gonum"
-
 	"kvlab/kernels"
 )
 
-// blas32 is gonum's pure-Go float32 BLAS; on amd64 its dot and axpy kernels
-// are SSE assembly.
-var blas32 blasgonum.Implementation
-
-// Tile sizes of MatMulT. They are constants on purpose: they decide the
-// order of additions behind every output element, so they must not depend on
-// the batch size. Gonum's Sgemm only runs in parallel (and changes its
-// reduction order) when the call covers at least four 64×64 output blocks;
-// a tile of at most 64×64 keeps every call on its serial path.
+// Block sizes of MatMulT's parallel jobs. They only decide which goroutine
+// computes which outputs and in what order the outputs are visited; every
+// output element is one whole dot product in the order fixed in dot.go, so
+// these numbers can change without changing a single bit of any result.
 const (
-	mmRowTile = 64  // rows of x per tile
-	mmColTile = 64  // rows of w (output columns) per tile
-	mmKBlock  = 512 // inner-dimension chunk: keeps a tile's operands in L2
+	mmRowBlock = 48 // rows of x per job, a multiple of 3 (the tile height)
+	mmColBlock = 64 // rows of w (output columns) per job, a multiple of 8
 )
 
-// MatMulT computes dst = x · wᵀ. Each output element is
-// Σ over fixed mmKBlock-wide chunks of the inner dimension, each chunk one
-// gonum dot product, added in chunk order; nothing about that depends on how
-// many rows x has or where a row sits in it.
+// MatMulT computes dst = x · wᵀ. Each output element is the dot product of
+// a row of x with a row of w, computed in the one order described in dot.go
+// whatever the number of rows, the tiling or the goroutine that runs it.
+//
+// The output is cut into jobs of up to mmRowBlock×mmColBlock elements that
+// the backend's workers share. Within a job, full 3×4 tiles (three rows of
+// x against four of w, twelve accumulators) cover most of the output; the
+// rows left over go eight columns at a time, which is also the whole of a
+// decode step's single-row products: that kernel streams each weight row
+// once, the job split keeping every core streaming its own columns.
 func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	d, xt, wt := asCPU(dst), asCPU(x), asCPU(w)
 	n, in, out := xt.rows, xt.cols, wt.rows
@@ -42,25 +39,53 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 		clear(d.Data)
 		return
 	}
-	rowTiles := (n + mmRowTile - 1) / mmRowTile
-	colTiles := (out + mmColTile - 1) / mmColTile
-	b.parallel(rowTiles*colTiles, func(_, job int) {
-		r0 := (job / colTiles) * mmRowTile
-		c0 := (job % colTiles) * mmColTile
-		rows := min(mmRowTile, n-r0)
-		cols := min(mmColTile, out-c0)
-		matMulTile(d.Data[r0*out+c0:], out, xt.Data[r0*in:], wt.Data[c0*in:], in, rows, cols)
+	rowBlocks := (n + mmRowBlock - 1) / mmRowBlock
+	colBlocks := (out + mmColBlock - 1) / mmColBlock
+	k := kern
+	b.parallel(rowBlocks*colBlocks, func(_, job int) {
+		r0 := (job / colBlocks) * mmRowBlock
+		c0 := (job % colBlocks) * mmColBlock
+		matMulBlock(&k, d.Data, out, xt.Data, wt.Data, in,
+			r0, min(mmRowBlock, n-r0), c0, min(mmColBlock, out-c0))
 	})
 }
 
-// matMulTile computes a rows×cols tile of c = a · bᵀ, where a and b both have
-// in columns and row stride in, and c has row stride ldc.
-func matMulTile(c []float32, ldc int, a, bt []float32, in, rows, cols int) {
-	beta := float32(0)
-	for k0 := 0; k0 < in; k0 += mmKBlock {
-		k := min(mmKBlock, in-k0)
-		blas32.Sgemm(blas.NoTrans, blas.Trans, rows, cols, k,
-			1, a[k0:], in, bt[k0:], in, beta, c, ldc)
-		beta = 1
+// matMulBlock computes rows [r0, r0+rows) × columns [c0, c0+cols) of
+// dst = x · wᵀ, where x and w have in columns and dst has ldd.
+func matMulBlock(k *kernelSet, dst []float32, ldd int, x, w []float32, in, r0, rows, c0, cols int) {
+	nb := in / 8
+	r3 := r0 + rows/3*3 // end of the rows covered by 3×4 tiles
+	c4 := c0 + cols/4*4 // end of the columns covered by 3×4 tiles
+	// Four columns of w at a time against every row triple: the four
+	// weight rows stay in L1 while the rows of x stream past.
+	for c := c0; c < c4; c += 4 {
+		for r := r0; r < r3; r += 3 {
+			k.dots3x4(x[r*in:], in, w[c*in:], in, nb, dst[r*ldd+c:], ldd)
+		}
+	}
+	for r := r0; r < r3; r++ {
+		for c := c4; c < c0+cols; c++ {
+			dst[r*ldd+c] = k.dots1x1(x[r*in:], w[c*in:], nb)
+		}
+	}
+	// Rows left over (all of them for a decode): eight columns at a time.
+	c8 := c0 + cols/8*8
+	for r := r3; r < r0+rows; r++ {
+		xr := x[r*in : (r+1)*in]
+		for c := c0; c < c8; c += 8 {
+			k.dots1x8(xr, w[c*in:], in, nb, dst[r*ldd+c:])
+		}
+		for c := c8; c < c0+cols; c++ {
+			dst[r*ldd+c] = k.dots1x1(xr, w[c*in:], nb)
+		}
+	}
+	if in%8 == 0 {
+		return
+	}
+	for r := r0; r < r0+rows; r++ {
+		xr := x[r*in : (r+1)*in]
+		for c := c0; c < c0+cols; c++ {
+			dst[r*ldd+c] = dotTail(dst[r*ldd+c], xr, w[c*in:(c+1)*in], 8*nb)
+		}
 	}
 }

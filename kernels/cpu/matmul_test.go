@@ -75,11 +75,11 @@ func TestMatMulTBatchInvariant(t *testing.T) {
 	}
 }
 
-// TestWholeSgemmBatchVariance records why MatMulT tiles its calls: handing
-// gonum the whole product makes its reduction order depend on the batch size
-// whenever the output is narrow enough for a lone row to stay on gonum's
-// serial path. It only logs, so a future gonum that changes its blocking does
-// not break the build.
+// TestWholeSgemmBatchVariance records why MatMulT does not hand the product
+// to a general-purpose BLAS: gonum's Sgemm on the whole product changes its
+// reduction order with the batch size whenever the output is narrow enough
+// for a lone row to stay on gonum's serial path. It only logs, so a future
+// gonum that changes its blocking does not break the build.
 func TestWholeSgemmBatchVariance(t *testing.T) {
 	const n, in, out = 300, 96, 128
 	rng := newRand(1)

@@ -1,0 +1,128 @@
+package cpu
+
+import "math"
+
+// The dot product behind every MatMulT output element.
+//
+// An output element is the dot product of a row of x with a row of w, both
+// k long. Its value is defined by one fixed order of operations, the same
+// for every kernel below, on every machine:
+//
+//  1. Eight lane sums s[0..7] start at +0. For each full group of eight
+//     (k0 = 0, 8, 16, … while k0+8 ≤ k), lane l does
+//     s[l] = fma(x[k0+l], w[k0+l], s[l]): one fused multiply-add, rounded
+//     once to float32.
+//  2. The lanes are added pairwise in a fixed tree:
+//     r = ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)).
+//  3. The last k mod 8 terms are added in index order: r = fma(x[i], w[i], r).
+//
+// Nothing in that order depends on how many rows x has, where a row sits
+// among them, or how the output is split into tiles and goroutines, so a
+// row's result is the same bits alone or in any batch. Step 1 is exactly
+// what eight lanes of an AVX2 register do with VFMADD231PS, and step 2 is
+// the usual extract/shuffle/add horizontal sum, so the assembly kernels in
+// dot_amd64.s follow the definition instruction for instruction. The Go
+// kernels in this file follow it too, emulating the single-rounding float32
+// fma exactly (fmaf), so the fallback on other architectures (or with the
+// purego build tag) produces the same bits as the assembly, only slower.
+
+// kernelSet holds the three shapes of dot-product kernels MatMulT uses. Each
+// computes whole dot products over the first 8*nb elements (steps 1 and 2);
+// the caller adds the tail (step 3).
+//
+//	dots3x4: dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) for i < 3, j < 4
+//	dots1x8: dst[j] = dot(x, w[j*ldw:]) for j < 8
+//	dots1x1: returns dot(x, w)
+type kernelSet struct {
+	name    string
+	dots3x4 func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int)
+	dots1x8 func(x, w []float32, ldw, nb int, dst []float32)
+	dots1x1 func(x, w []float32, nb int) float32
+}
+
+// goKernels is the portable kernel set.
+var goKernels = kernelSet{
+	name: "go",
+	dots3x4: func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int) {
+		for i := range 3 {
+			for j := range 4 {
+				dst[i*ldd+j] = dotGo(x[i*ldx:], w[j*ldw:], nb)
+			}
+		}
+	},
+	dots1x8: func(x, w []float32, ldw, nb int, dst []float32) {
+		for j := range 8 {
+			dst[j] = dotGo(x, w[j*ldw:], nb)
+		}
+	},
+	dots1x1: dotGo,
+}
+
+// kern is the kernel set MatMulT uses: the fastest this CPU supports
+// (chosen once at start-up in dot_amd64.go), otherwise goKernels. Tests
+// switch it to compare the sets bit for bit.
+var kern = goKernels
+
+// dotGo is steps 1 and 2 of the order above over nb groups of eight.
+func dotGo(x, w []float32, nb int) float32 {
+	x, w = x[:8*nb], w[:8*nb]
+	var s [8]float32
+	for k := 0; k < len(x); k += 8 {
+		xs, ws := x[k:k+8:k+8], w[k:k+8:k+8]
+		for l := range 8 {
+			s[l] = fmaf(xs[l], ws[l], s[l])
+		}
+	}
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
+}
+
+// dotTail is step 3: it adds x[i]·w[i] for i in [from, len(x)) to r, one
+// fused multiply-add at a time.
+func dotTail(r float32, x, w []float32, from int) float32 {
+	for i := from; i < len(x); i++ {
+		r = fmaf(x[i], w[i], r)
+	}
+	return r
+}
+
+// fmaf returns a·b+c rounded once to float32, as a hardware float32 fused
+// multiply-add does.
+//
+// The product of two float32 values is exact in float64, so the only
+// rounding before the final one is that of the float64 sum s = p+c. Rounding
+// s to float32 gives the right answer unless s sits exactly halfway between
+// two float32 values while the exact sum does not (the float64 rounding made
+// a tie that was not there); the sum's rounding error e, which TwoSum
+// recovers exactly, says which way the exact value lies.
+func fmaf(a, b, c float32) float32 {
+	p := float64(a) * float64(b)
+	z := float64(c)
+	s := p + z
+	bb := s - p
+	e := (p - (s - bb)) + (z - bb)
+	f := float32(s)
+	if e == 0 || math.IsInf(s, 0) || math.IsNaN(s) {
+		return f
+	}
+	d := s - float64(f)
+	if d == 0 {
+		return f // s is a float32; s+e rounds to it since |e| ≤ ulp64(s)/2
+	}
+	// Is s a float32 midpoint? For normal float32 results the 29 bits a
+	// float64 mantissa has beyond float32's are then exactly 1000…0.
+	if math.Abs(s) >= 0x1p-126 {
+		if math.Float64bits(s)&(1<<29-1) != 1<<28 {
+			return f
+		}
+	} else { // subnormal float32 range: compare both neighbours directly
+		g := math.Nextafter32(f, float32(math.Copysign(math.Inf(1), d)))
+		if float64(g)-s != s-float64(f) {
+			return f
+		}
+	}
+	// A tie in s; the exact value is on the side of e.
+	if (e > 0) == (d > 0) {
+		return math.Nextafter32(f, float32(math.Copysign(math.Inf(1), d)))
+	}
+	return f
+}

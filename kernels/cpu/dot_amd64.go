@@ -1,0 +1,78 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "unsafe"
+
+// Implemented in dot_amd64.s.
+//
+//go:noescape
+func dots3x4AVX2(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots1x8AVX2(x, w *float32, ldw, nb int, dst *float32)
+
+//go:noescape
+func dots1x1AVX2(x, w *float32, nb int) float32
+
+func cpuid(eaxIn, ecxIn uint32) (eax, ebx, ecx, edx uint32)
+func xgetbv0() (eax uint32)
+
+// avx2Kernels wraps the assembly. The slice arguments are bounds-checked
+// here, once per call, so the assembly can trust its pointers.
+var avx2Kernels = kernelSet{
+	name: "avx2",
+	dots3x4: func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int) {
+		if nb == 0 {
+			for i := range 3 {
+				clear(dst[i*ldd : i*ldd+4])
+			}
+			return
+		}
+		_ = x[2*ldx+8*nb-1]
+		_ = w[3*ldw+8*nb-1]
+		_ = dst[2*ldd+3]
+		dots3x4AVX2(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
+	},
+	dots1x8: func(x, w []float32, ldw, nb int, dst []float32) {
+		if nb == 0 {
+			clear(dst[:8])
+			return
+		}
+		_ = x[8*nb-1]
+		_ = w[7*ldw+8*nb-1]
+		_ = dst[7]
+		dots1x8AVX2(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
+	},
+	dots1x1: func(x, w []float32, nb int) float32 {
+		_ = x[:8*nb]
+		_ = w[:8*nb]
+		return dots1x1AVX2(unsafe.SliceData(x), unsafe.SliceData(w), nb)
+	},
+}
+
+// hasAVX2FMA reports whether the CPU has AVX2 and FMA and the operating
+// system saves the YMM registers.
+func hasAVX2FMA() bool {
+	maxID, _, _, _ := cpuid(0, 0)
+	if maxID < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
+	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
+		return false
+	}
+	if xgetbv0()&6 != 6 { // XMM and YMM state enabled
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	const avx2 = 1 << 5
+	return ebx7&avx2 != 0
+}
+
+func init() {
+	if hasAVX2FMA() {
+		kern = avx2Kernels
+	}
+}

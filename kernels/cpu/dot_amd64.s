@@ -1,0 +1,205 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2+FMA dot-product kernels. Each YMM accumulator holds the eight lane
+// sums of one output element (step 1 of the order in dot.go); HSUM is step
+// 2. Loads are unaligned (VMOVUPS), so where a row starts in memory never
+// changes the arithmetic.
+
+// HSUM reduces the eight lanes of Y into the low lane of X:
+// ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)). T is a scratch register.
+#define HSUM(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS       T, X, X; \
+	VMOVHLPS     X, T, T; \
+	VADDPS       T, X, X; \
+	VMOVSHDUP    X, T; \
+	VADDSS       T, X, X
+
+// func dots3x4AVX2(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
+// dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 3, j < 4.
+TEXT ·dots3x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ ldx+8(FP), R8
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), R9
+	MOVQ nb+32(FP), CX
+	MOVQ dst+40(FP), DX
+	MOVQ ldd+48(FP), R11
+	SHLQ $2, R8              // strides in bytes
+	SHLQ $2, R9
+	SHLQ $2, R11
+	LEAQ (R9)(R9*2), R10     // 3*ldw
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ  CX, CX
+	JZ     reduce3x4
+
+loop3x4:
+	VMOVUPS     (SI), Y12
+	VMOVUPS     (SI)(R8*1), Y13
+	VMOVUPS     (SI)(R8*2), Y14
+	VMOVUPS     (DI), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS     (DI)(R9*1), Y15
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	VMOVUPS     (DI)(R9*2), Y15
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	VMOVUPS     (DI)(R10*1), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	DECQ        CX
+	JNZ         loop3x4
+
+reduce3x4:
+	HSUM(Y0, X0, X15)
+	VMOVSS X0, (DX)
+	HSUM(Y1, X1, X15)
+	VMOVSS X1, 4(DX)
+	HSUM(Y2, X2, X15)
+	VMOVSS X2, 8(DX)
+	HSUM(Y3, X3, X15)
+	VMOVSS X3, 12(DX)
+	ADDQ   R11, DX
+	HSUM(Y4, X4, X15)
+	VMOVSS X4, (DX)
+	HSUM(Y5, X5, X15)
+	VMOVSS X5, 4(DX)
+	HSUM(Y6, X6, X15)
+	VMOVSS X6, 8(DX)
+	HSUM(Y7, X7, X15)
+	VMOVSS X7, 12(DX)
+	ADDQ   R11, DX
+	HSUM(Y8, X8, X15)
+	VMOVSS X8, (DX)
+	HSUM(Y9, X9, X15)
+	VMOVSS X9, 4(DX)
+	HSUM(Y10, X10, X15)
+	VMOVSS X10, 8(DX)
+	HSUM(Y11, X11, X15)
+	VMOVSS X11, 12(DX)
+	VZEROUPPER
+	RET
+
+// func dots1x8AVX2(x *float32, w *float32, ldw int, nb int, dst *float32)
+// dst[j] = dot(x, w[j*ldw:]) over 8*nb elements, j < 8. One row against
+// eight gives eight independent FMA chains, enough to hide FMA latency
+// while the weights stream in (the decode case).
+TEXT ·dots1x8AVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ldw+16(FP), R9
+	MOVQ nb+24(FP), CX
+	MOVQ dst+32(FP), DX
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R10     // 3*ldw
+	LEAQ (DI)(R9*4), BX      // rows 4..7
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  CX, CX
+	JZ     reduce1x8
+
+loop1x8:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS (DI)(R9*1), Y8, Y1
+	VFMADD231PS (DI)(R9*2), Y8, Y2
+	VFMADD231PS (DI)(R10*1), Y8, Y3
+	VFMADD231PS (BX), Y8, Y4
+	VFMADD231PS (BX)(R9*1), Y8, Y5
+	VFMADD231PS (BX)(R9*2), Y8, Y6
+	VFMADD231PS (BX)(R10*1), Y8, Y7
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, BX
+	DECQ        CX
+	JNZ         loop1x8
+
+reduce1x8:
+	HSUM(Y0, X0, X15)
+	VMOVSS X0, (DX)
+	HSUM(Y1, X1, X15)
+	VMOVSS X1, 4(DX)
+	HSUM(Y2, X2, X15)
+	VMOVSS X2, 8(DX)
+	HSUM(Y3, X3, X15)
+	VMOVSS X3, 12(DX)
+	HSUM(Y4, X4, X15)
+	VMOVSS X4, 16(DX)
+	HSUM(Y5, X5, X15)
+	VMOVSS X5, 20(DX)
+	HSUM(Y6, X6, X15)
+	VMOVSS X6, 24(DX)
+	HSUM(Y7, X7, X15)
+	VMOVSS X7, 28(DX)
+	VZEROUPPER
+	RET
+
+// func dots1x1AVX2(x *float32, w *float32, nb int) float32
+TEXT ·dots1x1AVX2(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), SI
+	MOVQ   w+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	TESTQ  CX, CX
+	JZ     reduce1x1
+
+loop1x1:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	DECQ        CX
+	JNZ         loop1x1
+
+reduce1x1:
+	HSUM(Y0, X0, X15)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func cpuid(eaxIn, ecxIn uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL eaxIn+0(FP), AX
+	MOVL ecxIn+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+
+// func xgetbv0() (eax uint32)
+TEXT ·xgetbv0(SB), NOSPLIT, $0-4
+	MOVL $0, CX
+	XGETBV
+	MOVL AX, eax+0(FP)
+	RET

@@ -1,0 +1,10 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// Without the amd64 assembly (another architecture, or the purego build
+// tag), MatMulT runs goKernels: the same order of operations, in Go.
+
+// avx2Kernels is goKernels here, so tests can name both sets on any
+// architecture.
+var avx2Kernels = goKernels

@@ -1,0 +1,108 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+)
+
+// exactFMA is a·b+c computed exactly and rounded once to float32.
+func exactFMA(a, b, c float32) float32 {
+	x := new(big.Float).SetPrec(200).SetFloat64(float64(a))
+	x.Mul(x, new(big.Float).SetPrec(200).SetFloat64(float64(b)))
+	x.Add(x, new(big.Float).SetPrec(200).SetFloat64(float64(c)))
+	f, _ := x.Float32()
+	return f
+}
+
+func TestFmafIsSingleRounding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	randf := func() float32 {
+		// Random sign, mantissa and a wide exponent range (subnormals too).
+		m := rng.Uint32() & 0x807fffff
+		e := uint32(rng.IntN(254)+1) << 23
+		if rng.IntN(8) == 0 {
+			e = uint32(rng.IntN(40)+1) << 23
+		}
+		return math.Float32frombits(m | e)
+	}
+	check := func(a, b, c float32) {
+		t.Helper()
+		want := exactFMA(a, b, c)
+		if got := fmaf(a, b, c); math.Float32bits(got) != math.Float32bits(want) &&
+			!(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
+			t.Fatalf("fmaf(%g, %g, %g) = %g (%#08x); want %g (%#08x)",
+				a, b, c, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+	// The case plain float64 arithmetic gets wrong: the float64 sum rounds
+	// onto a float32 midpoint that the exact sum is not on.
+	// (1+2⁻²³)·2⁻²⁴(1−2⁻²³) + (1+2⁻²³) = 1 + 3·2⁻²⁴ − 2⁻⁷⁰: the float64 sum
+	// is the tie 1 + 3·2⁻²⁴, which rounds to even (up); the exact value
+	// rounds down.
+	a, b, c := float32(1+0x1p-23), float32(0x1p-24*(1-0x1p-23)), float32(1+0x1p-23)
+	if float32(float64(a)*float64(b)+float64(c)) == exactFMA(a, b, c) {
+		t.Fatal("the double-rounding case does not double-round")
+	}
+	check(a, b, c)
+	check(-a, b, -c)
+	check(0x1p-24, 1+0x1p-23, 1)
+	check(float32(math.SmallestNonzeroFloat32), 0.5, 0)
+	for range 200000 {
+		a, b, c := randf(), randf(), randf()
+		// Keep the product near c often, where cancellation and ties live.
+		if rng.IntN(2) == 0 {
+			c = -a * b * (1 + float32(rng.IntN(5))*0x1p-23)
+		}
+		check(a, b, c)
+	}
+	// Small values near the subnormal boundary.
+	for range 100000 {
+		a := float32(rng.NormFloat64()) * 0x1p-63
+		b := float32(rng.NormFloat64()) * 0x1p-63
+		c := float32(rng.NormFloat64()) * 0x1p-126
+		check(a, b, c)
+	}
+}
+
+// TestKernelsMatchGo checks that the kernel set this CPU runs gives the
+// same bits as the portable Go kernels, shape by shape and for tails. On a
+// machine without AVX2 (or with the purego tag) both are the Go kernels.
+func TestKernelsMatchGo(t *testing.T) {
+	t.Logf("MatMulT kernels: %s", kern.name)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, in := range []int{1, 7, 8, 9, 64, 100, 256, 517} {
+		for _, scale := range []float32{1, 1e-20, 3e15} {
+			t.Run(fmt.Sprintf("in=%d,scale=%g", in, scale), func(t *testing.T) {
+				const rows, cols = 7, 21
+				x, w := make([]float32, rows*in), make([]float32, cols*in)
+				for i := range x {
+					x[i] = scale * float32(rng.NormFloat64())
+				}
+				for i := range w {
+					w[i] = float32(rng.NormFloat64())
+				}
+				have, want := make([]float32, rows*cols), make([]float32, rows*cols)
+				matMulBlock(&avx2Kernels, have, cols, x, w, in, 0, rows, 0, cols)
+				matMulBlock(&goKernels, want, cols, x, w, in, 0, rows, 0, cols)
+				for i := range want {
+					if math.Float32bits(have[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("element %d: %s gives %g, go gives %g", i, avx2Kernels.name, have[i], want[i])
+					}
+				}
+				// And each element is the single dot product of dot.go.
+				for r := range rows {
+					for c := range cols {
+						xr, wr := x[r*in:(r+1)*in], w[c*in:(c+1)*in]
+						d := dotTail(dotGo(xr, wr, in/8), xr, wr, in/8*8)
+						if math.Float32bits(d) != math.Float32bits(want[r*cols+c]) {
+							t.Fatalf("(%d,%d): tile gives %g, lone dot %g", r, c, want[r*cols+c], d)
+						}
+					}
+				}
+			})
+		}
+	}
+}
