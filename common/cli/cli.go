@@ -4,6 +4,7 @@
 //	logits      print the last position's logits for a prompt as JSON
 //	generate    generate tokens for a prompt and print them as JSON
 //	bench       run a serving workload and print a metrics table
+//	serve       serve the engine over HTTP: OpenAI and llama-server APIs
 //
 // A phase's main package passes a Variant saying which prefix cache (if
 // any) its engine uses; everything else is the same in every phase, so the
@@ -43,6 +44,7 @@ var commands = map[string]command{
 	"logits":     {"print the last prompt position's logits as JSON", runLogits},
 	"generate":   {"generate tokens for a prompt and print them as JSON", runGenerate},
 	"bench":      {"run a serving workload and print TTFT/ITL/throughput", runBench},
+	"serve":      {"serve the engine over HTTP (OpenAI and llama-server APIs, Prometheus metrics)", runServe},
 }
 
 // errUsage marks an error already explained by a usage message.

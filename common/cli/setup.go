@@ -84,17 +84,24 @@ func (f *runtimeFlags) backend() (kernels.Backend, error) {
 	}
 }
 
+// dir returns the -model directory, or the built-in default model's
+// (written on first use).
+func (f *runtimeFlags) dir() (string, error) {
+	if f.modelDir != "" {
+		return f.modelDir, nil
+	}
+	return DefaultModelDir()
+}
+
 // loadModel loads the -model directory, or the built-in default model.
 func (f *runtimeFlags) loadModel() (*model.Model, error) {
 	be, err := f.backend()
 	if err != nil {
 		return nil, err
 	}
-	dir := f.modelDir
-	if dir == "" {
-		if dir, err = DefaultModelDir(); err != nil {
-			return nil, err
-		}
+	dir, err := f.dir()
+	if err != nil {
+		return nil, err
 	}
 	return model.Load(dir, be)
 }

@@ -234,6 +234,10 @@ func (e *Engine) Cancel(id int) bool {
 	return true
 }
 
+// ContextLimit returns the most tokens (prompt plus output) a sequence may
+// hold.
+func (e *Engine) ContextLimit() int { return e.context }
+
 // Waiting returns the number of queued sequences (new, or preempted and
 // waiting to be readmitted).
 func (e *Engine) Waiting() int { return len(e.waiting) }

@@ -20,8 +20,9 @@ var ErrStopped = errors.New("engine: server stopped")
 // through the mutex-guarded inbox (new requests, cancellations) and read a
 // Snapshot the loop refreshes after every step.
 type Server struct {
-	e    *Engine
-	wake chan struct{} // nudges the loop when work arrives
+	e       *Engine
+	wake    chan struct{} // nudges the loop when work arrives
+	context int           // the engine's context limit; fixed
 
 	mu      sync.Mutex
 	in      []Request            // submitted, not yet handed to the engine
@@ -49,7 +50,7 @@ type Snapshot struct {
 
 // NewServer wraps e. Call Run to start serving.
 func NewServer(e *Engine) *Server {
-	s := &Server{e: e, outs: make(map[int]chan Output), left: make(map[int]int), errs: make(map[int]chan<- error), wake: make(chan struct{}, 1)}
+	s := &Server{e: e, context: e.ContextLimit(), outs: make(map[int]chan Output), left: make(map[int]int), errs: make(map[int]chan<- error), wake: make(chan struct{}, 1)}
 	s.snap = s.snapshot()
 	return s
 }
@@ -92,6 +93,9 @@ func (s *Server) Cancel(id int) {
 	s.mu.Unlock()
 	s.nudge()
 }
+
+// ContextLimit returns the engine's context limit in tokens.
+func (s *Server) ContextLimit() int { return s.context }
 
 // Snapshot returns the state after the latest step.
 func (s *Server) Snapshot() Snapshot {

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// apiError is an error in OpenAI's shape:
+// {"error": {"message", "type", "param", "code"}}, sent with Status.
+type apiError struct {
+	Status  int    `json:"-"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
+	Code    string `json:"code,omitempty"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func errBadRequest(param, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+func errNotFound(format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found", Message: fmt.Sprintf(format, args...)}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.Status, map[string]*apiError{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do then
+}
+
+// decodeBody reads r's JSON body into v, bounded by limit bytes. It turns
+// every way a body can be wrong into the error a client can act on: 413
+// for a body over the limit, 400 for malformed JSON or a field of the wrong
+// type (naming the field). Unknown fields are ignored, as OpenAI-compatible
+// servers do: clients send many optional ones.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large", Message: fmt.Sprintf("request body is over the limit of %d bytes", tooBig.Limit)}
+	case err != nil:
+		return errBadRequest("", "reading the request body: %v", err)
+	case len(body) == 0:
+		return errBadRequest("", "empty request body; want a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return errBadRequest(typ.Field, "field %q must be %s, have a JSON %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+		}
+		return errBadRequest("", "malformed JSON: %v", err)
+	}
+	return nil
+}
+
+// jsonKind names a Go kind the way a JSON client thinks of it.
+func jsonKind(k string) string {
+	switch k {
+	case "int", "int32", "int64", "uint64":
+		return "an integer"
+	case "float64", "float32":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "ptr":
+		return "a value of another type"
+	}
+	return k
+}

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/engine"
+)
+
+// TestBadInputGetsAnOpenAIError sends every kind of bad request the server
+// must refuse and checks the status and the error's shape; a good request
+// afterwards is served as if nothing had happened.
+func TestBadInputGetsAnOpenAIError(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{ModelName: "test", MaxBodyBytes: 4096})
+	long := make([]int, 300) // the context is 256
+	cases := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		param  string
+		says   string
+	}{
+		{"malformed JSON", "/v1/completions", `{"prompt": [1, 2`, 400, "", "malformed JSON"},
+		{"empty body", "/v1/completions", ``, 400, "", "empty request body"},
+		{"wrong type", "/v1/completions", `{"prompt": [1, 2], "max_tokens": "ten"}`, 400, "max_tokens", "must be an integer"},
+		{"prompt of the wrong type", "/v1/completions", `{"prompt": {"a": 1}}`, 400, "prompt", "prompt must be"},
+		{"no prompt", "/v1/completions", `{"max_tokens": 3}`, 400, "prompt", "required"},
+		{"empty prompt", "/v1/completions", `{"prompt": ""}`, 400, "prompt", "empty"},
+		{"empty token list", "/v1/completions", `{"prompt": []}`, 400, "prompt", "empty"},
+		{"batch of prompts", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, "prompt", "one per request"},
+		{"token out of range", "/v1/completions", `{"prompt": [1, 512]}`, 400, "prompt", "512"},
+		{"negative token", "/v1/completions", `{"prompt": [1, -3]}`, 400, "prompt", "out of range"},
+		{"prompt over the context", "/v1/completions", `{"prompt": ` + mustJSON(long) + `}`, 400, "prompt", "context"},
+		{"max_tokens zero", "/v1/completions", `{"prompt": [1], "max_tokens": 0}`, 400, "max_tokens", "at least 1"},
+		{"n zero", "/v1/completions", `{"prompt": [1], "n": 0}`, 400, "n", "n must be in"},
+		{"n too large", "/v1/completions", `{"prompt": [1], "n": 65}`, 400, "n", "n must be in"},
+		{"temperature", "/v1/completions", `{"prompt": [1], "temperature": -1}`, 400, "temperature", "temperature"},
+		{"top_p", "/v1/completions", `{"prompt": [1], "top_p": 0}`, 400, "top_p", "top_p"},
+		{"stop of the wrong type", "/v1/completions", `{"prompt": [1], "stop": 5}`, 400, "stop", "stop must be"},
+		{"unknown model", "/v1/completions", `{"model": "gpt-9", "prompt": [1]}`, 404, "model", "does not exist"},
+		{"chat without messages", "/v1/chat/completions", `{"messages": []}`, 400, "messages", "empty"},
+		{"chat with a bad role", "/v1/chat/completions", `{"messages": [{"role": "robot", "content": "hi"}]}`, 400, "messages[0].role", "unknown role"},
+		{"chat with an image", "/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}`, 400, "messages[0].content[0].type", "only text"},
+		{"n_predict zero", "/completion", `{"prompt": [1], "n_predict": 0}`, 400, "n_predict", "n_predict"},
+		{"unknown route", "/v1/embeddings", `{}`, 404, "", "no route"},
+		{"body over the limit", "/v1/completions", `{"prompt": "` + strings.Repeat("x", 5000) + `"}`, 413, "", "over the limit"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := post(t, ts.url+tc.path, tc.body)
+			assert.Equal(t, tc.status, status, string(body))
+			e := decodeError(t, body)
+			assert.Equal(t, tc.param, e.Param)
+			assert.Contains(t, e.Message, tc.says)
+			assert.NotEmpty(t, e.Type)
+		})
+	}
+	t.Run("wrong method", func(t *testing.T) {
+		resp, err := http.Get(ts.url + "/v1/completions")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+		assert.Equal(t, http.MethodPost, resp.Header.Get("Allow"))
+	})
+
+	// Nothing above disturbed the engine.
+	want := reference(t, tm, engine.Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxTokens: 4, IgnoreEOS: true})[1]
+	status, body := post(t, ts.url+"/v1/completions", `{"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0, "ignore_eos": true, "return_token_ids": true}`)
+	require.Equal(t, http.StatusOK, status, string(body))
+	var r completionResponse
+	require.NoError(t, json.Unmarshal(body, &r))
+	assert.Equal(t, want.Tokens, r.Choices[0].TokenIDs)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func decodeError(t testing.TB, body []byte) apiError {
+	t.Helper()
+	var e struct {
+		Error *apiError `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(body, &e), string(body))
+	require.NotNil(t, e.Error, "have %s; want an error object", body)
+	return *e.Error
+}
+
+// TestFullQueueAnswers429 holds the engine loop so that a submitted request
+// waits, and checks that the next one is refused while the queue is full.
+func TestFullQueueAnswers429(t *testing.T) {
+	tm := loadTestModel(t)
+	e, err := engine.New(tm.m, engineConfig(false))
+	require.NoError(t, err)
+	t.Cleanup(e.Close) // registered first, so it runs after the loop stops
+	es := engine.NewServer(e) // its loop is not running yet
+	ts := startHandler(t, New(es, Options{MaxQueue: 1, Tokenizer: tm.tok}))
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var firstStatus int
+	go func() {
+		defer wg.Done()
+		firstStatus, _ = post(t, ts+"/v1/completions", `{"prompt": [1, 2], "max_tokens": 2}`)
+	}()
+	eventually(t, func() bool { return es.Snapshot().Inbox == 1 }, "the first request to be queued")
+	status, body := post(t, ts+"/v1/completions", `{"prompt": [3, 4], "max_tokens": 2}`)
+	assert.Equal(t, http.StatusTooManyRequests, status)
+	assert.Equal(t, "queue_full", decodeError(t, body).Code)
+
+	runLoop(t, es)
+	wg.Wait()
+	assert.Equal(t, http.StatusOK, firstStatus, "the queued request is served once the loop runs")
+}

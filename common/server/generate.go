@@ -1,0 +1,254 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"kvlab/common/engine"
+	"kvlab/common/tokenizer"
+)
+
+// genRequest is a generation as every endpoint asks for it, once its own
+// fields are decoded and checked.
+type genRequest struct {
+	prompt    []int32
+	maxTokens int
+	sampling  engine.Sampling
+	n         int
+	ignoreEOS bool
+	stop      []string // stop strings; the text stops before the first one found
+}
+
+// piece is new output of one sample: the text that became final and the
+// token ids generated since the previous piece. finish is set on a
+// sample's last piece.
+type piece struct {
+	sample int
+	text   string
+	ids    []int32
+	finish string // "", "length", "stop" or "abort"
+	word   string // the stop string that ended the sample, if one did
+}
+
+// genResult sums up a finished generation.
+type genResult struct {
+	promptTokens int
+	cached       int // prompt tokens found in the prefix cache
+	completion   int // tokens generated, all samples
+	samples      []sampleOut
+	start        time.Time
+	firstToken   time.Time // zero if none was generated
+	lastToken    time.Time
+}
+
+// sampleOut is everything one sample produced.
+type sampleOut struct {
+	text   strings.Builder
+	ids    []int32
+	finish string
+	word   string
+}
+
+// sampleState follows one sample while it streams.
+type sampleState struct {
+	dec    *tokenizer.Stream
+	text   string // decoded, not yet handed out
+	ids    []int32
+	last   time.Time
+	finish string
+}
+
+// generate runs g on the engine and calls emit with each new piece, in
+// order. It returns when every sample has finished, or when ctx is done
+// (the client went away) or emit fails; in those cases the request is
+// cancelled in the engine. The result is complete only on success.
+func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(piece) error) (*genResult, *apiError) {
+	if h.opts.MaxQueue > 0 {
+		if s := h.es.Snapshot(); s.Waiting+s.Inbox >= h.opts.MaxQueue {
+			h.metrics.rejected.Inc()
+			return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "queue_full",
+				Message: "the server's waiting queue is full; retry later"}
+		}
+	}
+	res := &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
+	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS})
+	if errors.Is(err, engine.ErrStopped) {
+		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
+	}
+	if err != nil {
+		return nil, errBadRequest("prompt", "%s", strings.TrimPrefix(err.Error(), "engine: "))
+	}
+	h.metrics.promptTokens.Add(float64(len(g.prompt)))
+
+	states := make([]sampleState, len(res.samples))
+	for i := range states {
+		if h.opts.Tokenizer != nil {
+			states[i].dec = h.opts.Tokenizer.NewStream()
+		}
+	}
+	open := len(states) // samples not finished yet, as the client sees them
+	abandon := func() {
+		h.es.Cancel(id)
+		go func() { // the engine closes the stream after the cancel
+			for range ch {
+			}
+		}()
+	}
+	finish := func(i int, reason, word string) error {
+		st := &states[i]
+		if st.finish != "" {
+			return nil
+		}
+		if reason != "stop" || word == "" {
+			st.text += st.flush()
+		}
+		st.finish = reason
+		open--
+		out := &res.samples[i]
+		out.finish, out.word = reason, word
+		out.text.WriteString(st.text)
+		p := piece{sample: i, text: st.text, ids: st.ids, finish: reason, word: word}
+		st.text, st.ids = "", nil
+		h.metrics.finished.WithLabelValues(reason).Inc()
+		return emit(p)
+	}
+
+	for {
+		var o engine.Output
+		var ok bool
+		select {
+		case <-ctx.Done():
+			abandon()
+			return nil, &apiError{Status: 499, Type: "cancelled", Message: "client went away"}
+		case o, ok = <-ch:
+		}
+		if !ok {
+			break
+		}
+		st := &states[o.Sample]
+		if st.finish != "" {
+			if open == 0 {
+				abandon()
+				break
+			}
+			continue // ended early by a stop string or token
+		}
+		res.cached = o.Cached
+		if o.Err != nil {
+			abandon()
+			return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: o.Err.Error()}
+		}
+		if o.Reason == "cancelled" {
+			if err := finish(o.Sample, "abort", ""); err != nil {
+				abandon()
+				return nil, clientGone(err)
+			}
+			continue
+		}
+		now := time.Now()
+		h.observeToken(res, st, now)
+		res.completion++
+		reason, word := "", ""
+		if !g.ignoreEOS && h.stopIDs[o.Token] {
+			reason = "stop" // an end-of-turn token: not part of the text
+		} else {
+			st.ids = append(st.ids, o.Token)
+			res.samples[o.Sample].ids = append(res.samples[o.Sample].ids, o.Token)
+			if st.dec != nil {
+				st.text += st.dec.Next(o.Token)
+			}
+			if cut, w, found := findStop(st.text, g.stop); found {
+				st.text, reason, word = st.text[:cut], "stop", w
+			} else if o.Done {
+				reason = map[string]string{"eos": "stop"}[o.Reason]
+				if reason == "" {
+					reason = "length"
+				}
+			}
+		}
+		var err error
+		if reason != "" {
+			err = finish(o.Sample, reason, word)
+		} else if safe := holdBack(st.text, g.stop); safe > 0 || len(st.ids) > 0 {
+			p := piece{sample: o.Sample, text: st.text[:safe], ids: st.ids}
+			res.samples[o.Sample].text.WriteString(p.text)
+			st.text, st.ids = st.text[safe:], nil
+			err = emit(p)
+		}
+		if err != nil {
+			abandon()
+			return nil, clientGone(err)
+		}
+		if open == 0 && !o.Done {
+			// Every sample ended early: stop generating for nobody.
+			abandon()
+			break
+		}
+	}
+	return res, nil
+}
+
+// newID returns a fresh engine request id.
+func (h *Handler) newID() int { return int(h.ids.Add(1)) }
+
+// flush returns the text the decoder still holds back.
+func (st *sampleState) flush() string {
+	if st.dec == nil {
+		return ""
+	}
+	return st.dec.Flush()
+}
+
+// observeToken records a token's timing in the histograms and the result.
+func (h *Handler) observeToken(res *genResult, st *sampleState, now time.Time) {
+	h.metrics.generationTokens.Inc()
+	if res.firstToken.IsZero() {
+		res.firstToken = now
+		h.metrics.ttft.Observe(now.Sub(res.start).Seconds())
+	}
+	if !st.last.IsZero() {
+		h.metrics.itl.Observe(now.Sub(st.last).Seconds())
+	}
+	st.last, res.lastToken = now, now
+}
+
+func clientGone(err error) *apiError {
+	return &apiError{Status: 499, Type: "cancelled", Message: "writing to the client: " + err.Error()}
+}
+
+// findStop returns where the first stop string in text begins.
+func findStop(text string, stops []string) (cut int, word string, found bool) {
+	cut = -1
+	for _, s := range stops {
+		if i := strings.Index(text, s); i >= 0 && (cut < 0 || i < cut) {
+			cut, word = i, s
+		}
+	}
+	return cut, word, cut >= 0
+}
+
+// holdBack returns how much of text can be handed out now: all of it but a
+// tail that could still become a stop string, cut at a character boundary.
+func holdBack(text string, stops []string) int {
+	keep := 0
+	for _, s := range stops {
+		for k := min(len(s)-1, len(text)); k > keep; k-- {
+			if strings.HasPrefix(s, text[len(text)-k:]) {
+				keep = k
+				break
+			}
+		}
+	}
+	safe := len(text) - keep
+	for safe > 0 && safe < len(text) && !utf8.RuneStart(text[safe]) {
+		safe--
+	}
+	return safe
+}
+
+// ms converts a duration to float milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"kvlab/common/engine"
+)
+
+// metrics are the server's Prometheus series. Names follow vLLM's where it
+// has one (vllm:num_requests_running → kvlab:num_requests_running, …), so
+// a dashboard written for one reads the other. Counters count tokens or
+// events since start; a hit rate over time is a PromQL query:
+//
+//	rate(kvlab:prefix_cache_hits_total[1m]) / rate(kvlab:prefix_cache_queries_total[1m])
+//
+// Gauges and counters of engine state are read from the engine.Server's
+// snapshot at scrape time; the histograms and the request counters are fed
+// by the handlers.
+type metrics struct {
+	ttft             prometheus.Histogram
+	itl              prometheus.Histogram
+	promptTokens     prometheus.Counter
+	generationTokens prometheus.Counter
+	finished         *prometheus.CounterVec
+	rejected         prometheus.Counter
+}
+
+func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
+	latency := []float64{0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	m := &metrics{
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvlab:time_to_first_token_seconds",
+			Help: "Time from a request's arrival to its first generated token.", Buckets: latency}),
+		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvlab:inter_token_latency_seconds",
+			Help: "Time between consecutive tokens of one sample.", Buckets: latency}),
+		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:prompt_tokens_total",
+			Help: "Prompt tokens of the requests accepted."}),
+		generationTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:generation_tokens_total",
+			Help: "Tokens generated (every sample)."}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab:request_success_total",
+			Help: "Samples finished, by reason: length, stop or abort."}, []string{"finished_reason"}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:requests_rejected_queue_full_total",
+			Help: "Requests refused with 429 because the waiting queue was full."}),
+	}
+	snap := es.Snapshot
+	gauge := func(name, help string, f func(engine.Snapshot) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(snap()) })
+	}
+	counter := func(name, help string, f func(engine.Snapshot) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(snap()) })
+	}
+	reg.MustRegister(
+		m.ttft, m.itl, m.promptTokens, m.generationTokens, m.finished, m.rejected,
+		gauge("kvlab:num_requests_running", "Sequences admitted (prefilling or decoding).",
+			func(s engine.Snapshot) float64 { return float64(s.Running) }),
+		gauge("kvlab:num_requests_waiting", "Sequences waiting for admission, including requests not yet seen by the engine.",
+			func(s engine.Snapshot) float64 { return float64(s.Waiting + s.Inbox) }),
+		gauge("kvlab:kv_cache_usage_perc", "Fraction of KV blocks not on the free list (held by sequences or the prefix cache).",
+			func(s engine.Snapshot) float64 {
+				return float64(s.TotalBlocks-s.FreeBlocks) / float64(max(s.TotalBlocks, 1))
+			}),
+		gauge("kvlab:kv_blocks_total", "KV blocks in the pool.",
+			func(s engine.Snapshot) float64 { return float64(s.TotalBlocks) }),
+		gauge("kvlab:kv_blocks_used", "KV blocks not on the free list.",
+			func(s engine.Snapshot) float64 { return float64(s.TotalBlocks - s.FreeBlocks) }),
+		gauge("kvlab:kv_blocks_free", "KV blocks on the free list.",
+			func(s engine.Snapshot) float64 { return float64(s.FreeBlocks) }),
+		gauge("kvlab:kv_blocks_cached", "KV blocks the prefix cache references (some may also be in use).",
+			func(s engine.Snapshot) float64 { return float64(s.CacheBlocks) }),
+		counter("kvlab:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache (at first admission).",
+			func(s engine.Snapshot) float64 { return float64(s.Stats.QueriedTokens) }),
+		counter("kvlab:prefix_cache_hits_total", "Prompt tokens whose KV the prefix cache held (at first admission).",
+			func(s engine.Snapshot) float64 { return float64(s.Stats.CachedTokens) }),
+		counter("kvlab:prefix_cache_evictions_total", "KV blocks evicted from the prefix cache.",
+			func(s engine.Snapshot) float64 { return float64(s.Evicted) }),
+		counter("kvlab:kv_block_copies_total", "Copy-on-write block copies.",
+			func(s engine.Snapshot) float64 { return float64(s.Copies) }),
+		counter("kvlab:num_preemptions_total", "Sequences preempted (KV dropped, recomputed later).",
+			func(s engine.Snapshot) float64 { return float64(s.Stats.Preemptions) }),
+		counter("kvlab:prefill_tokens_computed_total", "Prompt and recompute tokens run through the model.",
+			func(s engine.Snapshot) float64 { return float64(s.Stats.PrefillTokens) }),
+		counter("kvlab:decode_tokens_computed_total", "Decode rows run through the model.",
+			func(s engine.Snapshot) float64 { return float64(s.Stats.DecodeTokens) }),
+		counter("kvlab:engine_steps_total", "Engine steps that ran a forward pass.",
+			func(s engine.Snapshot) float64 { return float64(s.Stats.Steps) }),
+		collectors.NewGoCollector(),
+	)
+	return m
+}

@@ -1,0 +1,148 @@
+// Package server puts an engine behind HTTP: the OpenAI completions and chat
+// completions API, llama-server's /completion, model listing, health, and
+// Prometheus metrics.
+//
+// A request's journey, in order:
+//
+//  1. the handler (openai.go, llama.go) decodes the JSON body, refuses bad
+//     input with an OpenAI-style error (errors.go), and turns text into
+//     token ids with the model's tokenizer (a chat through its template);
+//  2. generate (generate.go) checks the waiting queue, submits an
+//     engine.Request to the engine.Server, and reads the request's output
+//     stream — a channel the engine's goroutine fills, one event per token;
+//  3. the engine's goroutine, the only one that touches the engine, admits
+//     the request, matches its prompt against the prefix cache, prefills the
+//     rest in chunks and decodes it in continuous batches with the others;
+//  4. generate turns each token into text (holding back incomplete UTF-8 and
+//     a possible stop string), and hands it to the handler, which writes it
+//     as a server-sent event or gathers it into one JSON response;
+//  5. when the client goes away, generate cancels the request in the engine
+//     (engine.Server.Cancel): its blocks go back to the pool at the next
+//     step.
+//
+// The number a router reads, usage.prompt_tokens_details.cached_tokens (and
+// tokens_cached on /completion), is the engine's Output.Cached: the prompt
+// tokens whose KV the request found in the prefix cache when it was first
+// admitted.
+package server
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"kvlab/common/engine"
+	"kvlab/common/tokenizer"
+)
+
+// Options configures a Handler.
+type Options struct {
+	// ModelName is the id /v1/models lists. A request naming another model
+	// gets 404; a request naming none is served.
+	ModelName string
+	// Tokenizer turns text into tokens and back; nil serves token ids only
+	// (text prompts and chat are refused with 400).
+	Tokenizer *tokenizer.Tokenizer
+	// MaxQueue refuses a request with 429 while this many are already
+	// waiting for admission; 0 means no limit.
+	MaxQueue int
+	// MaxBodyBytes bounds a request body (413 beyond it); 0 means 8 MiB.
+	MaxBodyBytes int64
+	// PrefixCaching says whether the engine has a prefix cache, for
+	// /v1/models and the metrics' labels.
+	PrefixCaching bool
+}
+
+// Handler serves the HTTP API in front of one engine.Server.
+type Handler struct {
+	es      *engine.Server
+	opts    Options
+	stopIDs map[int32]bool // end-of-turn tokens of the tokenizer
+	ids     atomic.Int64   // engine request ids handed out
+	created int64          // unix time the handler was made (for /v1/models)
+	mux     map[string]route
+	metrics *metrics
+	reg     *prometheus.Registry
+}
+
+type route struct {
+	method string
+	serve  func(w http.ResponseWriter, r *http.Request)
+}
+
+// New returns the handler for es. The engine.Server must be running (its
+// Run loop on its own goroutine) for requests to be served.
+func New(es *engine.Server, opts Options) *Handler {
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = 8 << 20
+	}
+	if opts.ModelName == "" {
+		opts.ModelName = "kvlab"
+	}
+	h := &Handler{es: es, opts: opts, stopIDs: map[int32]bool{}, created: time.Now().Unix(), reg: prometheus.NewRegistry()}
+	if opts.Tokenizer != nil {
+		for _, id := range opts.Tokenizer.EOS() {
+			h.stopIDs[id] = true
+		}
+	}
+	h.metrics = newMetrics(h.reg, es)
+	h.mux = map[string]route{
+		"/v1/completions":      {http.MethodPost, h.completions},
+		"/v1/chat/completions": {http.MethodPost, h.chatCompletions},
+		"/completion":          {http.MethodPost, h.llamaCompletion},
+		"/v1/models":           {http.MethodGet, h.models},
+		"/health":              {http.MethodGet, h.health},
+		"/metrics":             {http.MethodGet, promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP},
+	}
+	return h
+}
+
+// ServeHTTP routes a request. Unknown paths and wrong methods get a JSON
+// error, as every other failure does.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, ok := h.mux[strings.TrimSuffix(r.URL.Path, "/")]
+	if !ok {
+		writeError(w, errNotFound("no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	if r.Method != rt.method {
+		w.Header().Set("Allow", rt.method)
+		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + rt.method})
+		return
+	}
+	rt.serve(w, r)
+}
+
+func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		ID            string `json:"id"`
+		Object        string `json:"object"`
+		Created       int64  `json:"created"`
+		OwnedBy       string `json:"owned_by"`
+		MaxModelLen   int    `json:"max_model_len"`
+		PrefixCaching bool   `json:"prefix_caching"`
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data":   []model{{h.opts.ModelName, "model", h.created, "kvlab", h.es.ContextLimit(), h.opts.PrefixCaching}},
+	})
+}
+
+// checkModel refuses a request that names a model this server does not
+// serve.
+func (h *Handler) checkModel(name string) *apiError {
+	if name == "" || name == h.opts.ModelName {
+		return nil
+	}
+	e := errNotFound("the model %q does not exist; this server serves %q", name, h.opts.ModelName)
+	e.Code, e.Param = "model_not_found", "model"
+	return e
+}
