@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // apiError is an error in OpenAI's shape:
@@ -60,6 +61,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 	if err := json.Unmarshal(body, v); err != nil {
 		var typ *json.UnmarshalTypeError
 		if errors.As(err, &typ) {
+			// Fields of embedded structs are reported with the struct's
+			// name in front, which means nothing to a client.
+			typ.Field = strings.TrimPrefix(typ.Field, "openAIRequest.")
 			return errBadRequest(typ.Field, "field %q must be %s, have a JSON %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
 		}
 		return errBadRequest("", "malformed JSON: %v", err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,6 +36,9 @@ func loadTestModel(t testing.TB) testModel {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "model")
 	require.NoError(t, model.WriteSynthetic(dir, modeltest.Options(model.ArchLlama, 5)))
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil { // TEMP
+		require.NoError(t, tokenizer.WriteSynthetic(dir, 512, 1, 2))
+	}
 	m, err := model.Load(dir, cpu.New())
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
@@ -200,4 +204,17 @@ func runLoop(t *testing.T, es *engine.Server) {
 	done := make(chan struct{})
 	go func() { es.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// streamed is the text a stream decoder makes of ids, token by token: what
+// the server sends (random tokens of the synthetic model often form invalid
+// UTF-8, which Decode and a stream may replace differently).
+func streamed(tm testModel, ids []int32) string {
+	st := tm.tok.NewStream()
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(st.Next(id))
+	}
+	b.WriteString(st.Flush())
+	return b.String()
 }

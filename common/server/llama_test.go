@@ -26,7 +26,7 @@ func TestLlamaCompletionReportsCachedTokensAndTimings(t *testing.T) {
 	}
 	first := ask()
 	assert.Equal(t, want.Tokens, first.Tokens)
-	assert.Equal(t, tm.tok.Decode(want.Tokens), first.Content)
+	assert.Equal(t, streamed(tm, want.Tokens), first.Content)
 	assert.True(t, first.Stop)
 	assert.Equal(t, 3, first.IDSlot, "the slot asked for is reported back")
 	assert.Equal(t, "limit", first.StopType)
