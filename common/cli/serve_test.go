@@ -45,7 +45,9 @@ func startServe(t *testing.T, v Variant, args ...string) (url string, stop func(
 	log = &syncBuffer{}
 	addr := make(chan string, 1)
 	res := make(chan error, 1)
-	go func() { res <- Serve(ctx, v, append([]string{"-port", "0"}, args...), func(a string) { addr <- a }, log) }()
+	go func() {
+		res <- Serve(ctx, v, append([]string{"-port", "0"}, args...), func(a string) { addr <- a }, log)
+	}()
 	select {
 	case a := <-addr:
 		url = "http://" + a

@@ -89,7 +89,7 @@ type sequence struct {
 	// firstCached is cached at the first admission: what the client is
 	// told it found (Output.Cached).
 	firstCached int
-	phase  phase
+	phase       phase
 	// admitted orders running sequences: preemption picks the youngest.
 	admitted int
 	// preempted counts how often the sequence lost its KV to preemption.

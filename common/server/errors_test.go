@@ -104,7 +104,7 @@ func TestFullQueueAnswers429(t *testing.T) {
 	tm := loadTestModel(t)
 	e, err := engine.New(tm.m, engineConfig(false))
 	require.NoError(t, err)
-	t.Cleanup(e.Close) // registered first, so it runs after the loop stops
+	t.Cleanup(e.Close)        // registered first, so it runs after the loop stops
 	es := engine.NewServer(e) // its loop is not running yet
 	ts := startHandler(t, New(es, Options{MaxQueue: 1, Tokenizer: tm.tok}))
 
