@@ -102,8 +102,10 @@ func asCPU(t kernels.Tensor) *Tensor {
 // methods start their own goroutines where the work is large enough to pay
 // for them.
 type Backend struct {
-	workers int
-	attn    sync.Pool // *attnCall, reused so that decode steps do not allocate
+	workers  int
+	attn     sync.Pool // *attnCall, reused so that decode steps do not allocate
+	poolOnce sync.Once
+	pool     *workerPool // workers-1 helper goroutines, started on first use
 }
 
 var _ kernels.Backend = (*Backend)(nil)
@@ -196,12 +198,25 @@ func alignedFloats(n int) []float32 {
 // [0, b.workers) and no two concurrent calls share it, so a body may keep
 // per-worker scratch space indexed by it. Each i runs exactly once, on one
 // goroutine, so the split cannot change any result.
+//
+// The other goroutines are the backend's long-lived helpers (pool.go). If
+// another goroutine is using them (goroutines may share a Backend), the call
+// starts goroutines of its own instead.
 func (b *Backend) parallel(n int, body func(worker, i int)) {
 	w := min(b.workers, n)
 	if w <= 1 {
 		for i := range n {
 			body(0, i)
 		}
+		return
+	}
+	b.poolOnce.Do(func() {
+		b.pool = newWorkerPool(b.workers - 1)
+		// The helpers do not reference b, so b can become unreachable;
+		// then they are told to exit.
+		runtime.AddCleanup(b, (*workerPool).close, b.pool)
+	})
+	if b.pool.call(w, n, body) {
 		return
 	}
 	var next atomic.Int64

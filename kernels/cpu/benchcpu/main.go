@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -40,9 +41,22 @@ func main() {
 	prompt := flag.Int("prompt", 1000, "prompt tokens per prefill run")
 	dtype := flag.String("dtype", "f32", "dtype of the weights on disk: f32 or bf16")
 	workers := flag.Int("workers", 0, "CPU backend workers (0: GOMAXPROCS)")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchcpu:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(strings.Split(*models, ","), *runs, *decode, *prompt, *dtype, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "benchcpu:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
