@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"strings"
 
@@ -44,8 +45,16 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 	if v.PrefixCache != nil {
 		compare = fs.Bool("compare", false, "run the baseline (no cache) and the cache in one process on the same arrivals")
 	}
+	var hf httpFlags
+	hf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if hf.url != "" {
+		if compare != nil && *compare {
+			return fmt.Errorf("-compare runs engines in this process; with -url, run bench once per server (or phase08 -servers)")
+		}
+		return runBenchURL(hf, &rf, &sf, stdout, stderr)
 	}
 	stop, err := rf.startProfiles()
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 // same requests and arrivals, prints one table, writes an SVG plot of TTFT
 // per request, and fails unless each variant produced exactly the
 // baseline's tokens. It returns the process exit code.
+//
+// With -servers, each configuration is a server process instead (see
+// compareHTTP) and is measured over HTTP at the client.
 func Compare(variants []Variant, args []string, stdout, stderr io.Writer) int {
 	return exitCode(compare(variants, args, stdout, stderr), stderr, "compare")
 }
@@ -22,10 +25,15 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	admission := fs.String("admission", "cost-aware", "how admission charges a prompt: conservative or cost-aware")
 	var sf servingFlags
 	sf.register(fs, args, filepath.Join("out", "phase08-"+workloadName(args)+".svg"))
+	var srv serverFlags
+	srv.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	rf.admission = *admission
+	if srv.servers != "" {
+		return compareHTTP(fs, variants, srv, &rf, &sf, stdout, stderr)
+	}
 	stop, err := rf.startProfiles()
 	if err != nil {
 		return err

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"kvlab/common/metrics"
+	"kvlab/common/workload"
+)
+
+// serverFlags are compare's flags for running every configuration as its
+// own server and measuring it over HTTP.
+type serverFlags struct {
+	servers      string
+	startTimeout time.Duration
+	stopTimeout  time.Duration
+	timeout      time.Duration
+	logDir       string
+}
+
+func (f *serverFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.servers, "servers", "", "comma-separated runnables (the baseline's, then one per design in the table's order) to start as "+
+		"'serve' on free loopback ports and benchmark over HTTP one after the other, instead of the engines in this process")
+	fs.DurationVar(&f.startTimeout, "server-start-timeout", 2*time.Minute, "with -servers: how long a server may take to answer /health")
+	fs.DurationVar(&f.stopTimeout, "server-stop-timeout", 45*time.Second, "with -servers: how long a server may take to exit after SIGTERM before it is killed")
+	fs.DurationVar(&f.timeout, "request-timeout", 10*time.Minute, "with -servers: a request not finished after this long fails")
+	fs.StringVar(&f.logDir, "server-logs", filepath.Join("out", "phase08-http-logs"), "with -servers: directory for each server's output")
+}
+
+// engineFlagNames are the runtime flags a server takes as they are; the
+// ones set on compare's command line are passed on to every server.
+var engineFlagNames = []string{"model", "device", "block-size", "blocks", "max-batch-tokens", "max-running", "max-context", "chunked-prefill", "audit"}
+
+// compareHTTP is compare -servers: each configuration runs as a server
+// process (`<runnable> serve`, with -prefix-caching for the designs), the
+// same requests are replayed against each over HTTP, and the runs are
+// reported in one table and checked for identical tokens.
+func compareHTTP(fs *flag.FlagSet, variants []Variant, srv serverFlags, rf *runtimeFlags, sf *servingFlags, stdout, stderr io.Writer) error {
+	bins := strings.Split(srv.servers, ",")
+	if len(bins) != len(variants)+1 {
+		return fmt.Errorf("-servers: want %d runnables (the baseline's, then %d designs'), have %d", len(variants)+1, len(variants), len(bins))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var common []string
+	for _, name := range engineFlagNames {
+		if set[name] {
+			common = append(common, "-"+name+"="+fs.Lookup(name).Value.String())
+		}
+	}
+	if !set["plot"] {
+		sf.plotPath = filepath.Join("out", "phase08-http-"+sf.name+".svg")
+	}
+	reqs, err := sf.requests(rf)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(srv.logDir, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var progress io.Writer = stderr
+	if sf.quiet {
+		progress = nil
+	}
+	var runs []*metrics.Run
+	var na [][]string
+	for i, bin := range bins {
+		name, args := "baseline", append([]string{"serve"}, common...)
+		if i > 0 {
+			name = variants[i-1].Name
+			args = append(args, "-prefix-caching", "-admission="+rf.admission)
+		}
+		fmt.Fprintf(stderr, "[%d/%d] %s: %s, %d requests over HTTP\n", i+1, len(bins), name, sf.name, len(reqs))
+		run, runNA, err := benchServer(ctx, bin, args, srv, rf.eng.BlockSize, name, reqs, progress, stderr)
+		if err != nil {
+			return fmt.Errorf("%s (%s): %w", name, bin, err)
+		}
+		runs = append(runs, run)
+		na = append(na, runNA)
+	}
+	return reportHTTP(stdout, runs, na, fmt.Sprintf("TTFT per request over HTTP, %s (%d requests)", sf.name, len(reqs)), sf.jsonPath, sf.plotPath)
+}
+
+// benchServer starts bin with args on a free loopback port, waits for its
+// /health, replays reqs against it and stops it with SIGTERM.
+func benchServer(ctx context.Context, bin string, args []string, srv serverFlags, blockSize int, name string, reqs []workload.Request, progress, log io.Writer) (*metrics.Run, []string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	args = append(args, "-host=127.0.0.1", "-port="+strconv.Itoa(port))
+	logPath := filepath.Join(srv.logDir, filepath.Base(bin)+".log")
+	c, err := startChild(bin, args, logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(log, "      %s %s (output in %s)\n", bin, strings.Join(args, " "), logPath)
+	defer func() {
+		if err := c.stop(srv.stopTimeout); err != nil {
+			fmt.Fprintf(log, "      %s: %v\n", name, err)
+		}
+	}()
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := c.waitHealthy(ctx, url, srv.startTimeout); err != nil {
+		return nil, nil, err
+	}
+	t := httpTarget{url: url, timeout: srv.timeout, blockSize: blockSize}
+	return benchHTTP(ctx, t, name, reqs, progress)
+}
+
+// freePort returns a loopback TCP port nothing listens on at the moment.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// child is a server process started by compare.
+type child struct {
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed when the process has exited
+	err     error         // its exit status, once exited is closed
+}
+
+// startChild starts bin with its output going to logPath. The process is
+// killed if this one dies first (where the system allows; see
+// setChildAttrs).
+func startChild(bin string, args []string, logPath string) (*child, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	setChildAttrs(cmd)
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	c := &child{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		f.Close()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// waitHealthy polls url/health until it answers 200, the process exits,
+// ctx ends or timeout passes.
+func (c *child) waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := client.Get(url + "/health")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("the server exited before answering %s/health (%v); its output:\n%s", url, c.err, c.logTail())
+		case <-deadline.C:
+			return fmt.Errorf("no 200 from %s/health within %v; its output:\n%s", url, timeout, c.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// stop sends SIGTERM and waits up to timeout for the process to exit,
+// then kills it. It reports a failed exit, which on SIGTERM means the
+// server's shutdown found something wrong.
+func (c *child) stop(timeout time.Duration) error {
+	select {
+	case <-c.exited:
+		return fmt.Errorf("the server had already exited (%v)", c.err)
+	default:
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		c.cmd.Process.Kill()
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		if c.err != nil {
+			return fmt.Errorf("exit after SIGTERM: %v; the end of its output:\n%s", c.err, c.logTail())
+		}
+		return nil
+	case <-t.C:
+		c.cmd.Process.Kill()
+		<-c.exited
+		return fmt.Errorf("killed: still running %v after SIGTERM", timeout)
+	}
+}
+
+// logTail returns the last lines of the server's output.
+func (c *child) logTail() string {
+	b, err := os.ReadFile(c.logPath)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	lines = lines[max(len(lines)-20, 0):]
+	return "  " + string(bytes.Join(lines, []byte("\n  ")))
+}
