@@ -57,8 +57,12 @@ import (
 // held in Data. A View shares Data with the tensor it was cut from.
 type Tensor struct {
 	rows, cols int
-	// Data holds Rows()*Cols() values, row after row.
+	// Data holds Rows()*Cols() values, row after row. It is nil for a
+	// bf16 weight (see FromHostBF16).
 	Data []float32
+	// bf16 holds a bf16 weight's values as bfloat16 bits, row after row;
+	// nil for every other tensor.
+	bf16 []uint16
 }
 
 // Rows returns the number of rows.
@@ -86,12 +90,22 @@ func Wrap(rows, cols int, data []float32) *Tensor {
 	return &Tensor{rows: rows, cols: cols, Data: data}
 }
 
+// asCPU returns t as a float32 CPU tensor.
 func asCPU(t kernels.Tensor) *Tensor {
+	c := asWeight(t)
+	if c.bf16 != nil {
+		panic("cpu: a bf16 weight can only be the weight of MatMulT or the table of Embed")
+	}
+	return c
+}
+
+// asWeight returns t as a CPU tensor that may hold bf16 values.
+func asWeight(t kernels.Tensor) *Tensor {
 	c, ok := t.(*Tensor)
 	if !ok {
 		panic(fmt.Sprintf("cpu: tensor of type %T is not a CPU tensor", t))
 	}
-	if c.Data == nil && c.rows*c.cols != 0 {
+	if c.Data == nil && c.bf16 == nil && c.rows*c.cols != 0 {
 		panic("cpu: use of a freed tensor")
 	}
 	return c
@@ -143,9 +157,15 @@ func (b *Backend) FromHost(rows, cols int, data []float32) kernels.Tensor {
 
 // ToHost copies t into dst and returns dst.
 func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
-	c := asCPU(t)
-	if len(dst) != len(c.Data) {
+	c := asWeight(t)
+	if len(dst) != c.rows*c.cols {
 		panic(fmt.Sprintf("cpu: ToHost of %d×%d into %d values", c.rows, c.cols, len(dst)))
+	}
+	if c.bf16 != nil {
+		for i, h := range c.bf16 {
+			dst[i] = widen(h)
+		}
+		return dst
 	}
 	copy(dst, c.Data)
 	return dst
@@ -155,17 +175,20 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 // silently reading memory the caller meant to give up. Views of t keep
 // their memory alive, as any Go slice would.
 func (b *Backend) Free(t kernels.Tensor) {
-	c := asCPU(t)
-	c.Data = nil
+	c := asWeight(t)
+	c.Data, c.bf16 = nil, nil
 }
 
 // View returns rows [from, from+n) of t, sharing its memory.
 func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
-	c := asCPU(t)
+	c := asWeight(t)
 	if from < 0 || n < 0 || from+n > c.rows {
 		panic(fmt.Sprintf("cpu: View rows [%d, %d) of a %d-row tensor", from, from+n, c.rows))
 	}
 	lo, hi := from*c.cols, (from+n)*c.cols
+	if c.bf16 != nil {
+		return &Tensor{rows: n, cols: c.cols, bf16: c.bf16[lo:hi:hi]}
+	}
 	return &Tensor{rows: n, cols: c.cols, Data: c.Data[lo:hi:hi]}
 }
 

@@ -26,36 +26,47 @@ import "math"
 // fma exactly (fmaf), so the fallback on other architectures (or with the
 // purego build tag) produces the same bits as the assembly, only slower.
 
-// kernelSet holds the three shapes of dot-product kernels MatMulT uses. Each
-// computes whole dot products over the first 8*nb elements (steps 1 and 2);
-// the caller adds the tail (step 3).
+// dotKernels holds the three shapes of dot-product kernels MatMulT uses,
+// for weights held as W: float32, or uint16 holding bfloat16 bits that the
+// kernels widen to float32 (exactly: a bf16 is the top half of a float32)
+// before they multiply. Each computes whole dot products over the first
+// 8*nb elements (steps 1 and 2); the caller adds the tail (step 3).
 //
 //	dots3x4: dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) for i < 3, j < 4
 //	dots1x8: dst[j] = dot(x, w[j*ldw:]) for j < 8
 //	dots1x1: returns dot(x, w)
+type dotKernels[W float32 | uint16] struct {
+	dots3x4 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+	dots1x8 func(x []float32, w []W, ldw, nb int, dst []float32)
+	dots1x1 func(x []float32, w []W, nb int) float32
+}
+
+// kernelSet is one implementation of the kernels for both weight types.
 type kernelSet struct {
-	name    string
-	dots3x4 func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int)
-	dots1x8 func(x, w []float32, ldw, nb int, dst []float32)
-	dots1x1 func(x, w []float32, nb int) float32
+	name string
+	f32  dotKernels[float32]
+	bf16 dotKernels[uint16]
 }
 
 // goKernels is the portable kernel set.
-var goKernels = kernelSet{
-	name: "go",
-	dots3x4: func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int) {
-		for i := range 3 {
-			for j := range 4 {
-				dst[i*ldd+j] = dotGo(x[i*ldx:], w[j*ldw:], nb)
+var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16]()}
+
+func goDotKernels[W float32 | uint16]() dotKernels[W] {
+	return dotKernels[W]{
+		dots3x4: func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+			for i := range 3 {
+				for j := range 4 {
+					dst[i*ldd+j] = dotGo(x[i*ldx:], w[j*ldw:], nb)
+				}
 			}
-		}
-	},
-	dots1x8: func(x, w []float32, ldw, nb int, dst []float32) {
-		for j := range 8 {
-			dst[j] = dotGo(x, w[j*ldw:], nb)
-		}
-	},
-	dots1x1: dotGo,
+		},
+		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
+			for j := range 8 {
+				dst[j] = dotGo(x, w[j*ldw:], nb)
+			}
+		},
+		dots1x1: dotGo[W],
+	}
 }
 
 // kern is the kernel set MatMulT uses: the fastest this CPU supports
@@ -63,14 +74,25 @@ var goKernels = kernelSet{
 // switch it to compare the sets bit for bit.
 var kern = goKernels
 
+// widen returns a weight as float32; a bf16 widens exactly.
+func widen[W float32 | uint16](v W) float32 {
+	switch v := any(v).(type) {
+	case uint16:
+		return math.Float32frombits(uint32(v) << 16)
+	case float32:
+		return v
+	}
+	panic("unreachable")
+}
+
 // dotGo is steps 1 and 2 of the order above over nb groups of eight.
-func dotGo(x, w []float32, nb int) float32 {
+func dotGo[W float32 | uint16](x []float32, w []W, nb int) float32 {
 	x, w = x[:8*nb], w[:8*nb]
 	var s [8]float32
 	for k := 0; k < len(x); k += 8 {
 		xs, ws := x[k:k+8:k+8], w[k:k+8:k+8]
 		for l := range 8 {
-			s[l] = fmaf(xs[l], ws[l], s[l])
+			s[l] = fmaf(xs[l], widen(ws[l]), s[l])
 		}
 	}
 	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
@@ -78,9 +100,9 @@ func dotGo(x, w []float32, nb int) float32 {
 
 // dotTail is step 3: it adds x[i]·w[i] for i in [from, len(x)) to r, one
 // fused multiply-add at a time.
-func dotTail(r float32, x, w []float32, from int) float32 {
+func dotTail[W float32 | uint16](r float32, x []float32, w []W, from int) float32 {
 	for i := from; i < len(x); i++ {
-		r = fmaf(x[i], w[i], r)
+		r = fmaf(x[i], widen(w[i]), r)
 	}
 	return r
 }

@@ -18,37 +18,57 @@ func dots1x1AVX2(x, w *float32, nb int) float32
 func cpuid(eaxIn, ecxIn uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv0() (eax uint32)
 
+//go:noescape
+func dots3x4BF16AVX2(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots1x8BF16AVX2(x *float32, w *uint16, ldw, nb int, dst *float32)
+
+//go:noescape
+func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
+
 // avx2Kernels wraps the assembly. The slice arguments are bounds-checked
 // here, once per call, so the assembly can trust its pointers.
 var avx2Kernels = kernelSet{
 	name: "avx2",
-	dots3x4: func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int) {
-		if nb == 0 {
-			for i := range 3 {
-				clear(dst[i*ldd : i*ldd+4])
+	f32:  asmDotKernels(dots3x4AVX2, dots1x8AVX2, dots1x1AVX2),
+	bf16: asmDotKernels(dots3x4BF16AVX2, dots1x8BF16AVX2, dots1x1BF16AVX2),
+}
+
+func asmDotKernels[W float32 | uint16](
+	k3x4 func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int),
+	k1x8 func(x *float32, w *W, ldw, nb int, dst *float32),
+	k1x1 func(x *float32, w *W, nb int) float32,
+) dotKernels[W] {
+	return dotKernels[W]{
+		dots3x4: func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+			if nb == 0 {
+				for i := range 3 {
+					clear(dst[i*ldd : i*ldd+4])
+				}
+				return
 			}
-			return
-		}
-		_ = x[2*ldx+8*nb-1]
-		_ = w[3*ldw+8*nb-1]
-		_ = dst[2*ldd+3]
-		dots3x4AVX2(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
-	},
-	dots1x8: func(x, w []float32, ldw, nb int, dst []float32) {
-		if nb == 0 {
-			clear(dst[:8])
-			return
-		}
-		_ = x[8*nb-1]
-		_ = w[7*ldw+8*nb-1]
-		_ = dst[7]
-		dots1x8AVX2(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
-	},
-	dots1x1: func(x, w []float32, nb int) float32 {
-		_ = x[:8*nb]
-		_ = w[:8*nb]
-		return dots1x1AVX2(unsafe.SliceData(x), unsafe.SliceData(w), nb)
-	},
+			_ = x[2*ldx+8*nb-1]
+			_ = w[3*ldw+8*nb-1]
+			_ = dst[2*ldd+3]
+			k3x4(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
+		},
+		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
+			if nb == 0 {
+				clear(dst[:8])
+				return
+			}
+			_ = x[8*nb-1]
+			_ = w[7*ldw+8*nb-1]
+			_ = dst[7]
+			k1x8(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
+		},
+		dots1x1: func(x []float32, w []W, nb int) float32 {
+			_ = x[:8*nb]
+			_ = w[:8*nb]
+			return k1x1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
+		},
+	}
 }
 
 // hasAVX2FMA reports whether the CPU has AVX2 and FMA and the operating

@@ -203,3 +203,186 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	XGETBV
 	MOVL AX, eax+0(FP)
 	RET
+
+// The bf16 kernels below are the float32 ones with each weight vector
+// widened on load: eight bf16 values zero-extended to 32 bits and shifted
+// into the top half (exact), then the same FMAs in the same order.
+
+// WIDEN loads eight bf16 weights at M into the float32 lanes of Y.
+#define WIDEN(M, Y) \
+	VPMOVZXWD M, Y; \
+	VPSLLD    $16, Y, Y
+
+// func dots3x4BF16AVX2(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+TEXT ·dots3x4BF16AVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ ldx+8(FP), R8
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), R9
+	MOVQ nb+32(FP), CX
+	MOVQ dst+40(FP), DX
+	MOVQ ldd+48(FP), R11
+	SHLQ $2, R8              // x and dst strides in bytes (float32)
+	SHLQ $1, R9              // w stride in bytes (bf16)
+	SHLQ $2, R11
+	LEAQ (R9)(R9*2), R10     // 3*ldw
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ  CX, CX
+	JZ     reduce3x4h
+
+loop3x4h:
+	VMOVUPS     (SI), Y12
+	VMOVUPS     (SI)(R8*1), Y13
+	VMOVUPS     (SI)(R8*2), Y14
+	WIDEN((DI), Y15)
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	WIDEN((DI)(R9*1), Y15)
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	WIDEN((DI)(R9*2), Y15)
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	WIDEN((DI)(R10*1), Y15)
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ        $32, SI
+	ADDQ        $16, DI
+	DECQ        CX
+	JNZ         loop3x4h
+
+reduce3x4h:
+	HSUM(Y0, X0, X15)
+	VMOVSS X0, (DX)
+	HSUM(Y1, X1, X15)
+	VMOVSS X1, 4(DX)
+	HSUM(Y2, X2, X15)
+	VMOVSS X2, 8(DX)
+	HSUM(Y3, X3, X15)
+	VMOVSS X3, 12(DX)
+	ADDQ   R11, DX
+	HSUM(Y4, X4, X15)
+	VMOVSS X4, (DX)
+	HSUM(Y5, X5, X15)
+	VMOVSS X5, 4(DX)
+	HSUM(Y6, X6, X15)
+	VMOVSS X6, 8(DX)
+	HSUM(Y7, X7, X15)
+	VMOVSS X7, 12(DX)
+	ADDQ   R11, DX
+	HSUM(Y8, X8, X15)
+	VMOVSS X8, (DX)
+	HSUM(Y9, X9, X15)
+	VMOVSS X9, 4(DX)
+	HSUM(Y10, X10, X15)
+	VMOVSS X10, 8(DX)
+	HSUM(Y11, X11, X15)
+	VMOVSS X11, 12(DX)
+	VZEROUPPER
+	RET
+
+// func dots1x8BF16AVX2(x *float32, w *uint16, ldw int, nb int, dst *float32)
+TEXT ·dots1x8BF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ldw+16(FP), R9
+	MOVQ nb+24(FP), CX
+	MOVQ dst+32(FP), DX
+	SHLQ $1, R9
+	LEAQ (R9)(R9*2), R10     // 3*ldw
+	LEAQ (DI)(R9*4), BX      // rows 4..7
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  CX, CX
+	JZ     reduce1x8h
+
+loop1x8h:
+	VMOVUPS     (SI), Y8
+	WIDEN((DI), Y9)
+	WIDEN((DI)(R9*1), Y10)
+	WIDEN((DI)(R9*2), Y11)
+	WIDEN((DI)(R10*1), Y12)
+	VFMADD231PS Y9, Y8, Y0
+	VFMADD231PS Y10, Y8, Y1
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y12, Y8, Y3
+	WIDEN((BX), Y9)
+	WIDEN((BX)(R9*1), Y10)
+	WIDEN((BX)(R9*2), Y11)
+	WIDEN((BX)(R10*1), Y12)
+	VFMADD231PS Y9, Y8, Y4
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y12, Y8, Y7
+	ADDQ        $32, SI
+	ADDQ        $16, DI
+	ADDQ        $16, BX
+	DECQ        CX
+	JNZ         loop1x8h
+
+reduce1x8h:
+	HSUM(Y0, X0, X15)
+	VMOVSS X0, (DX)
+	HSUM(Y1, X1, X15)
+	VMOVSS X1, 4(DX)
+	HSUM(Y2, X2, X15)
+	VMOVSS X2, 8(DX)
+	HSUM(Y3, X3, X15)
+	VMOVSS X3, 12(DX)
+	HSUM(Y4, X4, X15)
+	VMOVSS X4, 16(DX)
+	HSUM(Y5, X5, X15)
+	VMOVSS X5, 20(DX)
+	HSUM(Y6, X6, X15)
+	VMOVSS X6, 24(DX)
+	HSUM(Y7, X7, X15)
+	VMOVSS X7, 28(DX)
+	VZEROUPPER
+	RET
+
+// func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
+TEXT ·dots1x1BF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), SI
+	MOVQ   w+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	TESTQ  CX, CX
+	JZ     reduce1x1h
+
+loop1x1h:
+	VMOVUPS     (SI), Y8
+	WIDEN((DI), Y9)
+	VFMADD231PS Y9, Y8, Y0
+	ADDQ        $32, SI
+	ADDQ        $16, DI
+	DECQ        CX
+	JNZ         loop1x1h
+
+reduce1x1h:
+	HSUM(Y0, X0, X15)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET

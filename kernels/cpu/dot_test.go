@@ -68,8 +68,9 @@ func TestFmafIsSingleRounding(t *testing.T) {
 }
 
 // TestKernelsMatchGo checks that the kernel set this CPU runs gives the
-// same bits as the portable Go kernels, shape by shape and for tails. On a
-// machine without AVX2 (or with the purego tag) both are the Go kernels.
+// same bits as the portable Go kernels, shape by shape and for tails, and
+// that bf16 weights give the same bits as their float32 widening. On a
+// machine without AVX2 (or with the purego tag) both sets are the Go kernels.
 func TestKernelsMatchGo(t *testing.T) {
 	t.Logf("MatMulT kernels: %s", kern.name)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -81,15 +82,24 @@ func TestKernelsMatchGo(t *testing.T) {
 				for i := range x {
 					x[i] = scale * float32(rng.NormFloat64())
 				}
+				wh := make([]uint16, cols*in)
 				for i := range w {
-					w[i] = float32(rng.NormFloat64())
+					wh[i] = toBF16(float32(rng.NormFloat64()))
+					w[i] = widen(wh[i])
 				}
-				have, want := make([]float32, rows*cols), make([]float32, rows*cols)
-				matMulBlock(&avx2Kernels, have, cols, x, w, in, 0, rows, 0, cols)
-				matMulBlock(&goKernels, want, cols, x, w, in, 0, rows, 0, cols)
-				for i := range want {
-					if math.Float32bits(have[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("element %d: %s gives %g, go gives %g", i, avx2Kernels.name, have[i], want[i])
+				want := make([]float32, rows*cols)
+				matMulBlock(&goKernels.f32, want, cols, x, w, in, 0, rows, 0, cols)
+				for name, run := range map[string]func(dst []float32){
+					avx2Kernels.name + " f32":  func(dst []float32) { matMulBlock(&avx2Kernels.f32, dst, cols, x, w, in, 0, rows, 0, cols) },
+					avx2Kernels.name + " bf16": func(dst []float32) { matMulBlock(&avx2Kernels.bf16, dst, cols, x, wh, in, 0, rows, 0, cols) },
+					"go bf16":                  func(dst []float32) { matMulBlock(&goKernels.bf16, dst, cols, x, wh, in, 0, rows, 0, cols) },
+				} {
+					have := make([]float32, rows*cols)
+					run(have)
+					for i := range want {
+						if math.Float32bits(have[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("element %d: %s gives %g, go f32 gives %g", i, name, have[i], want[i])
+						}
 					}
 				}
 				// And each element is the single dot product of dot.go.

@@ -26,7 +26,7 @@ const (
 // decode step's single-row products: that kernel streams each weight row
 // once, the job split keeping every core streaming its own columns.
 func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
-	d, xt, wt := asCPU(dst), asCPU(x), asCPU(w)
+	d, xt, wt := asCPU(dst), asCPU(x), asWeight(w)
 	n, in, out := xt.rows, xt.cols, wt.rows
 	if wt.cols != in || d.rows != n || d.cols != out {
 		panic(fmt.Sprintf("cpu: MatMulT %d×%d · (%d×%d)ᵀ into %d×%d",
@@ -45,14 +45,18 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	b.parallel(rowBlocks*colBlocks, func(_, job int) {
 		r0 := (job / colBlocks) * mmRowBlock
 		c0 := (job % colBlocks) * mmColBlock
-		matMulBlock(&k, d.Data, out, xt.Data, wt.Data, in,
-			r0, min(mmRowBlock, n-r0), c0, min(mmColBlock, out-c0))
+		rows, cols := min(mmRowBlock, n-r0), min(mmColBlock, out-c0)
+		if wt.bf16 != nil {
+			matMulBlock(&k.bf16, d.Data, out, xt.Data, wt.bf16, in, r0, rows, c0, cols)
+		} else {
+			matMulBlock(&k.f32, d.Data, out, xt.Data, wt.Data, in, r0, rows, c0, cols)
+		}
 	})
 }
 
 // matMulBlock computes rows [r0, r0+rows) × columns [c0, c0+cols) of
 // dst = x · wᵀ, where x and w have in columns and dst has ldd.
-func matMulBlock(k *kernelSet, dst []float32, ldd int, x, w []float32, in, r0, rows, c0, cols int) {
+func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x []float32, w []W, in, r0, rows, c0, cols int) {
 	nb := in / 8
 	r3 := r0 + rows/3*3 // end of the rows covered by 3×4 tiles
 	c4 := c0 + cols/4*4 // end of the columns covered by 3×4 tiles

@@ -104,3 +104,42 @@ func TestMatMulTShapeMismatchPanics(t *testing.T) {
 	require.Panics(t, func() { b.MatMulT(b.New(2, 3), b.New(2, 4), b.New(3, 5)) })
 	require.Panics(t, func() { b.MatMulT(b.New(2, 4), b.New(2, 4), b.New(3, 4)) })
 }
+
+// TestMatMulTBF16 checks a bf16 weight: the product has the same bits as
+// with the widened float32 weight, for any batch, and Embed, View and
+// ToHost read the widened values.
+func TestMatMulTBF16(t *testing.T) {
+	b := cpu.New()
+	for _, s := range []struct{ n, in, out int }{{1, 256, 100}, {7, 64, 9}, {65, 517, 130}} {
+		rng := newRand(uint64(s.in))
+		wf := randFloats(rng, s.out*s.in)
+		wh := b.FromHostBF16(s.out, s.in, wf)
+		require.True(t, cpu.IsBF16(wh))
+		widened := b.ToHost(wh, make([]float32, s.out*s.in))
+		for i, v := range widened {
+			require.InDelta(t, wf[i], v, 0.004*math.Abs(float64(wf[i])), "bf16 rounding of %d", i)
+		}
+		w32 := b.FromHost(s.out, s.in, widened)
+		x := randTensor(b, rng, s.n, s.in)
+		want, have := b.New(s.n, s.out), b.New(s.n, s.out)
+		b.MatMulT(want, x, w32)
+		b.MatMulT(have, x, wh)
+		requireBitEqual(t, cpu.Data(have), cpu.Data(want), "bf16 against widened f32")
+		for r := range s.n {
+			one := b.New(1, s.out)
+			b.MatMulT(one, b.View(x, r, 1), wh)
+			requireBitEqual(t, cpu.Data(one), cpu.Data(want)[r*s.out:(r+1)*s.out], fmt.Sprintf("row %d alone", r))
+		}
+
+		ids := []int32{int32(s.out - 1), 0, 3 % int32(s.out)}
+		emb := b.New(len(ids), s.in)
+		b.Embed(emb, wh, ids)
+		for r, id := range ids {
+			requireBitEqual(t, cpu.Data(emb)[r*s.in:(r+1)*s.in], widened[int(id)*s.in:(int(id)+1)*s.in], "Embed")
+		}
+		last := b.View(wh, s.out-1, 1)
+		require.True(t, cpu.IsBF16(last))
+		requireBitEqual(t, b.ToHost(last, make([]float32, s.in)), widened[(s.out-1)*s.in:], "View")
+	}
+	require.Panics(t, func() { b.Add(b.FromHostBF16(1, 2, []float32{1, 2}), b.New(1, 2)) })
+}

@@ -130,7 +130,23 @@ func (b *Backend) rowChunks(t *Tensor, body func(lo, hi int)) {
 
 // Embed copies table row ids[r] into dst row r.
 func (b *Backend) Embed(dst, table kernels.Tensor, ids []int32) {
-	gatherRows("Embed", asCPU(dst), asCPU(table), ids)
+	d, t := asCPU(dst), asWeight(table)
+	if t.bf16 == nil {
+		gatherRows("Embed", d, t, ids)
+		return
+	}
+	if d.cols != t.cols || d.rows != len(ids) {
+		panic(fmt.Sprintf("cpu: Embed of %d rows from %d×%d into %d×%d", len(ids), t.rows, t.cols, d.rows, d.cols))
+	}
+	for r, i := range ids {
+		if i < 0 || int(i) >= t.rows {
+			panic(fmt.Sprintf("cpu: Embed: row %d out of %d", i, t.rows))
+		}
+		src, dr := t.bf16[int(i)*t.cols:(int(i)+1)*t.cols], d.Row(r)
+		for j, h := range src {
+			dr[j] = widen(h)
+		}
+	}
 }
 
 // GatherRows copies src row rows[r] into dst row r.

@@ -1,0 +1,45 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"kvlab/kernels"
+)
+
+// FromHostBF16 returns a weight tensor that holds data as bfloat16: half
+// the bytes of float32, which is what a decode step, streaming every weight
+// once per token, is bound by. Each value is rounded to the nearest bf16
+// (ties to even), so values read from a bf16 checkpoint are stored exactly.
+//
+// Such a tensor can be the weight w of MatMulT, which widens it in
+// registers, or the table of Embed; ToHost and View work on it too. Every
+// other operation panics on it. Widening is exact and MatMulT's order of
+// operations does not depend on the weight type, so a product with a bf16
+// weight has the same bits as with the same values held as float32.
+func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
+	if rows < 0 || cols < 0 || len(data) != rows*cols {
+		panic(fmt.Sprintf("cpu: FromHostBF16 %d×%d with %d values", rows, cols, len(data)))
+	}
+	h := make([]uint16, len(data))
+	for i, v := range data {
+		h[i] = toBF16(v)
+	}
+	if len(h) == 0 {
+		return &Tensor{rows: rows, cols: cols, Data: []float32{}}
+	}
+	return &Tensor{rows: rows, cols: cols, bf16: h}
+}
+
+// IsBF16 reports whether t holds bfloat16 values (see FromHostBF16).
+func IsBF16(t kernels.Tensor) bool { return asWeight(t).bf16 != nil }
+
+// toBF16 rounds f to the nearest bfloat16, ties to even; NaN stays NaN.
+func toBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x0040
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
