@@ -54,3 +54,13 @@ bench: ## shared cache + engine benchmarks of the three variants, compared with 
 	  $(GOTEST) -run '^$$' -bench '^Benchmark(Cache|Engine)$$' -benchmem -count $(COUNT) ./$$v/ > out/bench/$$v.txt || exit 1; \
 	done
 	$(BENCHSTAT) -ignore pkg prefix=out/bench/phase08_prefix.txt hashcow=out/bench/phase08_hashcow.txt compressed=out/bench/phase08_compressed.txt
+
+comma := ,
+empty :=
+space := $(empty) $(empty)
+SERVERS := $(subst $(space),$(comma),$(addprefix $(BIN)/,phase07_chunked $(VARIANTS)))
+
+.PHONY: phase08-http
+phase08-http: ## make phase08 over HTTP: each design as its own server, measured at the client
+	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS))
+	$(BIN)/phase08 -workload $(WORKLOAD) -servers $(SERVERS) $(ARGS)
