@@ -20,6 +20,10 @@ build: ## build every runnable into bin/
 test: ## run every test (CPU only; no GPU, no downloads)
 	$(GOTEST) -count=1 ./...
 
+.PHONY: test-openai-client
+test-openai-client: ## the official OpenAI Node client (npm ci) against `phase08_prefix serve --prefix-caching`
+	bash tests/openai-client/run.sh
+
 .PHONY: vet
 vet: ## go vet the whole module
 	$(GO) vet ./...
@@ -64,3 +68,9 @@ SERVERS := $(subst $(space),$(comma),$(addprefix $(BIN)/,phase07_chunked $(VARIA
 phase08-http: ## make phase08 over HTTP: each design as its own server, measured at the client
 	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS))
 	$(BIN)/phase08 -workload $(WORKLOAD) -servers $(SERVERS) $(ARGS)
+
+.PHONY: bench-cpu bench-decode
+bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f32 and bf16 (ARGS=-runs 9 ...)
+	$(GO) run ./kernels/cpu/benchcpu $(ARGS)
+
+bench-decode: bench-cpu ## same as bench-cpu
