@@ -244,7 +244,7 @@ func (e *httpEngine) stream(id int, body []byte) {
 	e.cached[id] = s.cached
 	e.mu.Unlock()
 	s.held[len(s.held)-1].Done = true
-	e.push(s.held...)
+	e.push(append(s.released, s.held...)...)
 }
 
 // sseReader is the state of one request's stream.
@@ -282,10 +282,11 @@ func (s *sseReader) run(ctx context.Context, e *httpEngine, body []byte) error {
 	}
 
 	r := bufio.NewReaderSize(resp.Body, 64<<10)
-	var data []byte // the current event's data lines, joined by \n
+	var data []byte  // the current event's data lines, joined by \n
+	var at time.Time // when the current event's first data line was read
 	for {
 		line, err := r.ReadBytes('\n')
-		at := time.Now()
+		now := time.Now()
 		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
@@ -300,6 +301,8 @@ func (s *sseReader) run(ctx context.Context, e *httpEngine, body []byte) error {
 				v = bytes.TrimPrefix(v, []byte(" "))
 				if data != nil {
 					data = append(data, '\n')
+				} else {
+					at = now
 				}
 				data = append(data, v...)
 				if data == nil {
