@@ -2,8 +2,9 @@ package blockhash_test
 
 import (
 	"math/rand/v2"
-
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvcache/cachetest"
@@ -176,4 +177,42 @@ func TestComputedTwiceCachesOneCopy(t *testing.T) {
 		t.Fatalf("cached tokens for a third request: have %d; want 6", have)
 	}
 	h.Release(3)
+}
+
+func TestPitfallCommitContinuesFromAnOrphanedBlock(t *testing.T) {
+	// The sequence an outside fuzzer found, through the pool as the engine
+	// drives it (block size 2):
+	//   - A admits [1 3 3 1 1 2]; B admits [1 3], computes and commits it;
+	//     A computes 5 tokens, [1 3] again among them, and commits them:
+	//     B's [1 3] stands, and A's [3 1] is cached under it;
+	//   - B finishes and its [1 3] is evicted: A's [3 1] is orphaned;
+	//   - C admits the whole prompt, finds nothing, computes and commits
+	//     it: C's three blocks take the three keys;
+	//   - A computes its sixth token and commits 6 tokens.
+	// Continuing A's chain from its orphaned [3 1] reaches C's [1 2] with
+	// the wrong parent and replaces it with A's own, unreachable one: the
+	// prompt's MatchLen drops from 6 to 4 and the index holds a fifth,
+	// dead block. A commit must continue from the reachable entry.
+	h := cachetest.NewHarness(t, factory(), 16, 2)
+	prompt := []int32{1, 3, 3, 1, 1, 2}
+	h.Admit(1, prompt)
+	h.Admit(2, prompt[:2])
+	h.Prefill(2, 2)
+	h.CommitPrefix(2, 2)
+	h.Prefill(1, 5)
+	h.CommitPrefix(1, 5)
+	h.Finish(2)
+	require.Equal(t, 1, h.Cache.Evict(1))
+	require.Equal(t, 0, h.Pool.MatchLen(prompt), "B's [1 3] was the block evicted")
+	require.Equal(t, 0, h.Start(3, prompt))
+	h.Commit(3)
+	require.Equal(t, 6, h.Pool.MatchLen(prompt), "after C's commit")
+	h.Prefill(1, 6)
+	h.CommitPrefix(1, 6)
+	require.Equal(t, 6, h.Pool.MatchLen(prompt), "after A's commit")
+	require.Equal(t, 4, h.Cache.Stats().Blocks, "cached blocks: C's three and A's orphaned [3 1]")
+	h.Release(1)
+	h.Release(3)
+	require.Equal(t, 1, h.Cache.Evict(1))
+	require.Equal(t, 6, h.Pool.MatchLen(prompt), "the orphaned block goes first")
 }

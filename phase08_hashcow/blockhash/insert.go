@@ -3,29 +3,54 @@ package blockhash
 // Insert indexes every full block of tokens that is not cached yet, taking
 // one reference on each for the index. It adopts none of seq's pages: the
 // sequence keeps its own reference, so lent comes back unchanged.
+//
+// It walks the prompt as Match would and continues, block by block, from
+// the entry a walk reaches: the block the index holds under the key, if
+// that block is the child of the one before it and holds these tokens.
+// Only where no such entry exists does seq's page become the entry, so a
+// commit extends what is reachable and never replaces it. Seq's page being
+// cached already proves nothing: it may hang under a parent that was
+// evicted since, and continuing from it would make every later block's
+// parent check fail against the entries a walk does reach (PITFALLS.md,
+// "Continuing a chain from an orphaned block").
 func (c *Cache) Insert(seq int, tokens []int32, pages []int32, lent int) int {
 	c.clock++
 	key, parent := Root, uint64(0)
 	for i := 0; (i+1)*c.bs <= len(tokens); i++ {
 		b, block := pages[i], tokens[i*c.bs:(i+1)*c.bs]
-		if c.blocks[b].serial != 0 { // lent by Match, or inserted before
-			key = c.blocks[b].key
+		mine := &c.blocks[b]
+		if mine.serial != 0 {
+			key = mine.key // its tokens and prefix are seq's: the same key
 		} else {
 			key = c.hash(key, block)
-			have, ok := c.index.get(key)
-			if ok && c.holds(have, parent, block) {
-				// Computed twice (two prompts admitted before either was
-				// cached): the cached copy stands, seq's stays its own.
-				b = have
+		}
+		have, ok := c.index.get(key)
+		switch {
+		case ok && have == b && mine.parent == parent:
+			// Lent by Match, or inserted before: already reachable.
+		case ok && have != b && c.holds(have, parent, block):
+			// Computed twice (two prompts admitted before either was
+			// cached): the reachable copy stands, seq's stays its own. If
+			// seq's copy is cached too, it is orphaned; reclaim it first.
+			if mine.serial != 0 {
+				c.forget(b)
+			}
+			b = have
+		default:
+			// No reachable entry. A key held by a block that fails the
+			// check is stale (its parent was evicted, so no walk reaches
+			// it) or collides: seq's block takes the key. The old one
+			// keeps its reference and, being unreachable, is reclaimed
+			// first.
+			if ok && have != b {
+				c.forget(have)
+			}
+			if mine.serial != 0 {
+				// Cached under a parent that is gone: hang it under this
+				// one. Its serial stays, so its children stay its own.
+				mine.parent = parent
+				c.index.put(key, b)
 			} else {
-				// A key held by a block that fails the check is stale (its
-				// parent was evicted, so no walk reaches it) or collides:
-				// the new block takes the key. The old one keeps its
-				// reference and, being unreachable, is reclaimed first.
-				if ok {
-					c.blocks[have].used = 0
-					c.lru.fix(have)
-				}
 				c.add(b, key, parent, i, block)
 			}
 		}
@@ -33,6 +58,13 @@ func (c *Cache) Insert(seq int, tokens []int32, pages []int32, lent int) int {
 		parent = c.blocks[b].serial
 	}
 	return lent
+}
+
+// forget marks cached block b unreachable: it is reclaimed before any
+// block a walk can still reach.
+func (c *Cache) forget(b int32) {
+	c.blocks[b].used = 0
+	c.lru.fix(b)
 }
 
 // add caches block b under key.

@@ -31,6 +31,8 @@ type Harness struct {
 	BlockSize int
 	// prompts holds each open sequence's tokens.
 	prompts map[int][]int32
+	// written is how many leading positions of each open sequence hold KV.
+	written map[int]int
 }
 
 // NewHarness returns a pool of blocks×blockSize slots using the cache f builds.
@@ -41,7 +43,7 @@ func NewHarness(t testing.TB, f Factory, blocks, blockSize int) *Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	return &Harness{T: t, Pool: p, Cache: p.Cache(), BlockSize: blockSize, prompts: map[int][]int32{}}
+	return &Harness{T: t, Pool: p, Cache: p.Cache(), BlockSize: blockSize, prompts: map[int][]int32{}, written: map[int]int{}}
 }
 
 // Fingerprint is the value the simulated prefill writes for the token at
@@ -80,6 +82,20 @@ func (h *Harness) Audit(when string) {
 // when the pool cannot hold the prompt (nothing is left open then).
 func (h *Harness) Start(id int, prompt []int32) int {
 	h.T.Helper()
+	cached := h.Admit(id, prompt)
+	if cached >= 0 {
+		h.Prefill(id, len(prompt))
+	}
+	return cached
+}
+
+// Admit is the first half of Start, as an engine admits a request: it opens
+// sequence id for prompt, grows it to hold the prompt and checks the
+// contents of the blocks the cache lent, but computes nothing. Prefill
+// writes the rest, chunk by chunk. It returns the cached token count, or -1
+// when the pool cannot hold the prompt (nothing is left open then).
+func (h *Harness) Admit(id int, prompt []int32) int {
+	h.T.Helper()
 	cached, err := h.Pool.Open(id, prompt)
 	if err != nil {
 		h.T.Fatalf("open %d: %v", id, err)
@@ -95,11 +111,26 @@ func (h *Harness) Start(id int, prompt []int32) int {
 		return -1
 	}
 	h.prompts[id] = prompt
+	h.written[id] = cached
 	h.CheckKV(id, cached)
-	h.Write(id, cached, len(prompt))
-	h.Audit(fmt.Sprintf("after prefill of %d", id))
 	return cached
 }
+
+// Prefill computes sequence id's positions up to to (a prefill chunk): it
+// writes the KV of every position between the last one written and to.
+func (h *Harness) Prefill(id, to int) {
+	h.T.Helper()
+	from := h.written[id]
+	if to <= from {
+		return
+	}
+	h.Write(id, from, to)
+	h.written[id] = to
+	h.Audit(fmt.Sprintf("after prefill of %d up to %d", id, to))
+}
+
+// Written returns how many leading positions of sequence id hold KV.
+func (h *Harness) Written(id int) int { return h.written[id] }
 
 // Write simulates computing positions [from, to) of sequence id: it makes
 // the blocks private (copy-on-write) and writes each position's fingerprint.
@@ -125,12 +156,16 @@ func (h *Harness) Write(id, from, to int) {
 func (h *Harness) Extend(id int, more []int32) bool {
 	h.T.Helper()
 	old := len(h.prompts[id])
+	if h.written[id] < old {
+		h.T.Fatalf("extend of sequence %d with KV for %d of its %d tokens: prefill it first", id, h.written[id], old)
+	}
 	next := append(append([]int32(nil), h.prompts[id]...), more...)
 	if err := h.Pool.Grow(id, len(next)); err != nil {
 		return false
 	}
 	h.prompts[id] = next
 	h.Write(id, old, len(next))
+	h.written[id] = len(next)
 	h.Audit(fmt.Sprintf("after extending %d", id))
 	return true
 }
@@ -155,8 +190,18 @@ func (h *Harness) CheckKV(id, n int) {
 // Commit offers sequence id's tokens to the cache.
 func (h *Harness) Commit(id int) {
 	h.T.Helper()
-	h.Pool.Commit(id, h.prompts[id])
-	h.Audit(fmt.Sprintf("after commit of %d", id))
+	h.CommitPrefix(id, len(h.prompts[id]))
+}
+
+// CommitPrefix offers the first n of sequence id's tokens to the cache, as
+// an engine does after each prefill chunk. Their KV must be written.
+func (h *Harness) CommitPrefix(id, n int) {
+	h.T.Helper()
+	if n > h.written[id] {
+		h.T.Fatalf("commit of %d tokens of sequence %d, which has KV for %d", n, id, h.written[id])
+	}
+	h.Pool.Commit(id, h.prompts[id][:n])
+	h.Audit(fmt.Sprintf("after commit of %d tokens of %d", n, id))
 }
 
 // Finish commits and releases sequence id.
@@ -171,6 +216,7 @@ func (h *Harness) Release(id int) {
 	h.T.Helper()
 	h.Pool.Release(id)
 	delete(h.prompts, id)
+	delete(h.written, id)
 	h.Audit(fmt.Sprintf("after release of %d", id))
 }
 
