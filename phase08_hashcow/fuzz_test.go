@@ -4,11 +4,13 @@ import (
 	"testing"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache/cachetest"
 )
 
 // FuzzEngine serves random requests drawn from a few shared prefixes through
 // the engine with the cache, and requires the outputs of the engine without
-// it, bit for bit, with block ownership audited after every step. The input
+// it, bit for bit, with block ownership audited after every step and the
+// cache's invariants (cachetest.Watch) checked on every call into it. The input
 // picks the block size, the pool size (from roomy down to a pool that must
 // evict and preempt), the step budget, the arrival gap and every request.
 // Plain `go test` runs the seed corpus; `go test -fuzz FuzzEngine` explores.
@@ -64,7 +66,7 @@ func FuzzEngine(f *testing.F) {
 		// TestPitfallCopyOnWriteNeedsAFreeBlock).
 
 		want := baseline(t, m, c, reqs)
-		have, _ := serve(t, m, cached(c, newCache), reqs, gap)
+		have, _ := serve(t, m, cached(c, cachetest.Watch(t, newCache)), reqs, gap)
 		requireSame(t, have, want)
 	})
 }

@@ -22,7 +22,10 @@ import (
 //   - the match length against a reference model, the list of everything
 //     committed: until the first eviction a start must find exactly the
 //     longest block-aligned prefix of any committed sequence, and never
-//     more after it.
+//     more after it;
+//   - the invariants of cachetest.Watch: a commit never lowers the match
+//     length of an earlier commit, and a prefix lent to a live sequence
+//     stays matchable.
 //
 // Plain `go test` runs the seed corpus; `go test -fuzz FuzzTrie` explores.
 func FuzzTrie(f *testing.F) {
@@ -37,22 +40,38 @@ func FuzzTrie(f *testing.F) {
 	f.Fuzz(replay)
 }
 
+// FuzzPool drives the trie, under each policy, through a small pool the way
+// the engine does (cachetest.Ops): admissions, prefill chunks each followed
+// by a commit, decode steps, finishes and evictions over a three-token
+// alphabet. The first byte picks the policy.
+func FuzzPool(f *testing.F) {
+	for i, seed := range cachetest.OpsSeeds() {
+		f.Add(append([]byte{byte(i)}, seed...))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		cachetest.Ops(t, factory(policies[int(data[0])%len(policies)].policy), data[1:])
+	})
+}
+
 // replay runs the operations data encodes; see FuzzTrie.
 func replay(t *testing.T, data []byte) {
 	// A few hundred operations find what a few thousand would, and keep
 	// each run in the milliseconds the fuzzer needs.
 	in := input(data[:min(len(data), 1024)])
 	bs := 1 + in.next()%4
-	policy := []Policy{DeepestFirst, LRU}[in.next()%2]
+	policy := policies[in.next()%len(policies)].policy
 	blocks := 512
 	if in.next()%2 == 0 {
 		blocks = 24 // memory pressure: Grow evicts
 	}
 	var tr *Trie
-	h := cachetest.NewHarness(t, func(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
+	h := cachetest.NewHarness(t, cachetest.Watch(t, func(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
 		tr = New(a, bs, policy)
 		return tr
-	}, blocks, bs)
+	}), blocks, bs)
 
 	// The bases share first tokens and first blocks in every way that
 	// matters: base 1 agrees with base 0 on four tokens, base 2 on one.

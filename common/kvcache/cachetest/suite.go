@@ -185,6 +185,41 @@ func Run(t *testing.T, f Factory) {
 		requireInt(t, "cached blocks after draining", h.Cache.Stats().Blocks, 0)
 	})
 
+	t.Run("CommitAfterAnEvictedCopyKeepsEveryHit", func(t *testing.T) {
+		// Block size 2. A and B both compute [1 3]: B commits it first, and
+		// A's commit hangs [3 1] under B's copy. B finishes and its copy of
+		// [1 3] may be evicted; C then caches the whole prompt. A's last
+		// commit must leave C's prompt matchable in full: a design that
+		// continues A's chain from its own [3 1], orphaned by the eviction,
+		// would replace C's reachable [1 2] with an unreachable one.
+		h := NewHarness(t, Watch(t, f), 16, 2)
+		prompt := []int32{1, 3, 3, 1, 1, 2}
+		requireInt(t, "cached tokens for A", h.Admit(1, prompt), 0)
+		requireInt(t, "cached tokens for B", h.Admit(2, prompt[:2]), 0)
+		h.Prefill(2, 2)
+		h.CommitPrefix(2, 2)
+		h.Prefill(1, 5)
+		h.CommitPrefix(1, 5)
+		h.Finish(2)
+		h.Cache.Evict(1)
+		h.Start(3, prompt)
+		h.Commit(3)
+		requireInt(t, "MatchLen once C committed", h.Pool.MatchLen(prompt), 6)
+		h.Prefill(1, 6)
+		h.CommitPrefix(1, 6)
+		requireInt(t, "MatchLen once A committed", h.Pool.MatchLen(prompt), 6)
+		h.Release(3)
+		h.Release(1)
+		h.Cache.Evict(h.Cache.Evictable())
+		requireInt(t, "free blocks after draining", h.Pool.Allocator().NumFree(), 16)
+	})
+
+	t.Run("EngineLikeOperations", func(t *testing.T) {
+		for i, data := range OpsSeeds() {
+			t.Run(fmt.Sprint(i), func(t *testing.T) { Ops(t, f, data) })
+		}
+	})
+
 	for _, pressure := range []bool{false, true} {
 		name := "RandomOperationsAgainstReference"
 		if pressure {
@@ -209,7 +244,7 @@ func randomOps(t *testing.T, f Factory, seed uint64, pressure bool) {
 	if pressure {
 		blocks = 24
 	}
-	h := NewHarness(t, f, blocks, bs)
+	h := NewHarness(t, Watch(t, f), blocks, bs)
 	rng := rand.New(rand.NewPCG(seed, 77))
 	bases := [][]int32{Tokens(0, 20), Tokens(5000, 9), Tokens(9000, 3)}
 	var committed [][]int32
