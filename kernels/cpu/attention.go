@@ -4,22 +4,15 @@ import (
 	"fmt"
 	"math"
 
-	blasgonum "gonum.org/v1/gonum/blas/gonum"
-
 	"kvlab/kernels"
 )
-
-// blas32 is gonum's pure-Go float32 BLAS; on amd64 its dot and axpy kernels
-// are SSE assembly. Attention uses it for its per-head dot products and
-// updates (MatMulT has kernels of its own, see dot.go).
-var blas32 blasgonum.Implementation
 
 // attnQuery names one query row of an attention call: row i of sequence seq.
 type attnQuery struct{ seq, i int32 }
 
 // attnScratch is one worker's scratch space.
 type attnScratch struct {
-	q, acc []float32 // one aligned headStride-wide slot per head (see attendRow)
+	acc    []float32 // one aligned headStride-wide slot per head
 	scores []float32 // per head: one per visible key
 	sums   []float32 // per head: the softmax denominator
 }
@@ -115,8 +108,8 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	}
 	for w := range workers {
 		sc := &call.scratch[w]
-		if len(sc.q) < maxHeads*stride {
-			sc.q, sc.acc = alignedFloats(maxHeads*stride), alignedFloats(maxHeads*stride)
+		if len(sc.acc) < maxHeads*stride {
+			sc.acc = alignedFloats(maxHeads * stride)
 		}
 		if len(sc.scores) < maxHeads*longest {
 			sc.scores = make([]float32, maxHeads*longest)
@@ -166,31 +159,23 @@ func headStride(hd int) int {
 // (position) order. q and dst are whole rows (all heads); k and v have row
 // stride ld and query head h reads KV head h/group.
 //
-// For each head, every reduction runs in position order in float32 and the
-// exponent goes through float64 math.Exp rounded back to float32, so the
-// result depends only on the query and the visited keys and values: not on
-// where they are stored, nor on which other heads or rows share the call.
-// Looping over keys outermost reads each key and value row front to back,
-// once for all heads, which the memory system streams far better than one
-// head's strided slice at a time.
-//
-// Each head of q is first copied to an aligned slot and passed as the second
-// operand of gonum's dot product, because that kernel peels scalar steps to
-// align its second operand; with an aligned copy it never does, wherever the
-// keys live.
+// For each head, every score is one whole dot product in the order of
+// dot.go, the exponent goes through float64 math.Exp rounded back to
+// float32, and every output element is a chain of fused multiply-adds over
+// the keys in position order (attnkern.go), so the result depends only on
+// the query and the visited keys and values: not on where they are stored,
+// nor on which other heads or rows share the call.
 func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd int, scale float32, sc *attnScratch) {
 	nh, n, stride := h1-h0, len(rows), headStride(hd)
-	qa := sc.q[:nh*stride]
-	for i := range nh {
-		copy(qa[i*stride:i*stride+hd], q[(h0+i)*hd:(h0+i+1)*hd])
-	}
+	ks := &kern
 
 	scores := sc.scores[:nh*n] // head-major: scores[i*n+t]
-	for t, r := range rows {
-		kr := k[int(r)*ld : (int(r)+1)*ld]
-		for i := range nh {
-			at := ((h0 + i) / group) * hd
-			scores[i*n+t] = scale * blas32.Sdot(hd, kr[at:at+hd], 1, qa[i*stride:i*stride+hd], 1)
+	for i := range nh {
+		at := ((h0 + i) / group) * hd
+		hs := scores[i*n : (i+1)*n]
+		scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at, rows, ld, hd)
+		for t := range hs {
+			hs[t] *= scale
 		}
 	}
 
@@ -212,12 +197,9 @@ func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd i
 
 	acc := sc.acc[:nh*stride]
 	clear(acc)
-	for t, r := range rows {
-		vr := v[int(r)*ld : (int(r)+1)*ld]
-		for i := range nh {
-			at := ((h0 + i) / group) * hd
-			blas32.Saxpy(hd, scores[i*n+t], vr[at:at+hd], 1, acc[i*stride:i*stride+hd], 1)
-		}
+	for i := range nh {
+		at := ((h0 + i) / group) * hd
+		accumulateRow(ks, acc[i*stride:i*stride+hd], scores[i*n:(i+1)*n], v, at, rows, ld, hd)
 	}
 
 	for i := range nh {

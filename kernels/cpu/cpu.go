@@ -40,7 +40,11 @@
 // key/value tensors. Both are parallel across query rows and, when there are
 // few rows, across groups of heads. Each head of each query is computed by
 // one goroutine from start to finish, in an order fixed by its own position,
-// so neither parallelism nor batching can change a result.
+// so neither parallelism nor batching can change a result. Its scores and
+// its weighted sum of values run on the same kind of kernels as MatMulT
+// (assembly on amd64, Go elsewhere, the same bits either way): each score
+// is one dot product in dot.go's order, each output element one chain of
+// fused multiply-adds over the keys in position order.
 package cpu
 
 import (
@@ -192,11 +196,10 @@ func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
 	return &Tensor{rows: n, cols: c.cols, Data: c.Data[lo:hi:hi]}
 }
 
-// alignBytes is the alignment of every slice this package allocates. Gonum's
-// SSE dot product peels scalar iterations until its second operand is
-// 16-byte aligned, so where a row starts changes the order of its additions.
-// Aligning allocations makes that order depend only on shapes, and a cache
-// line (64 bytes) also suits the hardware.
+// alignBytes is the alignment of every slice this package allocates: a
+// cache line, so that rows of the KV cache and of activations do not
+// straddle more lines than they must. No kernel's arithmetic depends on
+// alignment (they all use unaligned loads and never peel).
 const alignBytes = 64
 
 // alignedFloats returns a zeroed slice of n float32 values whose first

@@ -46,10 +46,11 @@ type kernelSet struct {
 	name string
 	f32  dotKernels[float32]
 	bf16 dotKernels[uint16]
+	attn attnKernels // attnkern.go
 }
 
 // goKernels is the portable kernel set.
-var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16]()}
+var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](), attn: goAttnKernels}
 
 func goDotKernels[W float32 | uint16]() dotKernels[W] {
 	return dotKernels[W]{

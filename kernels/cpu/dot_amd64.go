@@ -27,12 +27,61 @@ func dots1x8BF16AVX2(x *float32, w *uint16, ldw, nb int, dst *float32)
 //go:noescape
 func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
 
+//go:noescape
+func dotsRows8AVX2(x, w *float32, rows *int32, ld, nb int, dst *float32)
+
+//go:noescape
+func axpyRows8AVX2(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows1AVX2(acc, p, v *float32, rows *int32, n, ld int)
+
 // avx2Kernels wraps the assembly. The slice arguments are bounds-checked
 // here, once per call, so the assembly can trust its pointers.
 var avx2Kernels = kernelSet{
 	name: "avx2",
 	f32:  asmDotKernels(dots3x4AVX2, dots1x8AVX2, dots1x1AVX2),
 	bf16: asmDotKernels(dots3x4BF16AVX2, dots1x8BF16AVX2, dots1x1BF16AVX2),
+	attn: attnKernels{
+		dotsRows8: func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32) {
+			_ = x[:8*nb]
+			_ = dst[7]
+			checkRows(w, off, rows[:8], ld, 8*nb)
+			if nb == 0 {
+				clear(dst[:8])
+				return
+			}
+			dotsRows8AVX2(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
+		},
+		axpyRows8: func(acc, p, v []float32, off int, rows []int32, ld int) {
+			_ = acc[63]
+			_ = p[:len(rows)]
+			if checkRows(v, off, rows, ld, 64) {
+				axpyRows8AVX2(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			}
+		},
+		axpyRows1: func(acc, p, v []float32, off int, rows []int32, ld int) {
+			_ = acc[7]
+			_ = p[:len(rows)]
+			if checkRows(v, off, rows, ld, 8) {
+				axpyRows1AVX2(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			}
+		},
+	},
+}
+
+// checkRows panics unless w[r*ld+off : r*ld+off+width] is in bounds for
+// every r in rows, and reports whether rows is non-empty.
+func checkRows(w []float32, off int, rows []int32, ld, width int) bool {
+	if off < 0 || width < 0 || off+width > ld {
+		panic("cpu: attention kernel reads past a row")
+	}
+	for _, r := range rows {
+		if r < 0 || (int(r)+1)*ld > len(w) {
+			panic("cpu: attention kernel row out of range")
+		}
+	}
+	return len(rows) > 0
 }
 
 func asmDotKernels[W float32 | uint16](

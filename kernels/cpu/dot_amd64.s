@@ -386,3 +386,154 @@ reduce1x1h:
 	VMOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// Attention kernels (see attnkern.go). Row j of the cache starts at
+// w + rows[j]*ld*4 bytes; off is already added to w by the caller.
+
+// ROWPTR sets R to base + rows[i]*stride, for an int32 rows[i] at M.
+#define ROWPTR(M, R) \
+	MOVLQSX M, R; \
+	IMULQ   CX, R; \
+	ADDQ    AX, R
+
+// func dotsRows8AVX2(x *float32, w *float32, rows *int32, ld int, nb int, dst *float32)
+TEXT ·dotsRows8AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), AX
+	MOVQ rows+16(FP), DX
+	MOVQ ld+24(FP), CX
+	SHLQ $2, CX
+	ROWPTR(0(DX), DI)
+	ROWPTR(4(DX), BX)
+	ROWPTR(8(DX), R8)
+	ROWPTR(12(DX), R9)
+	ROWPTR(16(DX), R10)
+	ROWPTR(20(DX), R11)
+	ROWPTR(24(DX), R12)
+	ROWPTR(28(DX), R13)
+	MOVQ nb+32(FP), CX
+	MOVQ dst+40(FP), DX
+	XORQ AX, AX             // byte offset into every row
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  CX, CX
+	JZ     reduceRows8
+
+loopRows8:
+	VMOVUPS     (SI)(AX*1), Y8
+	VFMADD231PS (DI)(AX*1), Y8, Y0
+	VFMADD231PS (BX)(AX*1), Y8, Y1
+	VFMADD231PS (R8)(AX*1), Y8, Y2
+	VFMADD231PS (R9)(AX*1), Y8, Y3
+	VFMADD231PS (R10)(AX*1), Y8, Y4
+	VFMADD231PS (R11)(AX*1), Y8, Y5
+	VFMADD231PS (R12)(AX*1), Y8, Y6
+	VFMADD231PS (R13)(AX*1), Y8, Y7
+	ADDQ        $32, AX
+	DECQ        CX
+	JNZ         loopRows8
+
+reduceRows8:
+	HSUM(Y0, X0, X15)
+	VMOVSS X0, (DX)
+	HSUM(Y1, X1, X15)
+	VMOVSS X1, 4(DX)
+	HSUM(Y2, X2, X15)
+	VMOVSS X2, 8(DX)
+	HSUM(Y3, X3, X15)
+	VMOVSS X3, 12(DX)
+	HSUM(Y4, X4, X15)
+	VMOVSS X4, 16(DX)
+	HSUM(Y5, X5, X15)
+	VMOVSS X5, 20(DX)
+	HSUM(Y6, X6, X15)
+	VMOVSS X6, 24(DX)
+	HSUM(Y7, X7, X15)
+	VMOVSS X7, 28(DX)
+	VZEROUPPER
+	RET
+
+// func axpyRows8AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
+// acc[0:64] += p[t] * v[rows[t]*ld:][0:64] for t < n, one FMA per element
+// per key, keys in order.
+TEXT ·axpyRows8AVX2(SB), NOSPLIT, $0-48
+	MOVQ acc+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ v+16(FP), AX
+	MOVQ rows+24(FP), DX
+	MOVQ n+32(FP), R8
+	MOVQ ld+40(FP), CX
+	SHLQ $2, CX
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+	TESTQ   R8, R8
+	JZ      storeAxpy8
+
+loopAxpy8:
+	VBROADCASTSS (SI), Y8
+	ROWPTR((DX), BX)
+	VFMADD231PS  (BX), Y8, Y0
+	VFMADD231PS  32(BX), Y8, Y1
+	VFMADD231PS  64(BX), Y8, Y2
+	VFMADD231PS  96(BX), Y8, Y3
+	VFMADD231PS  128(BX), Y8, Y4
+	VFMADD231PS  160(BX), Y8, Y5
+	VFMADD231PS  192(BX), Y8, Y6
+	VFMADD231PS  224(BX), Y8, Y7
+	ADDQ         $4, SI
+	ADDQ         $4, DX
+	DECQ         R8
+	JNZ          loopAxpy8
+
+storeAxpy8:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	VZEROUPPER
+	RET
+
+// func axpyRows1AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
+// The same for acc[0:8].
+TEXT ·axpyRows1AVX2(SB), NOSPLIT, $0-48
+	MOVQ    acc+0(FP), DI
+	MOVQ    p+8(FP), SI
+	MOVQ    v+16(FP), AX
+	MOVQ    rows+24(FP), DX
+	MOVQ    n+32(FP), R8
+	MOVQ    ld+40(FP), CX
+	SHLQ    $2, CX
+	VMOVUPS (DI), Y0
+	TESTQ   R8, R8
+	JZ      storeAxpy1
+
+loopAxpy1:
+	VBROADCASTSS (SI), Y8
+	ROWPTR((DX), BX)
+	VFMADD231PS  (BX), Y8, Y0
+	ADDQ         $4, SI
+	ADDQ         $4, DX
+	DECQ         R8
+	JNZ          loopAxpy1
+
+storeAxpy1:
+	VMOVUPS Y0, (DI)
+	VZEROUPPER
+	RET

@@ -1,0 +1,76 @@
+package cpu
+
+// Attention's two inner loops, as kernels with the same portable and
+// assembly implementations as MatMulT's (kernelSet). Keys and values are
+// rows of the paged cache, so the kernels take a list of row numbers; off
+// is the head's first column and ld the cache's row length.
+//
+//	dotsRows8: dst[j] = dot(x, w[rows[j]*ld+off:]) for j < 8, over 8*nb
+//	           elements, in the order of dot.go (steps 1 and 2)
+//	axpyRows8: acc[d] = fma(p[t], v[rows[t]*ld+off+d], acc[d]) for t in
+//	           order, d < 64
+//	axpyRows1: the same for d < 8
+//
+// In the axpy kernels every element of acc is a chain of fused
+// multiply-adds over the keys in position order, whatever the kernel's
+// width, so the width a head is cut into does not change a bit.
+type attnKernels struct {
+	dotsRows8 func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32)
+	axpyRows8 func(acc, p, v []float32, off int, rows []int32, ld int)
+	axpyRows1 func(acc, p, v []float32, off int, rows []int32, ld int)
+}
+
+var goAttnKernels = attnKernels{
+	dotsRows8: func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32) {
+		for j := range 8 {
+			at := int(rows[j])*ld + off
+			dst[j] = dotGo(x, w[at:at+8*nb], nb)
+		}
+	},
+	axpyRows8: func(acc, p, v []float32, off int, rows []int32, ld int) { axpyRowsGo(acc[:64], p, v, off, rows, ld) },
+	axpyRows1: func(acc, p, v []float32, off int, rows []int32, ld int) { axpyRowsGo(acc[:8], p, v, off, rows, ld) },
+}
+
+func axpyRowsGo(acc, p, v []float32, off int, rows []int32, ld int) {
+	for t, r := range rows {
+		vr := v[int(r)*ld+off : int(r)*ld+off+len(acc)]
+		for d := range acc {
+			acc[d] = fmaf(p[t], vr[d], acc[d])
+		}
+	}
+}
+
+// scoresRow sets dst[t] = dot(q, k[rows[t]*ld+off:]) (hd long) for every t:
+// eight keys at a time, then one at a time, each a whole dot product.
+func scoresRow(ks *kernelSet, dst, q, k []float32, off int, rows []int32, ld, hd int) {
+	nb := hd / 8
+	t := 0
+	for ; t+8 <= len(rows); t += 8 {
+		ks.attn.dotsRows8(q, k, off, rows[t:t+8], ld, nb, dst[t:t+8])
+	}
+	for ; t < len(rows); t++ {
+		at := int(rows[t])*ld + off
+		dst[t] = ks.f32.dots1x1(q, k[at:at+hd], nb)
+	}
+	if hd%8 != 0 {
+		for t, r := range rows {
+			at := int(r)*ld + off
+			dst[t] = dotTail(dst[t], q[:hd], k[at:at+hd], 8*nb)
+		}
+	}
+}
+
+// accumulateRow adds p[t]·v[rows[t]*ld+off:] (hd long) to acc for every t,
+// in position order: 64 columns at a time, then 8, then one.
+func accumulateRow(ks *kernelSet, acc, p, v []float32, off int, rows []int32, ld, hd int) {
+	d := 0
+	for ; d+64 <= hd; d += 64 {
+		ks.attn.axpyRows8(acc[d:d+64], p, v, off+d, rows, ld)
+	}
+	for ; d+8 <= hd; d += 8 {
+		ks.attn.axpyRows1(acc[d:d+8], p, v, off+d, rows, ld)
+	}
+	if d < hd {
+		axpyRowsGo(acc[d:hd], p, v, off+d, rows, ld)
+	}
+}
