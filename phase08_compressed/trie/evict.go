@@ -5,46 +5,69 @@ import "container/heap"
 // Evict frees up to n blocks that nothing but the trie holds and reports
 // how many it freed: min(n, Evictable()). It takes the leaf the policy
 // puts first and frees its blocks from the end, until n is reached or the
-// leaf is empty; a long leaf thus loses only what is asked for and keeps
-// its head cached. An empty leaf is removed, and its parent, if that made
-// it an evictable leaf, becomes a candidate in turn.
+// leaf's last segment is empty; a long leaf thus loses only what is asked
+// for and keeps its head cached. A leaf left with an idle segment, and a
+// parent that became an idle leaf when its last child went, become
+// candidates in turn. A parent left with one child and no holders of its
+// own is merged with that child (see merge).
 func (t *Trie) Evict(n int) int {
 	if n <= 0 {
 		return 0
 	}
 	freed := 0
 	q := t.victims()
+	var single []*node // nodes left with one child
 	for freed < n && q.Len() > 0 {
 		v := heap.Pop(q).(victim)
 		freed += t.trim(v.n, n-freed)
 		if len(v.n.blocks) > 0 {
-			break // n reached inside this leaf
+			if freed == n {
+				break // n reached inside this leaf
+			}
+			// A merged leaf lost a whole segment: what was its parent
+			// node is the next candidate, as it would have been unmerged.
+			if t.lastSegmentIdle(v.n) {
+				heap.Push(q, v)
+			}
+			continue
 		}
 		parent := v.n.parent
 		delete(parent.children, v.key)
-		if parent != t.root && len(parent.children) == 0 && t.unpinned(parent) {
+		switch {
+		case parent != t.root && len(parent.children) == 0 && t.lastSegmentIdle(parent):
 			start := v.start - len(parent.blocks)
 			heap.Push(q, victim{parent, keyOf(parent.tokens[:t.bs]), v.level - 1, start})
+		case len(parent.children) == 1:
+			single = append(single, parent)
 		}
 	}
+	// Merging waits until the heap is gone: it may hold the child a merge
+	// would absorb.
+	t.mergeChains(single)
 	t.evicted += freed
 	return freed
 }
 
-// trim frees up to m blocks from the end of leaf n and returns how many.
-// Its tokens shrink with them, so it stays block-aligned.
+// trim frees up to m blocks from the end of leaf n, within its last
+// segment, and returns how many. Its tokens shrink with them, so it stays
+// block-aligned; a segment emptied is forgotten.
 func (t *Trie) trim(n *node, m int) int {
-	m = min(m, len(n.blocks))
+	from := n.lastSegment()
+	m = min(m, len(n.blocks)-from)
 	keep := len(n.blocks) - m
 	t.drop(n.blocks[keep:])
 	n.blocks, n.tokens = n.blocks[:keep], n.tokens[:keep*t.bs]
+	if keep == from && len(n.joins) > 0 {
+		n.joins = n.joins[:len(n.joins)-1]
+	}
 	t.blocks -= m
 	return m
 }
 
 // Evictable returns how many blocks Evict could free now: the blocks of
-// every node whose whole subtree nothing but the trie holds. It walks the
-// trie, O(cached blocks).
+// every node whose whole subtree nothing but the trie holds, and of a
+// node whose subtree below it is idle, its idle trailing segments. It
+// walks the trie, O(cached blocks).
 func (t *Trie) Evictable() int {
 	blocks, _ := t.evictable(t.root)
 	return blocks
@@ -59,16 +82,38 @@ func (t *Trie) evictable(n *node) (blocks int, all bool) {
 		blocks += b
 		all = all && ok
 	}
-	if !all || !t.unpinned(n) {
+	if !all {
 		return blocks, false
 	}
-	return blocks + len(n.blocks), true
+	// Segments from the last: each goes once those after it have gone.
+	end := len(n.blocks)
+	for i := len(n.joins); i >= 0; i-- {
+		from := 0
+		if i > 0 {
+			from = n.joins[i-1]
+		}
+		if !t.idle(n.blocks[from:end]) {
+			return blocks, false
+		}
+		blocks += end - from
+		end = from
+	}
+	return blocks, true
 }
 
 // unpinned reports whether the trie's reference is the only one on every
 // block of n: no live sequence reads any of them.
-func (t *Trie) unpinned(n *node) bool {
-	for _, b := range n.blocks {
+func (t *Trie) unpinned(n *node) bool { return t.idle(n.blocks) }
+
+// lastSegmentIdle reports whether nobody but the trie holds a block of n's
+// last segment: whether n, as a leaf, can lose blocks.
+func (t *Trie) lastSegmentIdle(n *node) bool {
+	return len(n.blocks) > 0 && t.idle(n.blocks[n.lastSegment():])
+}
+
+// idle reports whether the trie's reference is the only one on every block.
+func (t *Trie) idle(blocks []int32) bool {
+	for _, b := range blocks {
 		if t.alloc.Refs(b) != 1 {
 			return false
 		}
@@ -82,7 +127,7 @@ func (t *Trie) victims() *victimQueue {
 	var walk func(n *node, level, start int)
 	walk = func(n *node, level, start int) {
 		for key, c := range n.children {
-			if len(c.children) == 0 && t.unpinned(c) {
+			if len(c.children) == 0 && t.lastSegmentIdle(c) {
 				q.items = append(q.items, victim{c, key, level + 1, start})
 			}
 			walk(c, level+1, start+len(c.blocks))

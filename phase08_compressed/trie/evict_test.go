@@ -110,3 +110,98 @@ func TestPoliciesPickDifferentVictims(t *testing.T) {
 		})
 	}
 }
+
+func TestEvictMergesAChainLeftWithOneChild(t *testing.T) {
+	// root → X → {A, B}. Once A is gone, X has one child and nobody holds
+	// it: X and B become one node. Its blocks still go in the order two
+	// nodes' would, and a later prompt that parts from it after X splits
+	// it where X ended.
+	x, a, b := toks(0, 8), toks(100, 8), toks(200, 4)
+	pool, tr := newPool(t, 16, 4, DeepestFirst, nil)
+	pagesA := commit(t, pool, 1, cat(x, a))
+	pagesB := commit(t, pool, 2, cat(x, b))
+	if have := tr.Evict(2); have != 2 {
+		t.Fatalf("Evict(2): have %d freed; want A's 2", have)
+	}
+	if err := checkStructure(tr); err != nil {
+		t.Fatal(err)
+	}
+	merged := Shape{Children: []Shape{{Tokens: cat(x, b), Blocks: cat(pagesA[:2], pagesB[2:])}}}
+	if diff := cmp.Diff(merged, tr.Shape(), equateEmpty); diff != "" {
+		t.Fatalf("shape once A is gone (-want +have):\n%s", diff)
+	}
+
+	t.Run("a sequence reading only X pins X's part", func(t *testing.T) {
+		pool, tr := newPool(t, 16, 4, DeepestFirst, nil)
+		commit(t, pool, 1, cat(x, a))
+		commit(t, pool, 2, cat(x, b))
+		tr.Evict(2)
+		open(t, pool, 3, x) // lent X's two blocks, inside the merged node
+		if have := tr.Evictable(); have != 1 {
+			t.Fatalf("Evictable with X lent: have %d; want B's 1", have)
+		}
+		if have := tr.Evict(5); have != 1 {
+			t.Fatalf("Evict(5) with X lent: have %d; want B's 1", have)
+		}
+		if have := pool.MatchLen(x); have != 8 {
+			t.Fatalf("MatchLen(X): have %d; want 8", have)
+		}
+		pool.Release(3)
+		audit(t, pool, "after release")
+		if have := tr.Evictable(); have != 2 {
+			t.Fatalf("Evictable with X idle: have %d; want 2", have)
+		}
+	})
+
+	t.Run("a prompt parting after X splits it there", func(t *testing.T) {
+		c := toks(300, 4)
+		pagesC := commit(t, pool, 3, cat(x, c))
+		if err := checkStructure(tr); err != nil {
+			t.Fatal(err)
+		}
+		want := Shape{Children: []Shape{{Tokens: x, Blocks: pagesA[:2], Children: []Shape{
+			{Tokens: b, Blocks: pagesB[2:]},
+			{Tokens: c, Blocks: pagesC[2:]},
+		}}}}
+		if diff := cmp.Diff(want, tr.Shape(), equateEmpty); diff != "" {
+			t.Fatalf("shape after X+C (-want +have):\n%s", diff)
+		}
+		for _, n := range tr.root.children {
+			if len(n.joins) != 0 {
+				t.Fatalf("X after the split: joins %v; want none", n.joins)
+			}
+		}
+	})
+}
+
+func TestEvictFreesAMergedLeafSegmentBySegment(t *testing.T) {
+	// A leaf W of two blocks, used first, and a merged leaf [X B] (X's two
+	// blocks and B's one). Asked for 3 blocks, deepest-first takes B's
+	// (depth 3), and then asks again: X, a leaf of depth 2 once B's block
+	// is gone, ties with W on depth and is used more recently, so W goes.
+	// Trimming on through the join would have taken X's blocks instead.
+	x, a, b, w := toks(0, 8), toks(100, 8), toks(200, 4), toks(900, 8)
+	pool, tr := newPool(t, 16, 4, DeepestFirst, nil)
+	commit(t, pool, 1, w)
+	commit(t, pool, 2, cat(x, a))
+	commit(t, pool, 3, cat(x, b))
+	if have := tr.Evict(2); have != 2 {
+		t.Fatalf("Evict(2): have %d; want A's 2", have)
+	}
+	if have := len(tr.Shape().Children); have != 2 {
+		t.Fatalf("top-level nodes after A went: have %d; want 2 (W, and X merged with B)", have)
+	}
+	if have := tr.Evictable(); have != 5 {
+		t.Fatalf("Evictable: have %d; want 5", have)
+	}
+	if have := tr.Evict(3); have != 3 {
+		t.Fatalf("Evict(3): have %d", have)
+	}
+	if have := pool.MatchLen(cat(x, b)); have != 8 {
+		t.Fatalf("MatchLen(X B): have %d; want 8 (only B's block went)", have)
+	}
+	if have := pool.MatchLen(w); have != 0 {
+		t.Fatalf("MatchLen(W): have %d; want 0", have)
+	}
+	audit(t, pool, "after evicting")
+}

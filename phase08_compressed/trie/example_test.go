@@ -12,7 +12,8 @@ import (
 // Two requests share an 8-token system prompt (two blocks of 4). The
 // second finds it cached, and the node holding the first request's prompt
 // splits at the block boundary where the two part ways. Evicting one block
-// takes it from the end of the least useful leaf.
+// takes it from the end of the least useful leaf; the system prompt, left
+// with one child, merges with it into one node.
 func Example() {
 	var cache *trie.Trie
 	pool, err := kvcache.NewPool(cpu.New(), kvcache.Config{
@@ -52,8 +53,7 @@ func Example() {
 	//   [10 11 12 13] blocks [2]
 	//   [20 21 22 23] blocks [3]
 	// evicted: 1
-	// [1 2 3 4 5 6 7 8] blocks [0 1]
-	//   [20 21 22 23] blocks [3]
+	// [1 2 3 4 5 6 7 8 20 21 22 23] blocks [0 1 3]
 }
 
 // printShape prints a trie snapshot, one node per line, children indented.

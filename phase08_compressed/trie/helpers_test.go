@@ -107,6 +107,11 @@ func checkStructure(tr *Trie) error {
 			case key != keyOf(c.tokens[:tr.bs]):
 				return fmt.Errorf("node %v: filed under a key that is not its first block's", c.tokens)
 			}
+			for i, j := range c.joins {
+				if j <= 0 || j >= len(c.blocks) || (i > 0 && j <= c.joins[i-1]) {
+					return fmt.Errorf("node %v: joins %v for %d blocks; want ascending, inside the node", c.tokens, c.joins, len(c.blocks))
+				}
+			}
 			for _, b := range c.blocks {
 				if listed[b] {
 					return fmt.Errorf("block %d listed by two nodes", b)

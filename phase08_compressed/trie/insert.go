@@ -42,6 +42,7 @@ func (t *Trie) addLeaf(parent *node, tokens, blocks []int32) {
 		blocks:  slices.Clone(blocks),
 		parent:  parent,
 		lastUse: t.clock,
+		refs:    1, // the sequence inserting it
 	}
 	t.take(leaf.blocks)
 	t.blocks += len(leaf.blocks)
@@ -57,12 +58,27 @@ func (t *Trie) addLeaf(parent *node, tokens, blocks []int32) {
 // rest of the tokens and blocks and all of n's children.
 func (t *Trie) split(n *node, k int) {
 	kb := k / t.bs
+	// Joins before the cut stay with the head, those after it move to the
+	// tail; one at the cut is the new node boundary.
+	var head, rest []int
+	for _, j := range n.joins {
+		switch {
+		case j < kb:
+			head = append(head, j)
+		case j > kb:
+			rest = append(rest, j-kb)
+		}
+	}
 	tail := &node{
+		joins:    rest,
 		tokens:   n.tokens[k:],
 		blocks:   n.blocks[kb:],
 		children: n.children,
 		parent:   n,
 		lastUse:  n.lastUse,
+		// Which of n's users reached past the cut is not recorded: the
+		// tail keeps n's count, at most its true one.
+		refs: n.refs,
 	}
 	for _, c := range tail.children {
 		c.parent = tail // they moved: eviction walks up through parent
@@ -70,7 +86,78 @@ func (t *Trie) split(n *node, k int) {
 	// The head's slices are capped so that growing one could never write
 	// into the tail's tokens, which share the array.
 	n.tokens, n.blocks = n.tokens[:k:k], n.blocks[:kb:kb]
+	n.joins = head
 	// A fresh map: giving the head the old one would make the tail its
 	// own child.
 	n.children = map[uint64]*node{keyOf(tail.tokens[:t.bs]): tail}
+}
+
+// merge folds n's only child c into n (see mergeable): n's tokens and
+// blocks run on with c's, and c's children become n's. A join records where
+// c's blocks begin, so that eviction still frees c's blocks before n's and
+// asks the policy again between them, as it did when they were two nodes.
+// n keeps its place in its parent's children (its first block is
+// unchanged), and keeps its own lastUse and refs: every use of c passed
+// through n, so n's are the larger, and they describe the merged node's
+// head, the prefix most worth keeping. Taking c's instead would make a
+// shared prefix look as little used as one tail (PITFALLS.md, entry 26).
+// No allocator count changes: the same blocks, listed by one node.
+func (t *Trie) merge(n *node) {
+	var c *node
+	for _, only := range n.children {
+		c = only
+	}
+	joins := append(slices.Clone(n.joins), len(n.blocks))
+	for _, j := range c.joins {
+		joins = append(joins, len(n.blocks)+j)
+	}
+	n.joins = joins
+	n.tokens = slices.Concat(n.tokens, c.tokens) // a new array: nodes' tokens are never written
+	n.blocks = slices.Concat(n.blocks, c.blocks)
+	n.children = c.children
+	for _, g := range n.children {
+		g.parent = n
+	}
+}
+
+// mergeable reports whether n can absorb its only child: n is not the
+// root, has exactly one child, and has no holders of its own — each of its
+// blocks has as many references as the child's first block, so every
+// sequence reading n reads on into the child. That is seed 004's rule
+// (merge a node nobody references on its own). The joins would keep the
+// trie correct without it; with it, the users of a merged node all went
+// the whole way, so its one count and last use describe all of it.
+func (t *Trie) mergeable(n *node) bool {
+	if n == t.root || len(n.children) != 1 {
+		return false
+	}
+	var c *node
+	for _, only := range n.children {
+		c = only
+	}
+	want := t.alloc.Refs(c.blocks[0])
+	for _, b := range n.blocks {
+		if t.alloc.Refs(b) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeChains merges every node of nodes that is still in the trie with
+// its only child, as long as the result can absorb its next only child.
+func (t *Trie) mergeChains(nodes []*node) {
+	for _, n := range nodes {
+		if !t.attached(n) {
+			continue // evicted, or absorbed by an earlier merge
+		}
+		for t.mergeable(n) {
+			t.merge(n)
+		}
+	}
+}
+
+// attached reports whether n is still in the trie.
+func (t *Trie) attached(n *node) bool {
+	return n.parent != nil && len(n.tokens) > 0 && n.parent.children[keyOf(n.tokens[:t.bs])] == n
 }

@@ -27,6 +27,7 @@ func (t *Trie) Match(seq int, tokens []int32) (blocks []int32, matched int) {
 			break
 		}
 		child.lastUse = t.clock
+		child.refs++
 		blocks = append(blocks, child.blocks[:k/t.bs]...)
 		matched += k
 		if k < len(child.tokens) {

@@ -173,18 +173,57 @@ func TestPitfallMergeTakesChildRefCount(t *testing.T) {
 		})
 	}
 	t.Run("trie", func(t *testing.T) {
-		// Nodes are never merged, and counts live on blocks.
+		// The trie merges the head with N when Y and Z are gone, and
+		// counts live on blocks: the merge changes no allocator count.
 		pool, tr := newPool(t, 16, 4, DeepestFirst, nil)
 		open(t, pool, 1, x)
 		pool.Commit(1, x)
 		run(t, pool, 2, y)
 		run(t, pool, 3, z)
 		tr.Evict(100)
+		require.Equal(t, []Shape{{Tokens: x, Blocks: pool.Pages(1)}}, tr.Shape().Children, "head and N merged")
 		for _, b := range pool.Pages(1) {
 			require.Equal(t, 2, pool.Allocator().Refs(b), "block %d of live X", b)
 		}
 		audit(t, pool, "after evicting what can go")
 	})
+	t.Run("trie keeps the parent's count", func(t *testing.T) {
+		// The trie's nodes count the sequences that used them, for the
+		// Priority policy. P is used by four requests, its children A and
+		// B by one each. Evicting A leaves P with one child, B, and merges
+		// them. The merged leaf must describe P (4 uses, last at clock 8),
+		// not B (1 use, at clock 6): with B's count, Priority would rank a
+		// prefix four requests shared below W, a one-off used once since.
+		p := toks(0, 8)
+		seen := &recorder{Policy: Priority}
+		pool, tr := newPool(t, 16, 4, seen, nil)
+		run(t, pool, 1, p)                    // clock 1, 2: P created
+		run(t, pool, 2, cat(p, toks(100, 4))) // clock 3, 4: P matched, A created
+		run(t, pool, 3, cat(p, toks(200, 4))) // clock 5, 6: P matched, B created
+		run(t, pool, 4, p)                    // clock 7, 8: P matched
+		require.Equal(t, 1, tr.Evict(1), "A: weight 4 × 1")
+		merged := cat(p, toks(200, 4))
+		require.Equal(t, []Shape{{Tokens: merged, Blocks: []int32{0, 1, 3}}}, tr.Shape().Children, "P and B merged")
+		w := toks(500, 4)
+		run(t, pool, 5, w) // clock 9, 10: W created, weight 10 × 1
+		seen.leaves = nil
+		require.Equal(t, 1, tr.Evict(1))
+		require.Contains(t, seen.leaves, Leaf{Depth: 3, Level: 1, LastUse: 8, Refs: 4}, "the merged leaf as the policy saw it")
+		require.Equal(t, 12, pool.MatchLen(merged), "P and B kept")
+		require.Equal(t, 0, pool.MatchLen(w), "W went first")
+		audit(t, pool, "after evicting W")
+	})
+}
+
+// recorder is a Policy that records every leaf it is asked about.
+type recorder struct {
+	Policy
+	leaves []Leaf
+}
+
+func (r *recorder) Before(a, b Leaf) bool {
+	r.leaves = append(r.leaves, a, b)
+	return r.Policy.Before(a, b)
 }
 
 func contains(s []int32, x int32) bool {

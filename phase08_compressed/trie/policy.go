@@ -19,6 +19,10 @@ type Leaf struct {
 	// LastUse is the logical time of the last Match or Insert that
 	// reached the leaf; smaller is older.
 	LastUse int64
+	// Refs counts the sequences that have used the leaf: the one whose
+	// Insert created it and every Match that lent any of its blocks. A
+	// leaf merged with its parent's node carries the parent's count.
+	Refs int
 }
 
 var (
@@ -30,7 +34,36 @@ var (
 	// LRU takes blocks from the least recently used leaf first, whatever
 	// its depth.
 	LRU Policy = lru{}
+	// Priority is LRU weighted by reference count: blocks go first from
+	// the leaf with the smallest LastUse × Refs, so a prefix many
+	// sequences used outlives one used once a little more recently. Ties
+	// go to the least recently used.
+	Priority Policy = priority{}
+	// SizeAware takes blocks from the shortest cached prefix first: the
+	// leaf of smallest Depth, and among those, the least recently used.
+	// It keeps long prefixes, each of which saves the most compute per
+	// hit, at the cost of the short ones.
+	SizeAware Policy = sizeAware{}
 )
+
+type priority struct{}
+
+func (priority) Before(a, b Leaf) bool {
+	wa, wb := a.LastUse*int64(a.Refs), b.LastUse*int64(b.Refs)
+	if wa != wb {
+		return wa < wb
+	}
+	return a.LastUse < b.LastUse
+}
+
+type sizeAware struct{}
+
+func (sizeAware) Before(a, b Leaf) bool {
+	if a.Depth != b.Depth {
+		return a.Depth < b.Depth
+	}
+	return a.LastUse < b.LastUse
+}
 
 type deepestFirst struct{}
 
@@ -54,7 +87,7 @@ type victim struct {
 }
 
 func (v victim) leaf() Leaf {
-	return Leaf{Depth: v.start + len(v.n.blocks), Level: v.level, LastUse: v.n.lastUse}
+	return Leaf{Depth: v.start + len(v.n.blocks), Level: v.level, LastUse: v.n.lastUse, Refs: v.n.refs}
 }
 
 // victimQueue is a heap of victims, first in policy order at the top.

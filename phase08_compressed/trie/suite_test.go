@@ -19,6 +19,8 @@ var policies = []struct {
 }{
 	{"deepest-first", DeepestFirst},
 	{"lru", LRU},
+	{"priority", Priority},
+	{"size-aware", SizeAware},
 }
 
 func TestConformance(t *testing.T) {

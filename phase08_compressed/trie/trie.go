@@ -14,7 +14,8 @@
 //     of live sequences holding it plus one if a node lists it. Match
 //     increfs every block it lends, Release decrefs them, Insert increfs the
 //     blocks of the nodes it creates and adopts nothing, and eviction
-//     decrefs blocks nobody else holds. No counter lives in the nodes.
+//     decrefs blocks nobody else holds. No ownership counter lives in the
+//     nodes (their use counts are history, for the Priority policy).
 //
 // A Trie implements kvcache.PrefixCache; the pool is its only caller.
 package trie
@@ -66,6 +67,18 @@ type node struct {
 	children map[uint64]*node
 	parent   *node // nil only at the root
 	lastUse  int64 // clock of the last Match or Insert that reached it
+	// joins lists, ascending, the indices in blocks where a merged child's
+	// blocks begin (see merge). Eviction treats each segment between joins
+	// as the node it was: it trims a segment only once those after it are
+	// gone, and only if nobody but the trie holds it.
+	joins []int
+	// refs counts the sequences that have used the node: one for the
+	// Insert that created it, one per Match that lent any of its blocks.
+	// It is history, not ownership (the allocator's counts are that), and
+	// only the Priority policy reads it. Every sequence that reached a
+	// node reached its parent too, so a parent's count is never below its
+	// child's.
+	refs int
 }
 
 // New returns an empty trie lending blocks of blockSize tokens from a.
@@ -124,4 +137,12 @@ func (t *Trie) drop(blocks []int32) {
 		t.holds[b]--
 		t.alloc.Decref(b)
 	}
+}
+
+// lastSegment returns the index in n.blocks where n's last segment starts.
+func (n *node) lastSegment() int {
+	if len(n.joins) == 0 {
+		return 0
+	}
+	return n.joins[len(n.joins)-1]
 }
