@@ -22,13 +22,14 @@ func BenchmarkEvictionPolicy(b *testing.B) {
 	for _, p := range []struct {
 		name   string
 		policy trie.Policy
-	}{{"deepest-first", trie.DeepestFirst}, {"lru", trie.LRU}, {"levels-in-nodes", nodeLevels{}}} {
+	}{{"deepest-first", trie.DeepestFirst}, {"lru", trie.LRU}, {"priority", trie.Priority}, {"size-aware", trie.SizeAware}, {"levels-in-nodes", nodeLevels{}}} {
 		b.Run("policy="+p.name, func(b *testing.B) {
-			var rate float64
+			var r replayed
 			for b.Loop() {
-				_, rate = replay(b, prompts, p.policy)
+				r = replay(b, prompts, p.policy)
 			}
-			b.ReportMetric(rate, "hit-rate")
+			b.ReportMetric(r.hitRate(), "hit-rate")
+			b.ReportMetric(float64(r.evicted), "evicted-blocks")
 		})
 	}
 }
