@@ -73,7 +73,9 @@ type blockInfo struct {
 // Option configures a Cache.
 type Option func(*Cache)
 
-// WithHash makes the cache key blocks with h instead of XXHash.
+// WithHash makes the cache key blocks with h instead of MapHash: XXHash
+// where keys must mean the same in another process, a deliberately weak
+// hash in tests.
 func WithHash(h HashFunc) Option { return func(c *Cache) { c.hash = h } }
 
 // New returns an empty cache over the blocks of a, which are blockSize
@@ -83,7 +85,7 @@ func New(a *kvcache.Allocator, blockSize int, opts ...Option) *Cache {
 	c := &Cache{
 		alloc:  a,
 		bs:     blockSize,
-		hash:   XXHash,
+		hash:   MapHash,
 		index:  newTable(n),
 		blocks: make([]blockInfo, n),
 		tokens: make([]int32, n*blockSize),

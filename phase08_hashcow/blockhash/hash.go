@@ -1,6 +1,7 @@
 package blockhash
 
 import (
+	"hash/maphash"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -39,11 +40,29 @@ func FNV1a(parent uint64, tokens []int32) uint64 {
 
 // XXHash folds the 64-bit xxHash of the tokens' bytes into parent. xxHash
 // reads 32 bytes per round in four independent lanes (in assembly on
-// amd64 and arm64), many times faster than FNV1a's one multiply per byte;
-// it is the Cache's default.
+// amd64 and arm64), many times faster than FNV1a's one multiply per byte.
+// Its keys are stable: the same prefix gets the same key in every process
+// on every machine of the same byte order, so keys can name blocks outside
+// the process (to a router, in KV-cache events). Select it with
+// WithHash(XXHash).
 func XXHash(parent uint64, tokens []int32) uint64 {
 	return fold(parent, xxhash.Sum64(bytesOf(tokens)))
 }
+
+// MapHash folds the runtime's own hash of the tokens' bytes (hash/maphash,
+// the hash Go maps use, built on the CPU's AES instructions where it has
+// them) into parent. It is the Cache's default: keys live only in this
+// process's index, and it costs a fraction of XXHash per token (see
+// BenchmarkHash). Its seed is drawn once per process, so its keys differ
+// from one process to the next: never send them anywhere; use XXHash for
+// that. A seed an attacker cannot know also keeps them from choosing
+// prompts whose keys collide, though a collision would cost only a miss.
+func MapHash(parent uint64, tokens []int32) uint64 {
+	return fold(parent, maphash.Bytes(processSeed, bytesOf(tokens)))
+}
+
+// processSeed seeds MapHash for the life of the process.
+var processSeed = maphash.MakeSeed()
 
 // fold combines a parent key with a block's own hash. Scaling parent by an
 // odd constant and adding h is one-to-one in each argument (no two blocks
@@ -56,8 +75,9 @@ func fold(parent, h uint64) uint64 {
 	return z ^ z>>31
 }
 
-// bytesOf views tokens as bytes in memory order, without copying. The keys
-// it produces are for this process's index only, so byte order is moot.
+// bytesOf views tokens as bytes in memory order, without copying: little
+// endian on every platform Go's amd64 and arm64 ports run, which is what
+// keeps XXHash's keys the same from one such machine to another.
 func bytesOf(tokens []int32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(tokens))), 4*len(tokens))
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/require"
 
+	"kvlab/common/kvcache/cachetest"
 	"kvlab/phase08_hashcow/blockhash"
 )
 
@@ -58,6 +60,47 @@ func TestXXHashReadsEveryTokenByte(t *testing.T) {
 	}
 }
 
+func TestMapHashReadsEveryTokenByte(t *testing.T) {
+	block := []int32{1, 2, 3, 4}
+	base := blockhash.MapHash(blockhash.Root, block)
+	require.Equal(t, base, blockhash.MapHash(blockhash.Root, block), "the same block and parent twice")
+	require.NotEqual(t, base, blockhash.MapHash(blockhash.Root+1, block), "a different parent")
+	for i := range block {
+		for bit := range 32 {
+			changed := append([]int32(nil), block...)
+			changed[i] ^= 1 << bit
+			require.NotEqual(t, base, blockhash.MapHash(blockhash.Root, changed), "bit %d of token %d flipped", bit, i)
+		}
+	}
+}
+
+func TestXXHashKeysAreStable(t *testing.T) {
+	// XXHash is the hash for keys that leave the process: the same prefix
+	// must get the same key in every process, today and tomorrow. These
+	// values were computed once; a change to them breaks every consumer
+	// that stored a key.
+	first := blockhash.XXHash(blockhash.Root, []int32{1, 2, 3, 4})
+	second := blockhash.XXHash(first, []int32{5, 6, 7, 8})
+	require.Equal(t, []uint64{0xfe3687ac8c0a1373, 0x4e7b67df35183acb}, []uint64{first, second})
+}
+
+func TestDefaultCacheHashIsMapHash(t *testing.T) {
+	// The default keys the index with MapHash; WithHash(XXHash) gives
+	// stable keys. Both find the same prefixes.
+	for _, tc := range []struct {
+		name string
+		opts []blockhash.Option
+	}{{"default", nil}, {"xxhash", []blockhash.Option{blockhash.WithHash(blockhash.XXHash)}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cachetest.NewHarness(t, factory(tc.opts...), 16, 4)
+			prompt := cachetest.Tokens(7, 10)
+			h.Start(1, prompt)
+			h.Finish(1)
+			require.Equal(t, 8, h.Pool.MatchLen(prompt))
+		})
+	}
+}
+
 func TestChainedKeysTellPrefixesApart(t *testing.T) {
 	// The same block after two different first blocks must get two keys:
 	// it is the same tokens, but not the same KV.
@@ -65,7 +108,7 @@ func TestChainedKeysTellPrefixesApart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hash blockhash.HashFunc
-	}{{"fnv1a", blockhash.FNV1a}, {"xxhash", blockhash.XXHash}} {
+	}{{"fnv1a", blockhash.FNV1a}, {"xxhash", blockhash.XXHash}, {"maphash", blockhash.MapHash}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.hash(tc.hash(blockhash.Root, first), shared)
 			b := tc.hash(tc.hash(blockhash.Root, other), shared)
