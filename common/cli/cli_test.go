@@ -88,7 +88,7 @@ func TestBadInputGivesClearErrors(t *testing.T) {
 		{"missing model", []string{"logits", "-model", filepath.Join(dir, "nope"), "-prompt", "1"}, 1, "config.json"},
 		{"unknown device", []string{"logits", "-model", dir, "-prompt", "1", "-device", "tpu"}, 1, "unknown device"},
 		{"cuda in a CPU build", []string{"logits", "-model", dir, "-prompt", "1", "-device", "cuda"}, 1, "without CUDA support"},
-		{"unknown command", []string{"serve"}, 2, "unknown command"},
+		{"unknown command", []string{"fly"}, 2, "unknown command"},
 		{"unknown flag", []string{"generate", "-bogus"}, 2, "bogus"},
 		{"init without out", []string{"init-model"}, 1, "-out"},
 		{"unknown arch", []string{"init-model", "-arch", "gpt2", "-out", t.TempDir()}, 1, "unknown architecture"},
