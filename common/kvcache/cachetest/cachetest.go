@@ -9,6 +9,10 @@
 // sequence reuses cached blocks it checks their contents: a cached block must
 // hold exactly the KV that computing the new prompt would have written.
 // That one check catches every way of sharing the wrong block.
+//
+// Watch wraps a cache with checks of what no commit may do to what is
+// already cached, and Ops drives a cache the way an engine does from a
+// fuzzer's bytes: every design's fuzz target runs one or both.
 package cachetest
 
 import (
