@@ -113,7 +113,7 @@ func Ops(t *testing.T, f Factory, data []byte) {
 func OpsSeeds() [][]byte {
 	rng := rand.New(rand.NewPCG(13, 8))
 	seeds := [][]byte{{}, {0, 0}, orphanSeed}
-	for range 24 {
+	for range 64 {
 		seed := make([]byte, 64+rng.IntN(320))
 		for i := range seed {
 			seed[i] = byte(rng.IntN(256))
