@@ -15,6 +15,11 @@ import (
 // minutes on a 2-core CPU.
 func DefaultModel() model.SynthOptions { return model.DefaultSynth(model.ArchLlama) }
 
+// synthFormat is mixed into the cache key of the built-in model; raise it
+// when WriteSynthetic's files change, so older caches are not reused.
+// Format 2 added the tokenizer files.
+const synthFormat = 2
+
 // DefaultModelDir returns the directory of the built-in model, writing it
 // first if it is not there yet. It lives in the user's cache directory
 // (KVLAB_CACHE overrides it), under a name derived from the options, so a
@@ -29,7 +34,10 @@ func DefaultModelDir() (string, error) {
 		root = filepath.Join(base, "kvlab")
 	}
 	opts := DefaultModel()
-	key, err := json.Marshal(opts)
+	key, err := json.Marshal(struct {
+		Format int
+		Opts   model.SynthOptions
+	}{synthFormat, opts})
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+
+	"kvlab/common/tokenizer"
 )
 
 // SynthOptions describes a synthetic checkpoint: the architecture and sizes
@@ -169,7 +171,9 @@ func SynthTensors(o SynthOptions) ([]*HostTensor, error) {
 
 // WriteSynthetic writes config.json and the weights of a synthetic model
 // into dir (created if needed): model.safetensors, or with Shards > 1 the
-// shards and model.safetensors.index.json.
+// shards and model.safetensors.index.json. When the vocabulary has room
+// for it (tokenizer.MinSyntheticVocab), it also writes a synthetic
+// byte-level BPE tokenizer (tokenizer.WriteSynthetic) of the same size.
 func WriteSynthetic(dir string, o SynthOptions) error {
 	c, err := o.Config()
 	if err != nil {
@@ -199,9 +203,19 @@ func WriteSynthetic(dir string, o SynthOptions) error {
 	}
 	meta := map[string]string{"format": "pt"}
 	if o.Shards <= 1 {
-		return WriteSafetensors(filepath.Join(dir, SingleFile), tensors, meta)
+		err = WriteSafetensors(filepath.Join(dir, SingleFile), tensors, meta)
+	} else {
+		err = writeShards(dir, tensors, o.Shards, meta)
 	}
-	return writeShards(dir, tensors, o.Shards, meta)
+	if err != nil {
+		return err
+	}
+	// The tokenizer files let a server take text; tests with vocabularies
+	// too small for the special and byte tokens do without them.
+	if o.Vocab >= tokenizer.MinSyntheticVocab {
+		return tokenizer.WriteSynthetic(dir, o.Vocab, o.BOS, o.EOS)
+	}
+	return nil
 }
 
 // writeShards splits tensors into n consecutive groups, one file each, and

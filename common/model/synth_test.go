@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kvlab/common/tokenizer"
 )
 
 // tinySynth is a model small enough for tests that load it many times.
@@ -178,6 +180,34 @@ func TestSynthOptionErrors(t *testing.T) {
 			o := tinySynth("llama", 1)
 			tt.edit(&o)
 			assert.ErrorContains(t, WriteSynthetic(t.TempDir(), o), tt.want)
+		})
+	}
+}
+
+// TestWriteSyntheticTokenizer: a vocabulary with room for the special and
+// byte tokens gets tokenizer files of the same size; a tiny one gets none.
+func TestWriteSyntheticTokenizer(t *testing.T) {
+	tests := []struct {
+		vocab int
+		want  bool
+	}{{96, false}, {512, true}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.vocab), func(t *testing.T) {
+			o := tinySynth(ArchLlama, 1)
+			o.Vocab = tt.vocab
+			dir := t.TempDir()
+			require.NoError(t, WriteSynthetic(dir, o))
+			if !tt.want {
+				_, err := tokenizer.Load(dir)
+				assert.ErrorIs(t, err, os.ErrNotExist)
+				return
+			}
+			tok, err := tokenizer.Load(dir)
+			require.NoError(t, err)
+			assert.Equal(t, tt.vocab, tok.VocabSize(), "have %d; want %d", tok.VocabSize(), tt.vocab)
+			bos, _ := tok.BOS()
+			assert.Equal(t, o.BOS, bos)
+			assert.Contains(t, tok.EOS(), o.EOS)
 		})
 	}
 }

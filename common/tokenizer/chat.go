@@ -1,0 +1,142 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/nikolalohinski/gonja/v2"
+	"github.com/nikolalohinski/gonja/v2/config"
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
+)
+
+// Message is one turn of a chat: Role is "system", "user" or "assistant"
+// (templates may know others, such as "tool").
+type Message struct{ Role, Content string }
+
+// ErrNoChatTemplate is returned by ApplyChatTemplate when the tokenizer has
+// no chat template (a base model, or no tokenizer_config.json).
+var ErrNoChatTemplate = errors.New("tokenizer: no chat_template in " + ConfigFile + " or " + ChatTemplateFile)
+
+// chatTemplate is a Jinja chat template, compiled on first use so a
+// template the engine cannot parse fails the chat request, not Load.
+type chatTemplate struct {
+	source string
+
+	once sync.Once
+	tmpl *exec.Template
+	err  error
+	mu   sync.Mutex // gonja does not promise concurrent renders are safe
+}
+
+// parseChatTemplate reads chat_template: a string, or a list of named
+// templates of which "default" (else the first) is used.
+func parseChatTemplate(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var named []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil {
+		return "", fmt.Errorf("chat_template is neither a string nor a list of {name, template}: %w", err)
+	}
+	for _, n := range named {
+		if n.Name == "default" {
+			return n.Template, nil
+		}
+	}
+	if len(named) > 0 {
+		return named[0].Template, nil
+	}
+	return "", nil
+}
+
+// rootOnlyLoader serves the template itself and nothing else, so a
+// template from a downloaded checkpoint cannot {% include %} local files.
+type rootOnlyLoader struct{ src []byte }
+
+const rootName = "chat_template"
+
+func (l rootOnlyLoader) Read(path string) (io.Reader, error) {
+	if path != rootName {
+		return nil, fmt.Errorf("chat template may not load %q", path)
+	}
+	return bytes.NewReader(l.src), nil
+}
+func (l rootOnlyLoader) Resolve(path string) (string, error)    { return path, nil }
+func (l rootOnlyLoader) Inherit(string) (loaders.Loader, error) { return l, nil }
+
+func (c *chatTemplate) compile() (*exec.Template, error) {
+	c.once.Do(func() {
+		// transformers renders chat templates with trim_blocks and
+		// lstrip_blocks on; templates are written for that.
+		cfg := config.New()
+		cfg.TrimBlocks, cfg.LeftStripBlocks = true, true
+		c.tmpl, c.err = exec.NewTemplate(rootName, cfg, rootOnlyLoader{[]byte(c.source)}, gonja.DefaultEnvironment)
+		if c.err != nil {
+			c.err = fmt.Errorf("tokenizer: parsing chat template: %w", c.err)
+		}
+	})
+	return c.tmpl, c.err
+}
+
+// HasChatTemplate reports whether ApplyChatTemplate has a template to render.
+func (t *Tokenizer) HasChatTemplate() bool { return t.chat != nil }
+
+// ApplyChatTemplate renders the chat template with messages, bos_token,
+// eos_token and add_generation_prompt (true: end with the header that
+// starts the assistant's turn), plus raise_exception as transformers
+// provides it. It returns ErrNoChatTemplate when there is no template.
+//
+// The result is text, typically starting with the BOS token written out;
+// encode it with Encode, which turns the written-out specials into ids and
+// adds no second BOS.
+func (t *Tokenizer) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) (string, error) {
+	if t.chat == nil {
+		return "", ErrNoChatTemplate
+	}
+	tmpl, err := t.chat.compile()
+	if err != nil {
+		return "", err
+	}
+	list := make([]map[string]any, len(msgs))
+	for i, m := range msgs {
+		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+	}
+	ctx := exec.NewContext(map[string]any{
+		"messages":              list,
+		"add_generation_prompt": addGenerationPrompt,
+		"bos_token":             t.bosText,
+		"eos_token":             t.eosText,
+		"raise_exception": func(msg string) (string, error) {
+			return "", fmt.Errorf("chat template: %s", msg)
+		},
+	})
+	t.chat.mu.Lock()
+	defer t.chat.mu.Unlock()
+	out, err := tmpl.ExecuteToString(ctx)
+	if err != nil {
+		return "", fmt.Errorf("tokenizer: rendering chat template: %w", err)
+	}
+	return out, nil
+}
+
+// EncodeChat renders msgs with the chat template and encodes the result
+// with Encode: the prompt ids for a chat request.
+func (t *Tokenizer) EncodeChat(msgs []Message, addGenerationPrompt bool) ([]int32, error) {
+	text, err := t.ApplyChatTemplate(msgs, addGenerationPrompt)
+	if err != nil {
+		return nil, err
+	}
+	return t.Encode(text), nil
+}

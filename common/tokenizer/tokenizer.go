@@ -1,0 +1,478 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// File names inside a model directory.
+const (
+	TokenizerFile    = "tokenizer.json"
+	ConfigFile       = "tokenizer_config.json"
+	ChatTemplateFile = "chat_template.jinja"    // newer checkpoints keep the template here
+	GenerationConfig = "generation_config.json" // its eos_token_id adds to EOS()
+	ModelConfigFile  = "config.json"            // so does the model's
+)
+
+// Tokenizer turns text into token ids and back for one model. It is safe
+// for concurrent use.
+type Tokenizer struct {
+	model     *bpe
+	normalize func(string) string // nil: none
+	stages    []preStage
+
+	added      []addedToken          // content and id of every added token
+	addedFirst map[byte][]addedToken // by first byte, longest first
+	special    map[int32]bool        // ids Decode skips
+
+	tokens [][]byte // id → the bytes it decodes to (nil for unknown ids)
+
+	prefix, suffix []int32 // what EncodePrompt adds around the text
+	bos            int32
+	hasBOS         bool
+	eos            []int32
+
+	bosText, eosText string
+	chat             *chatTemplate // nil: no template
+}
+
+// addedToken is an entry of tokenizer.json's added_tokens.
+type addedToken struct {
+	ID      int32  `json:"id"`
+	Content string `json:"content"`
+	Special bool   `json:"special"`
+}
+
+// fileJSON is the part of tokenizer.json this package reads.
+type fileJSON struct {
+	AddedTokens   []addedToken    `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         modelJSON       `json:"model"`
+}
+
+// configJSON is the part of tokenizer_config.json this package reads.
+type configJSON struct {
+	BOSToken     json.RawMessage `json:"bos_token"`
+	EOSToken     json.RawMessage `json:"eos_token"`
+	AddBOSToken  *bool           `json:"add_bos_token"`
+	ChatTemplate json.RawMessage `json:"chat_template"`
+}
+
+// Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json
+// (chat_template, bos and eos tokens, add_bos_token), dir/chat_template.jinja
+// (used when the config has no template), and the eos_token_id of
+// dir/generation_config.json and dir/config.json (added to EOS()). The error
+// wraps fs.ErrNotExist when dir has no tokenizer.json.
+//
+// Only byte-level BPE tokenizers are supported (GPT-2, Llama 3, Qwen2/3 and
+// the like); other model types, pre-tokenizers or decoders are an error
+// rather than a silent mis-tokenization.
+func Load(dir string) (*Tokenizer, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	var cfg configJSON
+	if rawCfg, err := os.ReadFile(filepath.Join(dir, ConfigFile)); err == nil {
+		if err := json.Unmarshal(rawCfg, &cfg); err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: %w", ConfigFile, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	t, err := parse(raw, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", filepath.Join(dir, TokenizerFile), err)
+	}
+	if t.chat == nil {
+		if src, err := os.ReadFile(filepath.Join(dir, ChatTemplateFile)); err == nil {
+			t.chat = &chatTemplate{source: string(src)}
+		}
+	}
+	for _, name := range []string{GenerationConfig, ModelConfigFile} {
+		ids, err := readEOSIDs(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+		for _, id := range ids {
+			if !slices.Contains(t.eos, id) {
+				t.eos = append(t.eos, id)
+			}
+		}
+	}
+	return t, nil
+}
+
+// Parse builds a tokenizer from the contents of tokenizer.json and, if not
+// nil, tokenizer_config.json.
+func Parse(tokenizerJSON, configJSONBytes []byte) (*Tokenizer, error) {
+	var cfg configJSON
+	if configJSONBytes != nil {
+		if err := json.Unmarshal(configJSONBytes, &cfg); err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: %w", ConfigFile, err)
+		}
+	}
+	t, err := parse(tokenizerJSON, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return t, nil
+}
+
+func parse(raw []byte, cfg configJSON) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, err
+	}
+	model, err := newBPE(f.Model)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tokenizer{model: model, special: map[int32]bool{}, addedFirst: map[byte][]addedToken{}}
+	if t.normalize, err = parseNormalizer(f.Normalizer); err != nil {
+		return nil, err
+	}
+	var byteLvl bool
+	if t.stages, byteLvl, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if !byteLvl {
+		return nil, fmt.Errorf("pre_tokenizer has no ByteLevel step; only byte-level BPE is supported")
+	}
+	if err := checkDecoder(f.Decoder); err != nil {
+		return nil, err
+	}
+
+	size := int32(0)
+	for tok, id := range model.vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("vocab entry %q has negative id %d", tok, id)
+		}
+		size = max(size, id+1)
+	}
+	for _, a := range f.AddedTokens {
+		if a.ID < 0 || a.Content == "" {
+			return nil, fmt.Errorf("added token %q has id %d", a.Content, a.ID)
+		}
+		size = max(size, a.ID+1)
+	}
+	t.tokens = make([][]byte, size)
+	for tok, id := range model.vocab {
+		t.tokens[id] = unByteLevel(tok)
+	}
+	for _, a := range f.AddedTokens {
+		t.tokens[a.ID] = []byte(a.Content) // written as is, not in the byte alphabet
+		t.special[a.ID] = a.Special
+		t.added = append(t.added, a)
+		t.addedFirst[a.Content[0]] = append(t.addedFirst[a.Content[0]], a)
+	}
+	for _, list := range t.addedFirst {
+		slices.SortStableFunc(list, func(a, b addedToken) int { return len(b.Content) - len(a.Content) })
+	}
+
+	if t.prefix, t.suffix, err = parsePostProcessor(f.PostProcessor); err != nil {
+		return nil, err
+	}
+	t.bosText, t.eosText = tokenText(cfg.BOSToken), tokenText(cfg.EOSToken)
+	if id, ok := t.ID(t.bosText); ok && t.bosText != "" {
+		t.bos, t.hasBOS = id, true
+	}
+	if id, ok := t.ID(t.eosText); ok && t.eosText != "" {
+		t.eos = append(t.eos, id)
+	}
+	if cfg.AddBOSToken != nil {
+		// An explicit add_bos_token overrides the post-processor, as the
+		// transformers tokenizers do.
+		t.prefix, t.suffix = nil, nil
+		if *cfg.AddBOSToken && t.hasBOS {
+			t.prefix = []int32{t.bos}
+		}
+	}
+	if src, err := parseChatTemplate(cfg.ChatTemplate); err != nil {
+		return nil, err
+	} else if src != "" {
+		t.chat = &chatTemplate{source: src}
+	}
+	return t, nil
+}
+
+// tokenText reads a bos_token or eos_token: null, a string, or an object
+// with "content" (older configs).
+func tokenText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var obj struct {
+		Content string `json:"content"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		return obj.Content
+	}
+	return ""
+}
+
+// readEOSIDs reads eos_token_id (a number or a list) from a JSON file, if
+// the file exists.
+func readEOSIDs(path string) ([]int32, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var f struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	if len(f.EOS) == 0 || string(f.EOS) == "null" {
+		return nil, nil
+	}
+	var one int32
+	if json.Unmarshal(f.EOS, &one) == nil {
+		return []int32{one}, nil
+	}
+	var many []int32
+	if err := json.Unmarshal(f.EOS, &many); err != nil {
+		return nil, fmt.Errorf("%s: eos_token_id: %w", filepath.Base(path), err)
+	}
+	return many, nil
+}
+
+// parseNormalizer accepts no normalizer or the Unicode normal forms, alone
+// or in a Sequence (Qwen's is NFC).
+func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var n struct {
+		Type        string            `json:"type"`
+		Normalizers []json.RawMessage `json:"normalizers"`
+	}
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, fmt.Errorf("normalizer: %w", err)
+	}
+	forms := map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
+	if f, ok := forms[n.Type]; ok {
+		return f.String, nil
+	}
+	if n.Type != "Sequence" {
+		return nil, fmt.Errorf("normalizer type %q is not supported (only NFC, NFD, NFKC, NFKD and Sequence)", n.Type)
+	}
+	var steps []func(string) string
+	for _, sub := range n.Normalizers {
+		f, err := parseNormalizer(sub)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			steps = append(steps, f)
+		}
+	}
+	return func(s string) string {
+		for _, f := range steps {
+			s = f(s)
+		}
+		return s
+	}, nil
+}
+
+// checkDecoder accepts ByteLevel, alone or in a Sequence of ByteLevels.
+func checkDecoder(raw json.RawMessage) error {
+	var d struct {
+		Type     string            `json:"type"`
+		Decoders []json.RawMessage `json:"decoders"`
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return fmt.Errorf("no decoder; only byte-level BPE (decoder ByteLevel) is supported")
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return fmt.Errorf("decoder: %w", err)
+	}
+	switch d.Type {
+	case "ByteLevel":
+		return nil
+	case "Sequence":
+		for _, sub := range d.Decoders {
+			if err := checkDecoder(sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("decoder type %q is not supported (only ByteLevel)", d.Type)
+}
+
+// templateJSON is a TemplateProcessing post-processor.
+type templateJSON struct {
+	Type          string            `json:"type"`
+	Processors    []json.RawMessage `json:"processors"`
+	Single        []json.RawMessage `json:"single"`
+	SpecialTokens map[string]struct {
+		IDs []int32 `json:"ids"`
+	} `json:"special_tokens"`
+}
+
+// parsePostProcessor returns the ids a TemplateProcessing post-processor
+// puts before and after a single sequence (Llama 3's puts
+// <|begin_of_text|> before). Other post-processors add nothing here.
+func parsePostProcessor(raw json.RawMessage) (prefix, suffix []int32, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil, nil
+	}
+	var p templateJSON
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, nil, fmt.Errorf("post_processor: %w", err)
+	}
+	switch p.Type {
+	case "Sequence":
+		for _, sub := range p.Processors {
+			pre, suf, err := parsePostProcessor(sub)
+			if err != nil {
+				return nil, nil, err
+			}
+			prefix, suffix = append(prefix, pre...), append(suffix, suf...)
+		}
+		return prefix, suffix, nil
+	case "TemplateProcessing":
+		seen := false
+		for _, item := range p.Single {
+			var it struct {
+				Sequence     *struct{} `json:"Sequence"`
+				SpecialToken *struct {
+					ID string `json:"id"`
+				} `json:"SpecialToken"`
+			}
+			if err := json.Unmarshal(item, &it); err != nil {
+				return nil, nil, fmt.Errorf("post_processor template: %w", err)
+			}
+			switch {
+			case it.Sequence != nil:
+				seen = true
+			case it.SpecialToken != nil:
+				st, ok := p.SpecialTokens[it.SpecialToken.ID]
+				if !ok {
+					return nil, nil, fmt.Errorf("post_processor template names %q, which is not in its special_tokens", it.SpecialToken.ID)
+				}
+				if seen {
+					suffix = append(suffix, st.IDs...)
+				} else {
+					prefix = append(prefix, st.IDs...)
+				}
+			}
+		}
+	}
+	return prefix, suffix, nil
+}
+
+// Encode returns the ids of text, with no BOS or other post-processing.
+// Added tokens (specials such as "<|eot_id|>" included) written literally
+// in text become their ids; the text between them is normalized,
+// pre-tokenized and run through the BPE merges.
+func (t *Tokenizer) Encode(text string) []int32 {
+	var out []int32
+	var pieces []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		for _, a := range t.addedFirst[text[i]] {
+			if strings.HasPrefix(text[i:], a.Content) {
+				out, pieces = t.encodePlain(text[start:i], out, pieces[:0])
+				out = append(out, a.ID)
+				start = i + len(a.Content)
+				i = start - 1
+				break
+			}
+		}
+	}
+	out, _ = t.encodePlain(text[start:], out, pieces[:0])
+	return out
+}
+
+// encodePlain encodes text that holds no added token.
+func (t *Tokenizer) encodePlain(text string, out []int32, pieces []string) ([]int32, []string) {
+	if text == "" {
+		return out, pieces
+	}
+	if t.normalize != nil {
+		text = t.normalize(text)
+	}
+	pieces = append(pieces, text)
+	for _, st := range t.stages {
+		pieces = st.apply(pieces)
+	}
+	for _, p := range pieces {
+		out = t.model.encodeWord(p, out)
+	}
+	return out, pieces
+}
+
+// EncodePrompt returns the ids a model expects for a raw prompt: Encode's,
+// with BOS first when the tokenizer says so (add_bos_token in
+// tokenizer_config.json, or else the post-processor's template).
+//
+// Text rendered by ApplyChatTemplate usually holds its BOS already; encode
+// it with Encode (or use EncodeChat), not EncodePrompt.
+func (t *Tokenizer) EncodePrompt(text string) []int32 {
+	ids := append(slices.Clone(t.prefix), t.Encode(text)...)
+	return append(ids, t.suffix...)
+}
+
+// Decode returns the text of ids, skipping special tokens and unknown ids.
+// Bytes that do not form valid UTF-8 become U+FFFD.
+func (t *Tokenizer) Decode(ids []int32) string {
+	var buf []byte
+	for _, id := range ids {
+		buf = append(buf, t.bytesOf(id)...)
+	}
+	return string(bytes.ToValidUTF8(buf, []byte("\uFFFD")))
+}
+
+// bytesOf returns what id decodes to; nil for specials and unknown ids.
+func (t *Tokenizer) bytesOf(id int32) []byte {
+	if id < 0 || int(id) >= len(t.tokens) || t.special[id] {
+		return nil
+	}
+	return t.tokens[id]
+}
+
+// VocabSize returns one more than the largest id the tokenizer knows
+// (vocabulary and added tokens). A model's embedding table may be larger
+// (Qwen3 pads to 151936); ids beyond VocabSize decode to nothing.
+func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+
+// BOS returns the id of tokenizer_config.json's bos_token, if it names one.
+func (t *Tokenizer) BOS() (int32, bool) { return t.bos, t.hasBOS }
+
+// EOS returns every id that ends generation: tokenizer_config.json's
+// eos_token first, then the eos_token_id of generation_config.json and of
+// config.json when Load found them, without repeats. Empty if none.
+func (t *Tokenizer) EOS() []int32 { return slices.Clone(t.eos) }
+
+// ID returns the id of a token: an added token's content, or a vocabulary
+// entry in the byte-level alphabet (" hello" is "Ġhello").
+func (t *Tokenizer) ID(token string) (int32, bool) {
+	for _, a := range t.added {
+		if a.Content == token {
+			return a.ID, true
+		}
+	}
+	id, ok := t.model.vocab[token]
+	return id, ok
+}
+
+// IsSpecial reports whether id is a special added token, which Decode skips.
+func (t *Tokenizer) IsSpecial(id int32) bool { return t.special[id] }
