@@ -40,7 +40,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	rf.register(flags, Variant{Name: v.Name})
 	host := flags.String("host", "127.0.0.1", "address to listen on")
 	port := flags.Int("port", 8000, "port to listen on (0: any free port)")
-	name := flags.String("served-model-name", "", "model id in /v1/models and responses (default: the model directory's name)")
+	name := flags.String("served-model-name", "", "model id in /v1/models and responses (default: the model directory's name, kvlab-builtin for the built-in model)")
 	maxQueue := flags.Int("max-queue", 256, "refuse requests with 429 while this many wait for admission (0: no limit)")
 	maxBody := flags.Int64("max-body-bytes", 8<<20, "largest request body accepted (413 beyond it)")
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
@@ -91,6 +91,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	es := engine.NewServer(e)
 	if *name == "" {
 		*name = filepath.Base(dir)
+		if rf.modelDir == "" {
+			*name = "kvlab-builtin"
+		}
 	}
 	h := server.New(es, server.Options{ModelName: *name, Tokenizer: tok, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil})
 

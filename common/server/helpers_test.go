@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,9 +35,6 @@ func loadTestModel(t testing.TB) testModel {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "model")
 	require.NoError(t, model.WriteSynthetic(dir, modeltest.Options(model.ArchLlama, 5)))
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil { // TEMP
-		require.NoError(t, tokenizer.WriteSynthetic(dir, 512, 1, 2))
-	}
 	m, err := model.Load(dir, cpu.New())
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
