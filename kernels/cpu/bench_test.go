@@ -121,3 +121,28 @@ func BenchmarkAttendPrefill(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMatMulTDecode measures single-row products whose weights do not
+// fit in cache (a decode step streams every weight once), with float32 and
+// bf16 weights; GB/s counts the weight bytes read.
+func BenchmarkMatMulTDecode(b *testing.B) {
+	be := cpu.New()
+	for _, s := range []struct{ in, out int }{{512, 8192}, {1536, 4096}, {4096, 4096}} {
+		for _, dtype := range []string{"f32", "bf16"} {
+			b.Run(fmt.Sprintf("in=%d,out=%d,%s", s.in, s.out, dtype), func(b *testing.B) {
+				rng := newRand(1)
+				x := randTensor(be, rng, 1, s.in)
+				w, bytes := randTensor(be, rng, s.out, s.in), 4*s.in*s.out
+				if dtype == "bf16" {
+					w, bytes = be.FromHostBF16(s.out, s.in, randFloats(rng, s.out*s.in)), 2*s.in*s.out
+				}
+				dst := be.New(1, s.out)
+				for b.Loop() {
+					be.MatMulT(dst, x, w)
+				}
+				reportGFLOPs(b, 2*float64(s.in*s.out))
+				b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}
