@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"kvlab/common/engine"
-	"kvlab/common/tokenizer"
 )
 
 // openAIRequest holds the fields /v1/completions and /v1/chat/completions
@@ -37,17 +36,6 @@ type openAIRequest struct {
 type completionRequest struct {
 	openAIRequest
 	Prompt json.RawMessage `json:"prompt"` // a string, token ids, or a one-element array of either
-}
-
-// chatRequest is a /v1/chat/completions body.
-type chatRequest struct {
-	openAIRequest
-	Messages []chatMessage `json:"messages"`
-}
-
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"` // a string or an array of {"type":"text","text":...}
 }
 
 // usage is OpenAI's token accounting. CachedTokens is the number a
@@ -226,206 +214,68 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	rid := h.newID()
 	id := fmt.Sprintf("cmpl-%d", rid)
 	created := time.Now().Unix()
-	chunk := func(choices []completionChoice, u *usage) completionResponse {
+	reply := func(choices []completionChoice, u *usage) completionResponse {
 		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: h.opts.ModelName, Choices: choices, Usage: u}
 	}
-	ids := func(p []int32) []int32 {
-		if q.ReturnTokenIDs {
-			return p
-		}
-		return nil
-	}
-
-	if !q.Stream {
-		res, e := h.generate(r.Context(), rid, g, func(piece) error { return nil })
-		if e != nil {
-			writeError(w, e)
-			return
-		}
-		choices := make([]completionChoice, len(res.samples))
-		for i, s := range res.samples {
-			choices[i] = completionChoice{Index: i, Text: s.text.String(), TokenIDs: ids(s.ids), FinishReason: &s.finish}
-			if q.ReturnTokenIDs && choices[i].TokenIDs == nil {
-				choices[i].TokenIDs = []int32{}
+	h.openAIReply(w, r, &q.openAIRequest, rid, g, replyShape{
+		whole: func(res *genResult) any {
+			choices := make([]completionChoice, len(res.samples))
+			for i, s := range res.samples {
+				choices[i] = completionChoice{Index: i, Text: s.text.String(), TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish}
 			}
-		}
-		writeJSON(w, http.StatusOK, chunk(choices, newUsage(res)))
-		return
-	}
-
-	out := newSSE(w)
-	res, e := h.generate(r.Context(), rid, g, func(p piece) error {
-		c := completionChoice{Index: p.sample, Text: p.text, TokenIDs: ids(p.ids)}
-		if p.finish != "" {
-			c.FinishReason = &p.finish
-		}
-		return out.send(chunk([]completionChoice{c}, nil))
+			return reply(choices, newUsage(res))
+		},
+		chunk: func(p piece) any {
+			c := completionChoice{Index: p.sample, Text: p.text, TokenIDs: q.idsIfAsked(p.ids)}
+			if p.finish != "" {
+				c.FinishReason = &p.finish
+			}
+			return reply([]completionChoice{c}, nil)
+		},
+		usage: func(u *usage) any { return reply([]completionChoice{}, u) },
 	})
-	if e != nil {
-		out.fail(e)
-		return
-	}
-	if q.StreamOptions != nil && q.StreamOptions.IncludeUsage {
-		if out.send(chunk([]completionChoice{}, newUsage(res))) != nil {
-			return
-		}
-	}
-	_ = out.raw([]byte("[DONE]"))
 }
 
-// chatChoice is one sample's result in a chat response; Delta replaces
-// Message in stream chunks.
-type chatChoice struct {
-	Index        int       `json:"index"`
-	Message      *chatOut  `json:"message,omitempty"`
-	Delta        *chatOut  `json:"delta,omitempty"`
-	TokenIDs     []int32   `json:"token_ids,omitempty"`
-	FinishReason *string   `json:"finish_reason"`
-	Logprobs     *struct{} `json:"logprobs"`
+// replyShape is how an OpenAI endpoint words its answer: the whole
+// response at once, one stream chunk per piece, and the usage chunk that
+// ends a stream when the client asks for it.
+type replyShape struct {
+	whole func(res *genResult) any
+	chunk func(p piece) any
+	usage func(u *usage) any
 }
 
-type chatOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
-}
-
-type chatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *usage       `json:"usage,omitempty"`
-}
-
-// chatPrompt renders messages through the model's chat template and
-// tokenizes the result. The template writes the special tokens itself, so
-// no BOS is added.
-func (h *Handler) chatPrompt(msgs []chatMessage) ([]int32, *apiError) {
-	t := h.opts.Tokenizer
-	if t == nil || !t.HasChatTemplate() {
-		return nil, errBadRequest("messages", "this model has no chat template (tokenizer_config.json): use /v1/completions")
-	}
-	if len(msgs) == 0 {
-		return nil, errBadRequest("messages", "messages is empty")
-	}
-	conv := make([]tokenizer.Message, len(msgs))
-	for i, m := range msgs {
-		switch m.Role {
-		case "system", "user", "assistant", "developer", "tool":
-		default:
-			return nil, errBadRequest(fmt.Sprintf("messages[%d].role", i), "unknown role %q (want system, user, assistant, developer or tool)", m.Role)
-		}
-		text, e := messageText(m.Content, i)
-		if e != nil {
-			return nil, e
-		}
-		role := m.Role
-		if role == "developer" {
-			role = "system" // OpenAI's newer name for the system message
-		}
-		conv[i] = tokenizer.Message{Role: role, Content: text}
-	}
-	rendered, err := t.ApplyChatTemplate(conv, true)
-	if err != nil {
-		return nil, errBadRequest("messages", "chat template: %v", err)
-	}
-	ids := t.Encode(rendered)
-	if len(ids) == 0 {
-		return nil, errBadRequest("messages", "the conversation renders to an empty prompt")
-	}
-	return ids, nil
-}
-
-// messageText accepts a content string or an array of text parts.
-func messageText(raw json.RawMessage, i int) (string, *apiError) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errBadRequest(fmt.Sprintf("messages[%d].content", i), "content must be a string or an array of text parts")
-	}
-	var out string
-	for j, p := range parts {
-		if p.Type != "text" {
-			return "", errBadRequest(fmt.Sprintf("messages[%d].content[%d].type", i, j), "only text parts are supported, have %q", p.Type)
-		}
-		out += p.Text
-	}
-	return out, nil
-}
-
-func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	var q chatRequest
-	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
-		writeError(w, e)
-		return
-	}
-	var g genRequest
-	if e := h.options(&q.openAIRequest, &g, h.es.ContextLimit()); e != nil {
-		writeError(w, e)
-		return
-	}
-	var e *apiError
-	if g.prompt, e = h.chatPrompt(q.Messages); e != nil {
-		writeError(w, e)
-		return
-	}
-	rid := h.newID()
-	id := fmt.Sprintf("chatcmpl-%d", rid)
-	created := time.Now().Unix()
-	resp := func(object string, choices []chatChoice, u *usage) chatResponse {
-		return chatResponse{ID: id, Object: object, Created: created, Model: h.opts.ModelName, Choices: choices, Usage: u}
-	}
-	ids := func(p []int32) []int32 {
-		if q.ReturnTokenIDs {
-			return p
-		}
-		return nil
-	}
-
+// openAIReply runs g and answers r in the shape s gives: one JSON body, or
+// server-sent events ending with the usage chunk (if asked) and [DONE].
+func (h *Handler) openAIReply(w http.ResponseWriter, r *http.Request, q *openAIRequest, rid int, g genRequest, s replyShape) {
 	if !q.Stream {
 		res, e := h.generate(r.Context(), rid, g, func(piece) error { return nil })
 		if e != nil {
 			writeError(w, e)
 			return
 		}
-		choices := make([]chatChoice, len(res.samples))
-		for i, s := range res.samples {
-			text := s.text.String()
-			choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &text}, TokenIDs: ids(s.ids), FinishReason: &s.finish}
-		}
-		writeJSON(w, http.StatusOK, resp("chat.completion", choices, newUsage(res)))
+		writeJSON(w, http.StatusOK, s.whole(res))
 		return
 	}
-
 	out := newSSE(w)
-	began := make([]bool, g.n)
-	res, e := h.generate(r.Context(), rid, g, func(p piece) error {
-		d := &chatOut{Content: &p.text}
-		if !began[p.sample] {
-			began[p.sample] = true
-			d.Role = "assistant"
-		}
-		c := chatChoice{Index: p.sample, Delta: d, TokenIDs: ids(p.ids)}
-		if p.finish != "" {
-			c.FinishReason = &p.finish
-		}
-		return out.send(resp("chat.completion.chunk", []chatChoice{c}, nil))
-	})
+	res, e := h.generate(r.Context(), rid, g, func(p piece) error { return out.send(s.chunk(p)) })
 	if e != nil {
 		out.fail(e)
 		return
 	}
 	if q.StreamOptions != nil && q.StreamOptions.IncludeUsage {
-		if out.send(resp("chat.completion.chunk", []chatChoice{}, newUsage(res))) != nil {
+		if out.send(s.usage(newUsage(res))) != nil {
 			return
 		}
 	}
 	_ = out.raw([]byte("[DONE]"))
+}
+
+// idsIfAsked returns ids if the client asked for token ids, else nil (the
+// field is then left out).
+func (q *openAIRequest) idsIfAsked(ids []int32) []int32 {
+	if q.ReturnTokenIDs {
+		return ids
+	}
+	return nil
 }
