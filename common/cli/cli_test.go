@@ -130,15 +130,28 @@ func TestBenchPrintsTableAndWritesFiles(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, runs, 1)
 			assert.Positive(t, runs[0].Engine.PrefillTokensComputed)
+			prompts := 0
 			for _, r := range runs[0].Requests {
 				assert.Empty(t, r.Err, "request %d", r.ID)
 				assert.Positive(t, r.OutputLen, "request %d", r.ID)
+				prompts += r.PromptLen
 			}
+			assert.Equal(t, prompts, runs[0].Engine.PromptTokens, "the engine's prompt tokens are every prompt's length")
 			svg, err := os.ReadFile(plotPath)
 			require.NoError(t, err)
 			assert.Contains(t, string(svg), "<svg")
 		})
 	}
+}
+
+func TestBenchPrintsWhyRequestsFailed(t *testing.T) {
+	dir := smallModel(t, "llama")
+	// Prompts over the model's context fail in the engine, one by one.
+	code, stdout, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "5000", "-max-context", "1024", "-quiet")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stdout, "failed requests, by reason:\n  testcmd: 3 × prompt of")
+	assert.Contains(t, stdout, "leaves no room to generate within the context of 1024 (numbers vary)")
+	assert.Contains(t, stderr, "3 of 3 requests failed")
 }
 
 func TestBenchRejectsBadWorkloadFlags(t *testing.T) {

@@ -96,6 +96,7 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 		PrefillTokensComputed: s.PrefillTokens,
 		DecodeTokens:          s.DecodeTokens,
 		CachedTokens:          s.CachedTokens,
+		PromptTokens:          s.QueriedTokens,
 		PeakBlocksUsed:        s.PeakBlocks,
 		TotalBlocks:           e.Pool().Allocator().Total(),
 		BlockSize:             e.Pool().BlockSize(),

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -62,9 +64,19 @@ func report(stdout io.Writer, runs []*metrics.Run, title, jsonPath, plotPath str
 		}
 		fmt.Fprintf(stdout, "\nTTFT plot: %s\n", plotPath)
 	}
+	failed := false
+	for _, r := range runs {
+		for _, line := range failureReasons(r) {
+			if !failed {
+				fmt.Fprintln(stdout, "\nfailed requests, by reason:")
+				failed = true
+			}
+			fmt.Fprintf(stdout, "  %s: %s\n", r.Name, line)
+		}
+	}
 	for _, r := range rows {
 		if r.Failed > 0 {
-			return fmt.Errorf("%s: %d of %d requests failed (see -json for the errors)", r.Name, r.Failed, r.Requests)
+			return fmt.Errorf("%s: %d of %d requests failed (reasons above; every record is in -json)", r.Name, r.Failed, r.Requests)
 		}
 	}
 	if len(runs) > 1 {
@@ -79,6 +91,50 @@ func report(stdout io.Writer, runs []*metrics.Run, title, jsonPath, plotPath str
 			strings.Join(names, ", "), runs[0].Name, len(runs[0].Requests))
 	}
 	return nil
+}
+
+// requestPrefix matches the "engine: request 7: " in front of an error,
+// which differs between requests failing for the same reason.
+var requestPrefix = regexp.MustCompile(`^(engine: )?request \d+: `)
+
+var digits = regexp.MustCompile(`\d+`)
+
+// failureReasons groups run's failed requests by their error with the
+// numbers left out, most frequent first, and shows the first error of each
+// group: "3 × prompt of 900 tokens leaves no room … (numbers vary)".
+func failureReasons(run *metrics.Run) []string {
+	type group struct {
+		first  string
+		n      int
+		varied bool
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, q := range run.Requests {
+		if !q.Failed() {
+			continue
+		}
+		msg := requestPrefix.ReplaceAllString(q.Err, "")
+		key := digits.ReplaceAllString(msg, "#")
+		g := groups[key]
+		if g == nil {
+			g = &group{first: msg}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.n++
+		g.varied = g.varied || msg != g.first
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(groups[b].n, groups[a].n) })
+	lines := make([]string, len(order))
+	for i, k := range order {
+		g := groups[k]
+		lines[i] = fmt.Sprintf("%d × %s", g.n, g.first)
+		if g.varied {
+			lines[i] += " (numbers vary)"
+		}
+	}
+	return lines
 }
 
 // sameOutputs checks every run against the first, request by request.
