@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,12 +147,68 @@ func TestBenchPrintsTableAndWritesFiles(t *testing.T) {
 
 func TestBenchPrintsWhyRequestsFailed(t *testing.T) {
 	dir := smallModel(t, "llama")
-	// Prompts over the model's context fail in the engine, one by one.
-	code, stdout, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "5000", "-max-context", "1024", "-quiet")
+	// Prompts larger than the whole KV pool fail in the engine, one by one.
+	code, stdout, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "200", "-blocks", "8", "-block-size", "16", "-quiet")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stdout, "failed requests, by reason:\n  testcmd: 3 × prompt of")
-	assert.Contains(t, stdout, "leaves no room to generate within the context of 1024 (numbers vary)")
+	assert.Contains(t, stdout, "KV blocks, the pool has 8 (numbers vary)")
 	assert.Contains(t, stderr, "3 of 3 requests failed")
+}
+
+// TestBadFlagsAreRefusedBeforeAnyWork runs every command that takes the
+// engine and workload flags with each bad value: a non-zero exit, one line
+// naming the flag, no stack trace — and nothing allocated or computed.
+func TestBadFlagsAreRefusedBeforeAnyWork(t *testing.T) {
+	dir := smallModel(t, "llama")
+	cases := []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"pool too big for the machine", []string{"-block-size", "100000000"}, "-block-size"},
+		{"block size zero", []string{"-block-size", "0"}, "-block-size"},
+		{"negative blocks", []string{"-blocks", "-3"}, "-blocks"},
+		{"batch budget zero", []string{"-max-batch-tokens", "0"}, "-max-batch-tokens"},
+		{"max running zero", []string{"-max-running", "0"}, "-max-running"},
+		{"context over the model's", []string{"-max-context", "99999999"}, "-max-context"},
+		{"negative context", []string{"-max-context", "-1"}, "-max-context"},
+		{"unknown admission", []string{"-admission", "greedy"}, "-admission"},
+	}
+	commands := map[string][]string{
+		"generate": {"generate", "-model", dir, "-prompt", "1,2"},
+		"bench":    {"bench", "-model", dir, "-requests", "2", "-quiet"},
+		"serve":    {"serve", "-model", dir, "-port", "0"},
+	}
+	for cmd, base := range commands {
+		for _, tc := range cases {
+			t.Run(cmd+"/"+tc.name, func(t *testing.T) {
+				var o, e bytes.Buffer
+				code := Main(cachedVariant, append(slices.Clone(base), tc.args...), &o, &e)
+				assert.Equal(t, 1, code)
+				assert.Contains(t, e.String(), tc.flag)
+				assert.Equal(t, 1, strings.Count(e.String(), "\n"), "one line: %q", e.String())
+				assert.NotContains(t, e.String(), "goroutine")
+				assert.Empty(t, o.String())
+			})
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"vocabulary over the model's", []string{"-vocab", "999999"}, "-vocab"},
+		{"prompts over the context", []string{"-prefix-len", "5000", "-max-context", "1024"}, "-prefix-len"},
+		{"no requests", []string{"-requests", "0"}, "-requests"},
+	} {
+		t.Run("bench/"+tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(append([]string{"bench", "-model", dir, "-requests", "2", "-quiet"}, tc.args...)...)
+			assert.Equal(t, 1, code)
+			assert.Contains(t, stderr, tc.flag)
+			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			assert.Empty(t, stdout)
+		})
+	}
 }
 
 func TestBenchRejectsBadWorkloadFlags(t *testing.T) {

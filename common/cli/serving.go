@@ -32,17 +32,41 @@ func (f *servingFlags) register(fs *flag.FlagSet, args []string, defaultPlot str
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 }
 
-// load loads the model and generates the workload's requests for it.
+// load generates the workload's requests for the model and loads it.
+// Requests the model could never serve — token ids outside its vocabulary,
+// prompts longer than the context — are refused here, before any work.
 func (f *servingFlags) load(rf *runtimeFlags) (*model.Model, []workload.Request, error) {
-	m, err := rf.loadModel()
+	dir, err := rf.dir()
+	if err != nil {
+		return nil, nil, err
+	}
+	mc, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	p := f.params
 	if p.Vocab == 0 {
-		p.Vocab = m.Config.VocabSize
+		p.Vocab = mc.VocabSize
+	}
+	if p.Vocab > mc.VocabSize {
+		return nil, nil, fmt.Errorf("-vocab %d: the model's vocabulary has only %d tokens", p.Vocab, mc.VocabSize)
 	}
 	reqs, err := workload.Generate(f.name, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	context := mc.MaxPositionEmbeddings
+	if rf.eng.MaxContext > 0 {
+		context = rf.eng.MaxContext
+	}
+	longest := 0
+	for _, r := range reqs {
+		longest = max(longest, len(r.Prompt))
+	}
+	if longest >= context {
+		return nil, nil, fmt.Errorf("-prefix-len, -suffix-max, -long-len: the longest prompt has %d tokens, leaving no room to generate in the context of %d (-max-context, or the model's max_position_embeddings)", longest, context)
+	}
+	m, err := rf.loadModel()
 	if err != nil {
 		return nil, nil, err
 	}

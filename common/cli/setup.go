@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -57,6 +58,9 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 	if v.PrefixCache != nil && !f.noCache {
 		c.PrefixCache = v.PrefixCache
 	}
+	if c.PrefixCache != nil && !c.ChunkedPrefill {
+		return c, fmt.Errorf("-chunked-prefill=false: a prefix cache requires chunked prefill (whole-prompt prefill attends only to the prompt's own tokens); drop the flag, or run without the cache")
+	}
 	switch f.admission {
 	case "", "conservative":
 		c.Admission = engine.AdmitConservative
@@ -93,17 +97,83 @@ func (f *runtimeFlags) dir() (string, error) {
 	return DefaultModelDir()
 }
 
-// loadModel loads the -model directory, or the built-in default model.
+// loadModel loads the -model directory, or the built-in default model,
+// after checking the engine flags against the model's config: a setting
+// the engine cannot run with, or a KV pool too big for this machine, is
+// refused before a weight is read or a byte of the pool allocated.
 func (f *runtimeFlags) loadModel() (*model.Model, error) {
-	be, err := f.backend()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := f.dir()
 	if err != nil {
 		return nil, err
 	}
+	mc, err := model.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.preflight(mc); err != nil {
+		return nil, err
+	}
+	be, err := f.backend()
+	if err != nil {
+		return nil, err
+	}
 	return model.Load(dir, be)
+}
+
+// engineFlags names the flag that sets each engine.Config field.
+var engineFlags = map[string]string{
+	"BlockSize": "-block-size", "NumBlocks": "-blocks", "MaxBatchTokens": "-max-batch-tokens",
+	"MaxRunning": "-max-running", "MaxContext": "-max-context", "ChunkedPrefill": "-chunked-prefill",
+	"Admission": "-admission", "PrefixCache": "-no-cache",
+}
+
+// preflight checks the engine flags against the model's config mc.
+func (f *runtimeFlags) preflight(mc *model.Config) error {
+	if err := f.eng.Validate(mc.MaxPositionEmbeddings); err != nil {
+		return flagErrors(err)
+	}
+	need := f.eng.PoolBytes(mc.NumHiddenLayers, mc.KVDim())
+	if limit := memoryLimit(); limit > 0 && need > limit {
+		return fmt.Errorf("-blocks %d × -block-size %d: the KV pool would take %s (%d layers × K and V × %d features × 4 bytes a token), over half of this machine's %s of memory; lower -blocks or -block-size",
+			f.eng.NumBlocks, f.eng.BlockSize, byteSize(need), mc.NumHiddenLayers, mc.KVDim(), byteSize(2*limit))
+	}
+	return nil
+}
+
+// flagErrors rewrites the engine's config errors on one line, each led by
+// the flag that fixes it: "-block-size: block size must be positive, have 0".
+func flagErrors(err error) error {
+	var lines []string
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		case *engine.ConfigError:
+			lines = append(lines, engineFlags[e.Field]+": "+e.Error())
+		default:
+			if inner := errors.Unwrap(err); inner != nil {
+				walk(inner)
+			} else {
+				lines = append(lines, err.Error())
+			}
+		}
+	}
+	walk(err)
+	return errors.New(strings.Join(lines, "; "))
+}
+
+// byteSize formats n bytes for a reader: 52.4 GB, 310.0 MB.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // startProfiles starts the profile the flags ask for and returns the

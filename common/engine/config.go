@@ -62,46 +62,70 @@ func DefaultConfig() Config {
 	}
 }
 
+// ConfigError is one setting Validate refuses. Field names the Config
+// field, so a front end can say which of its own flags to change.
+type ConfigError struct {
+	Field   string // e.g. "BlockSize"
+	Problem string // e.g. "must be positive, have 0"
+}
+
+func (e *ConfigError) Error() string { return configWords[e.Field] + " " + e.Problem }
+
+// configWords names each field in an error message.
+var configWords = map[string]string{
+	"BlockSize": "block size", "NumBlocks": "number of KV blocks", "MaxBatchTokens": "max batch tokens",
+	"MaxRunning": "max running sequences", "MaxContext": "max context", "ChunkedPrefill": "chunked prefill",
+	"Admission": "admission policy", "PrefixCache": "prefix cache",
+}
+
 // Validate reports settings the engine cannot run with. modelMaxPos is the
-// model's max_position_embeddings.
+// model's max_position_embeddings. Each problem is a *ConfigError.
 func (c Config) Validate(modelMaxPos int) error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
 	if c.BlockSize <= 0 {
-		bad("block size must be positive, have %d", c.BlockSize)
+		bad("BlockSize", "must be positive, have %d", c.BlockSize)
 	}
 	if c.NumBlocks <= 0 {
-		bad("number of KV blocks must be positive, have %d", c.NumBlocks)
+		bad("NumBlocks", "must be positive, have %d", c.NumBlocks)
 	}
 	if c.MaxBatchTokens <= 0 {
-		bad("max batch tokens must be positive, have %d", c.MaxBatchTokens)
+		bad("MaxBatchTokens", "must be positive, have %d", c.MaxBatchTokens)
 	}
 	if c.MaxRunning <= 0 {
-		bad("max running sequences must be positive, have %d", c.MaxRunning)
+		bad("MaxRunning", "must be positive, have %d", c.MaxRunning)
 	}
 	if c.MaxContext < 0 {
-		bad("max context must not be negative, have %d", c.MaxContext)
+		bad("MaxContext", "must not be negative, have %d", c.MaxContext)
 	}
 	if c.MaxContext > modelMaxPos {
-		bad("max context %d exceeds the model's max_position_embeddings %d", c.MaxContext, modelMaxPos)
+		bad("MaxContext", "%d exceeds the model's max_position_embeddings %d", c.MaxContext, modelMaxPos)
 	}
 	ctx := c.context(modelMaxPos)
 	if c.BlockSize > 0 && c.NumBlocks > 0 && c.NumBlocks*c.BlockSize < 2 {
-		bad("KV pool of %d blocks × %d tokens cannot hold a prompt and one output token", c.NumBlocks, c.BlockSize)
+		bad("NumBlocks", "%d of %d tokens cannot hold a prompt and one output token", c.NumBlocks, c.BlockSize)
 	}
 	if !c.ChunkedPrefill && c.MaxBatchTokens > 0 && c.MaxBatchTokens < ctx {
-		bad("whole-prompt prefill needs max batch tokens (%d) ≥ max context (%d): a long prompt could never be scheduled; enable chunked prefill or raise the budget", c.MaxBatchTokens, ctx)
+		bad("MaxBatchTokens", "(%d) must be ≥ the max context (%d) for whole-prompt prefill: a long prompt could never be scheduled; enable chunked prefill or raise the budget", c.MaxBatchTokens, ctx)
 	}
 	if c.Admission != AdmitConservative && c.Admission != AdmitCostAware {
-		bad("unknown admission policy %d", c.Admission)
+		bad("Admission", "%d is unknown", c.Admission)
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
-		bad("a prefix cache requires chunked prefill: whole-prompt prefill attends only to the prompt's own tokens and would not see the cached prefix")
+		bad("ChunkedPrefill", "is off, but a prefix cache requires chunked prefill: whole-prompt prefill attends only to the prompt's own tokens and would not see the cached prefix")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("engine: invalid config: %w", err)
 	}
 	return nil
+}
+
+// PoolBytes returns the memory the KV pool takes for a model with layers
+// layers and kvDim key (and value) features per token: K and V, float32.
+func (c Config) PoolBytes(layers, kvDim int) int64 {
+	return 2 * int64(layers) * int64(c.NumBlocks) * int64(c.BlockSize) * int64(kvDim) * 4
 }
 
 // context returns the effective context limit.
