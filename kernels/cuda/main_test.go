@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"kvlab/kernels"
 	"kvlab/kernels/cpu"
 )
@@ -20,6 +22,11 @@ import (
 // the same random inputs. They need a GPU (or the cudaemu build); on a
 // machine without one, New's error is printed once and every GPU test is
 // skipped, while the tests of the no-GPU path itself still run.
+//
+// A run that skips every GPU test still reports PASS, which on a GPU
+// machine would hide a driver that failed to start. With
+// KVLAB_REQUIRE_GPU=1 in the environment, a failing New fails the whole
+// run instead: every script that runs these tests on hardware sets it.
 
 // gpu is the backend under test, nil when New failed with gpuErr.
 var (
@@ -30,11 +37,29 @@ var (
 // ref is the reference every result is compared with.
 var ref = cpu.New()
 
+// requireGPUEnv names the switch that turns "no GPU" from a skip into a
+// failure.
+const requireGPUEnv = "KVLAB_REQUIRE_GPU"
+
+// startupFailure returns the message TestMain fails with when New returned
+// err and the environment variable requireGPUEnv holds env, or "" when the
+// run may go on (with the GPU tests skipped if err is not nil).
+func startupFailure(err error, env string) string {
+	if err == nil || env != "1" {
+		return ""
+	}
+	return fmt.Sprintf("cuda tests: FAIL: %s=1 and New failed: %v", requireGPUEnv, err)
+}
+
 func TestMain(m *testing.M) {
 	be, err := New()
+	if msg := startupFailure(err, os.Getenv(requireGPUEnv)); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(1)
+	}
 	if err != nil {
 		gpuErr = err
-		fmt.Fprintf(os.Stderr, "cuda tests: GPU tests skipped: %v\n", err)
+		fmt.Fprintf(os.Stderr, "cuda tests: GPU tests skipped: %v (set %s=1 to fail instead)\n", err, requireGPUEnv)
 	} else {
 		gpu = be.(*Backend)
 		fmt.Fprintf(os.Stderr, "cuda tests: running on %s\n", gpu.Describe())
@@ -63,6 +88,36 @@ func TestNewWithoutDevice(t *testing.T) {
 	}
 	if !strings.HasPrefix(gpuErr.Error(), "cuda: ") {
 		t.Errorf("New's error %q does not say where it comes from", gpuErr)
+	}
+}
+
+// TestRequireGPU checks the decision TestMain takes at startup: only a
+// failed New under KVLAB_REQUIRE_GPU=1 ends the run.
+func TestRequireGPU(t *testing.T) {
+	noDev := fmt.Errorf("%w: the driver lists no device", ErrNoDevice)
+	cases := []struct {
+		name string
+		err  error
+		env  string
+		fail bool
+	}{
+		{"device, switch off", nil, "", false},
+		{"device, switch on", nil, "1", false},
+		{"no device, switch off", noDev, "", false},
+		{"no device, switch on", noDev, "1", true},
+		{"no device, other value", noDev, "yes", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			msg := startupFailure(c.err, c.env)
+			if !c.fail {
+				assert.Empty(t, msg)
+				return
+			}
+			assert.Contains(t, msg, "FAIL")
+			assert.Contains(t, msg, requireGPUEnv)
+			assert.Contains(t, msg, "no device")
+		})
 	}
 }
 
