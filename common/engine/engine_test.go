@@ -247,7 +247,7 @@ func TestConfigValidation(t *testing.T) {
 		{"budget", func(c *Config) { c.MaxBatchTokens = 0 }, "max batch tokens"},
 		{"running", func(c *Config) { c.MaxRunning = 0 }, "max running"},
 		{"context beyond model", func(c *Config) { c.MaxContext = 1 << 30 }, "max_position_embeddings"},
-		{"whole prompt budget", func(c *Config) { c.ChunkedPrefill = false; c.MaxContext = 128; c.MaxBatchTokens = 64 }, "whole-prompt prefill needs"},
+		{"whole prompt budget", func(c *Config) { c.ChunkedPrefill = false; c.MaxContext = 128; c.MaxBatchTokens = 64 }, "for whole-prompt prefill"},
 		{"admission", func(c *Config) { c.Admission = 9 }, "admission"},
 		{"prefix cache without chunked prefill", func(c *Config) {
 			c.ChunkedPrefill, c.MaxBatchTokens, c.MaxContext = false, 128, 128
