@@ -84,7 +84,7 @@ func TestBadInputGivesClearErrors(t *testing.T) {
 		{"empty prompt", []string{"generate", "-model", dir, "-prompt", ""}, 1, "empty prompt"},
 		{"not a number", []string{"generate", "-model", dir, "-prompt", "1,x"}, 1, `token 1 ("x")`},
 		{"token id ≥ vocab", []string{"generate", "-model", dir, "-prompt", "1,300"}, 1, "300"},
-		{"max tokens zero", []string{"generate", "-model", dir, "-prompt", "1", "-max-tokens", "0"}, 1, "max tokens must be positive"},
+		{"max tokens zero", []string{"generate", "-model", dir, "-prompt", "1", "-max-tokens", "0"}, 1, "-max-tokens must be at least 1"},
 		{"prompt longer than context", []string{"generate", "-model", dir, "-prompt", "1,2,3,4", "-max-context", "4"}, 1, "context of 4"},
 		{"missing model", []string{"logits", "-model", filepath.Join(dir, "nope"), "-prompt", "1"}, 1, "config.json"},
 		{"unknown device", []string{"logits", "-model", dir, "-prompt", "1", "-device", "tpu"}, 1, "unknown device"},
@@ -199,10 +199,26 @@ func TestBadFlagsAreRefusedBeforeAnyWork(t *testing.T) {
 	}{
 		{"vocabulary over the model's", []string{"-vocab", "999999"}, "-vocab"},
 		{"prompts over the context", []string{"-prefix-len", "5000", "-max-context", "1024"}, "-prefix-len"},
+		{"negative rate", []string{"-rps", "-1"}, "-rps"},
 		{"no requests", []string{"-requests", "0"}, "-requests"},
 	} {
 		t.Run("bench/"+tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(append([]string{"bench", "-model", dir, "-requests", "2", "-quiet"}, tc.args...)...)
+			assert.Equal(t, 1, code)
+			assert.Contains(t, stderr, tc.flag)
+			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			assert.Empty(t, stdout)
+		})
+	}
+}
+
+func TestGenerateRefusesBadSamplingFlags(t *testing.T) {
+	dir := smallModel(t, "llama")
+	for _, tc := range []struct{ flag, value string }{
+		{"-top-p", "0"}, {"-top-p", "1.5"}, {"-n", "0"}, {"-n", "65"}, {"-max-tokens", "-1"}, {"-temperature", "-0.5"},
+	} {
+		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
+			code, stdout, stderr := run("generate", "-model", dir, "-prompt", "1,2", tc.flag, tc.value)
 			assert.Equal(t, 1, code)
 			assert.Contains(t, stderr, tc.flag)
 			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)

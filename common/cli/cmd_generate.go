@@ -36,6 +36,16 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case *maxTokens <= 0:
+		return fmt.Errorf("-max-tokens must be at least 1, have %d", *maxTokens)
+	case *temperature < 0:
+		return fmt.Errorf("-temperature must be ≥ 0, have %v", *temperature)
+	case *topP <= 0 || *topP > 1:
+		return fmt.Errorf("-top-p must be in (0, 1], have %v", *topP)
+	case *n < 1 || *n > engine.MaxSamples:
+		return fmt.Errorf("-n must be in [1, %d], have %d", engine.MaxSamples, *n)
+	}
 	res, err := runOne(v, &rf, engine.Request{
 		Prompt: ids, MaxTokens: *maxTokens, IgnoreEOS: *ignoreEOS, N: *n,
 		Sampling: engine.Sampling{Temperature: *temperature, TopP: *topP, Seed: *seed},
