@@ -178,12 +178,18 @@ func TestBadFlagsAreRefusedBeforeAnyWork(t *testing.T) {
 		"generate": {"generate", "-model", dir, "-prompt", "1,2"},
 		"bench":    {"bench", "-model", dir, "-requests", "2", "-quiet"},
 		"serve":    {"serve", "-model", dir, "-port", "0"},
+		"compare":  {"-model", dir, "-requests", "2", "-quiet", "-plot", ""},
 	}
 	for cmd, base := range commands {
 		for _, tc := range cases {
 			t.Run(cmd+"/"+tc.name, func(t *testing.T) {
 				var o, e bytes.Buffer
-				code := Main(cachedVariant, append(slices.Clone(base), tc.args...), &o, &e)
+				var code int
+				if cmd == "compare" {
+					code = Compare([]Variant{cachedVariant}, append(slices.Clone(base), tc.args...), &o, &e)
+				} else {
+					code = Main(cachedVariant, append(slices.Clone(base), tc.args...), &o, &e)
+				}
 				assert.Equal(t, 1, code)
 				assert.Contains(t, e.String(), tc.flag)
 				assert.Equal(t, 1, strings.Count(e.String(), "\n"), "one line: %q", e.String())
