@@ -44,7 +44,8 @@ golden: ## regenerate the PyTorch golden logits (needs Python 3 with torch, e.g.
 WORKLOAD  ?= prefix_caching
 VARIANTS  := phase08_prefix phase08_hashcow phase08_compressed
 COUNT     ?= 6
-BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+# benchstat is pinned by the tool directive in go.mod.
+BENCHSTAT ?= $(GO) tool benchstat
 
 .PHONY: phase08
 phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_caching|multi_turn|no_shared_prefix|chunked_prefill)
@@ -54,7 +55,7 @@ phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_
 bench: ## shared cache + engine benchmarks of the three variants, compared with benchstat
 	@mkdir -p out/bench
 	@for v in $(VARIANTS); do \
-	  echo "== $$v"; \
+	  echo "== $$v: BenchmarkCache and BenchmarkEngine, $(COUNT) runs each (a few minutes)"; \
 	  $(GOTEST) -run '^$$' -bench '^Benchmark(Cache|Engine)$$' -benchmem -count $(COUNT) ./$$v/ > out/bench/$$v.txt || exit 1; \
 	done
 	$(BENCHSTAT) -ignore pkg prefix=out/bench/phase08_prefix.txt hashcow=out/bench/phase08_hashcow.txt compressed=out/bench/phase08_compressed.txt

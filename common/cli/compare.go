@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"path/filepath"
 )
@@ -18,8 +19,12 @@ func Compare(variants []Variant, args []string, stdout, stderr io.Writer) int {
 }
 
 func compare(variants []Variant, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs := flag.NewFlagSet("phase08", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "phase08: the baseline engine and each prefix cache on the same requests and arrivals, one table\n\nUsage: phase08 [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	var rf runtimeFlags
 	rf.register(fs, Variant{})
 	admission := fs.String("admission", "cost-aware", "how admission charges a prompt: conservative or cost-aware")

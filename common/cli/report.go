@@ -56,9 +56,6 @@ func report(stdout io.Writer, runs []*metrics.Run, title, jsonPath, plotPath str
 		}
 	}
 	if plotPath != "" {
-		if err := os.MkdirAll(filepath.Dir(plotPath), 0o755); err != nil {
-			return err
-		}
 		if err := writeFile(plotPath, func(w io.Writer) error { return metrics.WriteTTFTPlot(w, runs, title) }); err != nil {
 			return err
 		}
@@ -159,8 +156,11 @@ func sameOutputs(runs []*metrics.Run) error {
 	return nil
 }
 
-// writeFile creates path and writes it with write.
+// writeFile creates path (and its folder) and writes it with write.
 func writeFile(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
