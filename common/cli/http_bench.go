@@ -61,10 +61,7 @@ func runBenchURL(hf httpFlags, rf *runtimeFlags, sf *servingFlags, stdout, stder
 	if err != nil {
 		return err
 	}
-	var progress io.Writer = stderr
-	if sf.quiet {
-		progress = nil
-	}
+	progress := sf.progress(stderr)
 	fmt.Fprintf(stderr, "%s: %s, %d requests over HTTP\n", hf.url, sf.name, len(reqs))
 	t := httpTarget{url: hf.url, model: hf.model, timeout: hf.timeout, blockSize: rf.eng.BlockSize}
 	run, na, err := benchHTTP(context.Background(), t, hf.url, reqs, progress)

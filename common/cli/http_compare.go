@@ -74,10 +74,7 @@ func compareHTTP(fs *flag.FlagSet, variants []Variant, srv serverFlags, rf *runt
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var progress io.Writer = stderr
-	if sf.quiet {
-		progress = nil
-	}
+	progress := sf.progress(stderr)
 	var runs []*metrics.Run
 	var na [][]string
 	for i, bin := range bins {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"kvlab/common/model"
@@ -29,7 +30,7 @@ func (f *servingFlags) register(fs *flag.FlagSet, args []string, defaultPlot str
 	f.params.RegisterFlags(fs)
 	fs.StringVar(&f.jsonPath, "json", "", "also write every run's summary and per-request records as JSON to this file")
 	fs.StringVar(&f.plotPath, "plot", defaultPlot, "write an SVG plot of TTFT per request to this file (empty: none)")
-	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar (it is drawn only when stderr is a terminal)")
 }
 
 // load generates the workload's requests for the model and loads it.
@@ -73,12 +74,30 @@ func (f *servingFlags) load(rf *runtimeFlags) (*model.Model, []workload.Request,
 	return m, reqs, nil
 }
 
+// progress returns where the progress bar goes: stderr when it is a
+// terminal, nowhere with -quiet or when stderr is a file or a pipe (a bar
+// redrawn with carriage returns is noise in a log; the one line per
+// configuration that runConfigs prints says enough).
+func (f *servingFlags) progress(stderr io.Writer) io.Writer {
+	if f.quiet || !isTerminal(stderr) {
+		return nil
+	}
+	return stderr
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	file, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := file.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
 // serve runs every configuration on the same requests and reports them.
 func (f *servingFlags) serve(m *model.Model, configs []namedConfig, reqs []workload.Request, stdout, stderr io.Writer) error {
-	var progress io.Writer = stderr
-	if f.quiet {
-		progress = nil
-	}
+	progress := f.progress(stderr)
 	runs, err := runConfigs(m, configs, f.name, reqs, progress, stderr)
 	if err != nil {
 		return err
