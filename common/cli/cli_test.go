@@ -265,7 +265,7 @@ func TestGenerateSamplesMatchSeeds(t *testing.T) {
 
 func TestProgressBarOnlyOnATerminal(t *testing.T) {
 	dir := smallModel(t, "llama")
-	code, _, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "16", "-output-max", "3", "-rps", "1000")
+	code, _, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "16", "-output-min", "2", "-output-max", "3", "-rps", "1000")
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stderr, "\r", "no carriage returns when stderr is not a terminal")
 	assert.Contains(t, stderr, "[1/1] testcmd: prefix_caching, 3 requests\n")
