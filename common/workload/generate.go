@@ -15,6 +15,7 @@ var generators = map[string]generator{
 	"no_shared_prefix": genNoSharedPrefix,
 	"chunked_prefill":  genChunkedPrefill,
 	"multi_turn":       genMultiTurn,
+	"routing":          genRouting,
 }
 
 // Names lists the known workloads, sorted.
