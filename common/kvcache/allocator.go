@@ -23,6 +23,9 @@ type Allocator struct {
 	// doubleFrees records blocks released while already free. A correct
 	// engine never produces one; Audit reports them instead of hiding them.
 	doubleFrees []int32
+	// onDecref, when set, is told of every Decref that took a holder away
+	// (the KV-event Observer's hook); nil costs one comparison.
+	onDecref func(b int32, freed bool)
 }
 
 // NewAllocator returns an allocator over blocks 0..n-1, all free.
@@ -82,11 +85,14 @@ func (a *Allocator) Decref(b int32) (freed bool) {
 		return false
 	}
 	a.refs[b]--
-	if a.refs[b] > 0 {
-		return false
+	freed = a.refs[b] == 0
+	if freed {
+		a.free = append(a.free, b)
 	}
-	a.free = append(a.free, b)
-	return true
+	if a.onDecref != nil {
+		a.onDecref(b, freed)
+	}
+	return freed
 }
 
 // Refs returns the number of holders of block b.

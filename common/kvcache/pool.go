@@ -51,7 +51,8 @@ type Pool struct {
 	be        kernels.Backend
 	k, v      []kernels.Tensor // per layer; rows are slots
 	seqs      map[int]*seqPages
-	copies    int // blocks copied by PrepareWrite
+	copies    int       // blocks copied by PrepareWrite
+	obs       *Observer // nil unless KV events were asked for (Observe)
 }
 
 // seqPages is one sequence's view of the pool.
@@ -145,6 +146,9 @@ func (p *Pool) Open(id int, prompt []int32) (cached int, err error) {
 		s.lent = len(blocks)
 	}
 	p.seqs[id] = s
+	if p.obs != nil {
+		p.obs.open(id)
+	}
 	return cached, nil
 }
 
@@ -192,6 +196,9 @@ func (p *Pool) Grow(id, n int) error {
 func (p *Pool) reserve(n int) error {
 	if short := n - p.alloc.NumFree(); short > 0 && p.cache != nil {
 		p.cache.Evict(short)
+		if p.obs != nil {
+			p.obs.settle()
+		}
 	}
 	if !p.alloc.CanAllocate(n) {
 		return &OutOfBlocksError{Want: n, Free: p.alloc.NumFree()}
@@ -270,6 +277,9 @@ func (p *Pool) Commit(id int, tokens []int32) {
 	}
 	s := p.seqs[id]
 	s.lent = p.cache.Insert(id, tokens, s.pages, s.lent)
+	if p.obs != nil {
+		p.obs.commit(id, tokens, s.pages)
+	}
 }
 
 // Release ends sequence id: the pool drops its reference on every owned
@@ -285,6 +295,9 @@ func (p *Pool) Release(id int) {
 	}
 	if p.cache != nil {
 		p.cache.Release(id)
+	}
+	if p.obs != nil {
+		p.obs.release(id)
 	}
 	delete(p.seqs, id)
 }
