@@ -234,6 +234,7 @@ const (
 	roleItems                  // attention: work items
 	rolePages                  // attention: concatenated page tables
 	roleArgmax                 // ArgmaxRows results (device to host)
+	roleSlices                 // MatMulT: a split skinny product's partial sums (device only)
 	numRoles
 )
 
@@ -279,6 +280,13 @@ func (m *metaBuf) reserve(op string, n int64) {
 	p, err := devAlloc(size)
 	check(op, err)
 	m.ptr, m.cap, m.host = p, size, m.host[:0]
+}
+
+// scratch returns a device buffer of at least n bytes that only kernels
+// read and write.
+func (m *metaBuf) scratch(op string, n int64) devPtr {
+	m.reserve(op, n)
+	return m.ptr
 }
 
 func (m *metaBuf) release() {

@@ -62,9 +62,9 @@ struct entry {
      }}
 
 #define MATMUL_ENTRY(NAME)                                                                             \
-    {#NAME, 6, [](const uint64_t* a) {                                                                 \
+    {#NAME, 7, [](const uint64_t* a) {                                                                 \
          NAME(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2), ll(a, 3), ll(a, 4), \
-              ll(a, 5));                                                                               \
+              ll(a, 5), ll(a, 6));                                                                     \
      }}
 
 const entry kernels[] = {
@@ -101,9 +101,17 @@ const entry kernels[] = {
     {"softmax_rows", 2, [](const uint64_t* a) { softmax_rows(ptr<float*>(a, 0), ll(a, 1)); }},
     {"argmax_rows", 3,
      [](const uint64_t* a) { argmax_rows(ptr<int*>(a, 0), ptr<const float*>(a, 1), ll(a, 2)); }},
+    {"matmul_sum_slices", 4,
+     [](const uint64_t* a) {
+         matmul_sum_slices(ptr<float*>(a, 0), ptr<const float*>(a, 1), ll(a, 2), ll(a, 3));
+     }},
     MATMUL_ENTRY(matmul_bf16_128),
     MATMUL_ENTRY(matmul_bf16_64),
-    MATMUL_ENTRY(matmul_bf16_skinny),
+    {"matmul_bf16_skinny", 8,
+     [](const uint64_t* a) {
+         matmul_bf16_skinny(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2), ll(a, 3),
+                            ll(a, 4), ll(a, 5), ll(a, 6), ptr<float*>(a, 7));
+     }},
     ATTN_ENTRY(32),
     ATTN_ENTRY(64),
     ATTN_ENTRY(128),

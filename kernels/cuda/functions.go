@@ -24,6 +24,7 @@ type functions struct {
 	gatherRows, writeKV, copyBlock    kernelFn
 	softmax, argmax                   kernelFn
 	matmul128, matmul64, matmulSkinny kernelFn
+	matmulSumSlices                   kernelFn
 	attention                         [len(attnHeadDims)]kernelFn
 }
 
@@ -49,6 +50,7 @@ func (f *functions) entries() map[string]map[string]*kernelFn {
 			"matmul_bf16_128":    &f.matmul128,
 			"matmul_bf16_64":     &f.matmul64,
 			"matmul_bf16_skinny": &f.matmulSkinny,
+			"matmul_sum_slices":  &f.matmulSumSlices,
 		},
 		"attention": {},
 	}

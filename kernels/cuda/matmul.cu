@@ -16,23 +16,37 @@
 //           "weight", so the f32 tensor stays the single source of truth and
 //           no copy can go stale.
 //
-// Kernels and launch shapes (all 256 threads = 8 warps per block):
-//   matmul_bf16_128 / matmul_bf16_64: the tiled kernel for n > 16. A block
-//           computes a BM×128 tile of dst (BM = 128 or 64; the host takes 64
-//           when 128-row tiles would leave SMs idle); grid = (ceil(out/128),
-//           ceil(n/BM)). The 8 warps form a 2×4 grid, each owning BM/2×32
-//           outputs as (BM/32)×2 WMMA 16×16 accumulators. The K loop steps
-//           32 columns at a time: the next step's f32 values are loaded into
-//           registers while the tensor cores work on the current bf16 tile
-//           in shared memory (rows padded by 8 to spread banks).
-//   matmul_bf16_skinny: n <= 16 (decode). A 128-row tile would waste almost
-//           all of its work and, worse, launch too few blocks to keep the
-//           memory system busy, and a decode matmul is bound by reading w.
-//           A block owns 16 output columns; its 8 warps split the K
-//           dimension into 32-wide chunks (warp w takes chunks w, w+8, ...),
-//           each a 16×16×32 WMMA product with rows >= n of x zero-filled,
-//           and the 8 partial tiles are added in a fixed order at the end.
-//           grid = ceil(out/16).
+// Reduction order (batch invariance): every element of dst is summed in
+//           one order that depends on in and out only, never on n or on the
+//           kernel that runs, so a row's result is the same bits whatever
+//           rows are computed with it. K is cut into 32-wide chunks, the
+//           chunks into slices of cps chunks (the host picks cps from in and
+//           out); a slice is summed in 16-wide MMA steps in K order,
+//           starting from zero; the slices' sums are added in slice order,
+//           ((p0 + p1) + p2) + ... Rows of an MMA tile do not mix: the
+//           tensor core computes each output element from its own row of x
+//           and column of w, so zero-filled rows past n change nothing.
+//
+// Kernels and launch shapes:
+//   matmul_bf16_128 / matmul_bf16_64: the tiled kernel for n > 16, 256
+//           threads. A block computes a BM×128 tile of dst (BM = 128 or 64;
+//           the host takes 64 when 128-row tiles would leave SMs idle); grid
+//           = (ceil(out/128), ceil(n/BM)). The 8 warps form a 2×4 grid, each
+//           owning BM/2×32 outputs as (BM/32)×2 WMMA 16×16 accumulators. The
+//           K loop steps one chunk at a time: the next chunk's f32 values
+//           are loaded into registers while the tensor cores work on the
+//           current bf16 tile in shared memory (rows padded by 8 to spread
+//           banks). At the end of each slice the accumulators are written
+//           to dst (first slice) or added to it, and restart from zero.
+//   matmul_bf16_skinny: n <= 16 (decode), 128 threads. A 128-row tile
+//           would waste almost all of its work and launch too few blocks to
+//           keep the memory system busy, and a decode matmul is bound by
+//           reading w. Each warp owns one (16-column tile, slice) job,
+//           a 16×16 WMMA product over the slice's chunks with rows >= n of
+//           x zero-filled; jobs are numbered tile-major, 4 per block, grid
+//           = ceil(tiles × slices / 4). With one slice the warp writes dst;
+//           with several it writes its slice's partial tile to part
+//           (slices × n × out floats) and matmul_sum_slices adds them.
 // Any n, in, out are accepted: loads past an edge read zero and stores past
 // an edge are dropped. Rows are read as float4 when in % 4 == 0 (every row
 // then starts 16-byte aligned), else element by element.
@@ -40,8 +54,9 @@
 // Checked:  TestMatMulT against the CPU backend on random matrices, odd
 //           shapes included, with |dst - ref| <= 3e-2 * sqrt(sum_k (x_k w_k)^2)
 //           per element (about 9 standard deviations of the bf16 rounding
-//           error) and a normwise relative error <= 1e-2. The GPU backend is
-//           not batch invariant: which kernel runs depends on n.
+//           error) and a normwise relative error <= 1e-2.
+//           TestMatMulTBatchInvariant: every row bit-identical to the row
+//           computed alone, for batch sizes 1 to 64 and every kernel.
 #include <mma.h>
 #include <cuda_bf16.h>
 
@@ -84,7 +99,7 @@ __device__ __forceinline__ void store4(__nv_bfloat16* s, float4 v) {
 template <int BM>
 __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const float* __restrict__ x,
                                              const float* __restrict__ w, long long n, long long in,
-                                             long long out) {
+                                             long long out, long long cps) {
     constexpr int WM = BM / 2;       // rows per warp
     constexpr int WN = MM_BN / 4;    // columns per warp
     constexpr int FM = WM / 16, FN = WN / 16;
@@ -121,6 +136,29 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
         for (int i = 0; i < B_LOADS; ++i) store4(&Bs[(lr + 32 * i) * MM_LD + lc], rb[i]);
     };
 
+    // emit writes the accumulators to dst (first slice) or adds them to what
+    // dst holds (later slices), through a per-warp 16×16 staging tile so that
+    // the edges of dst can be clipped element by element. Each element is
+    // read and written by the same thread every time.
+    float* st = stage[warp];
+    auto emit = [&](bool first) {
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                wmma::store_matrix_sync(st, acc[i][j], 16, wmma::mem_row_major);
+                __syncwarp();
+                for (int e = lane; e < 256; e += 32) {
+                    const long long r = m0 + wm * WM + i * 16 + e / 16;
+                    const long long c = n0 + wn * WN + j * 16 + e % 16;
+                    if (r < n && c < out) dst[r * out + c] = first ? st[e] : dst[r * out + c] + st[e];
+                }
+                __syncwarp();
+                wmma::fill_fragment(acc[i][j], 0.0f);
+            }
+        }
+    };
+
     const long long ktiles = (in + MM_BK - 1) / MM_BK;
     load(0);
     store();
@@ -143,53 +181,47 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
                 for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
         __syncthreads();
+        if ((kt + 1) % cps == 0 || kt + 1 == ktiles) emit(kt < cps); // a slice ends
         if (kt + 1 < ktiles) {
             store();
             __syncthreads();
         }
     }
-
-    // Accumulators go out through a per-warp 16×16 staging tile so that the
-    // edges of dst can be clipped element by element.
-    float* st = stage[warp];
-#pragma unroll
-    for (int i = 0; i < FM; ++i) {
-#pragma unroll
-        for (int j = 0; j < FN; ++j) {
-            wmma::store_matrix_sync(st, acc[i][j], 16, wmma::mem_row_major);
-            __syncwarp();
-            for (int e = lane; e < 256; e += 32) {
-                const long long r = m0 + wm * WM + i * 16 + e / 16;
-                const long long c = n0 + wn * WN + j * 16 + e % 16;
-                if (r < n && c < out) dst[r * out + c] = st[e];
-            }
-            __syncwarp();
-        }
-    }
 }
 
 extern "C" __global__ void __launch_bounds__(MM_THREADS)
-matmul_bf16_128(float* dst, const float* x, const float* w, long long n, long long in, long long out) {
-    matmul_tiled<128>(dst, x, w, n, in, out);
+matmul_bf16_128(float* dst, const float* x, const float* w, long long n, long long in, long long out,
+                long long cps) {
+    matmul_tiled<128>(dst, x, w, n, in, out, cps);
 }
 
 extern "C" __global__ void __launch_bounds__(MM_THREADS)
-matmul_bf16_64(float* dst, const float* x, const float* w, long long n, long long in, long long out) {
-    matmul_tiled<64>(dst, x, w, n, in, out);
+matmul_bf16_64(float* dst, const float* x, const float* w, long long n, long long in, long long out,
+                long long cps) {
+    matmul_tiled<64>(dst, x, w, n, in, out, cps);
 }
 
-#define SK_WARPS (MM_THREADS / 32)
+#define SK_WARPS 4
+#define SK_THREADS (SK_WARPS * 32)
 
-extern "C" __global__ void __launch_bounds__(MM_THREADS)
+extern "C" __global__ void __launch_bounds__(SK_THREADS)
 matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const float* __restrict__ w,
-                   long long n, long long in, long long out) {
+                   long long n, long long in, long long out, long long cps, float* __restrict__ part) {
     __shared__ __align__(32) __nv_bfloat16 As[SK_WARPS][16 * MM_LD];
     __shared__ __align__(32) __nv_bfloat16 Bs[SK_WARPS][16 * MM_LD];
-    __shared__ __align__(32) float part[SK_WARPS][16 * 16];
+    __shared__ __align__(32) float st[SK_WARPS][16 * 16];
 
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const long long j0 = (long long)blockIdx.x * 16;
-    const float* wb = w + j0 * in; // this block's 16 rows of w
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long chunks = (in + MM_BK - 1) / MM_BK;
+    const long long slices = (chunks + cps - 1) / cps;
+    const long long tiles = (out + 15) / 16;
+    // Warp → (tile, slice), slices of one tile side by side; a warp past the
+    // end leaves at once (the kernel has no block-wide barrier).
+    const long long job = (long long)blockIdx.x * SK_WARPS + warp;
+    if (job >= tiles * slices) return;
+    const long long tile = job / slices, slice = job % slices;
+    const long long j0 = tile * 16;
+    const float* wb = w + j0 * in; // this warp's 16 rows of w
     const long long wrows = out - j0;
     const bool vec = (in & 3) == 0;
     // Each lane moves float4s at rows lr + 4*i, columns lc..lc+3 of a chunk:
@@ -199,17 +231,14 @@ matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const f
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
 
-    const long long chunks = (in + MM_BK - 1) / MM_BK;
+    const long long c0 = slice * cps, c1 = min(c0 + cps, chunks);
     float4 ra[4], rb[4];
-    long long c = warp;
-    if (c < chunks) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            ra[i] = load4(x, n, in, lr + 4 * i, c * MM_BK + lc, vec);
-            rb[i] = load4(wb, wrows, in, lr + 4 * i, c * MM_BK + lc, vec);
-        }
+    for (int i = 0; i < 4; ++i) {
+        ra[i] = load4(x, n, in, lr + 4 * i, c0 * MM_BK + lc, vec);
+        rb[i] = load4(wb, wrows, in, lr + 4 * i, c0 * MM_BK + lc, vec);
     }
-    for (; c < chunks; c += SK_WARPS) {
+    for (long long c = c0; c < c1; ++c) {
         __syncwarp(); // the previous chunk's fragments are loaded
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -217,12 +246,11 @@ matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const f
             store4(&Bs[warp][(lr + 4 * i) * MM_LD + lc], rb[i]);
         }
         __syncwarp();
-        const long long next = c + SK_WARPS;
-        if (next < chunks) { // in flight while the tensor cores run
+        if (c + 1 < c1) { // in flight while the tensor cores run
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                ra[i] = load4(x, n, in, lr + 4 * i, next * MM_BK + lc, vec);
-                rb[i] = load4(wb, wrows, in, lr + 4 * i, next * MM_BK + lc, vec);
+                ra[i] = load4(x, n, in, lr + 4 * i, (c + 1) * MM_BK + lc, vec);
+                rb[i] = load4(wb, wrows, in, lr + 4 * i, (c + 1) * MM_BK + lc, vec);
             }
         }
 #pragma unroll
@@ -235,12 +263,27 @@ matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const f
         }
     }
 
-    wmma::store_matrix_sync(part[warp], acc, 16, wmma::mem_row_major);
-    __syncthreads();
-    // One output per thread; the warps' partial sums are added in warp order.
-    const int r = tid / 16, col = tid % 16;
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < SK_WARPS; ++k) s += part[k][tid];
-    if (r < n && j0 + col < out) dst[(long long)r * out + j0 + col] = s;
+    // One slice: the result itself. Several: this slice's partial sum, for
+    // matmul_sum_slices to add in slice order.
+    wmma::store_matrix_sync(st[warp], acc, 16, wmma::mem_row_major);
+    __syncwarp();
+    float* to = slices == 1 ? dst : part + slice * n * out;
+    for (int e = lane; e < 256; e += 32) {
+        const long long r = e / 16, col = j0 + e % 16;
+        if (r < n && col < out) to[r * out + col] = st[warp][e];
+    }
+}
+
+// matmul_sum_slices: dst[e] = ((part[0][e] + part[1][e]) + part[2][e]) + ...
+// for e in [0, count), part holding slices arrays of count floats: the last
+// step of a split skinny product, in the same slice order as the tiled
+// kernels' folding. Grid-stride, 256 threads; the grid size changes no result.
+extern "C" __global__ void __launch_bounds__(256)
+matmul_sum_slices(float* __restrict__ dst, const float* __restrict__ part, long long count, long long slices) {
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+         e += (long long)gridDim.x * blockDim.x) {
+        float s = part[e];
+        for (long long k = 1; k < slices; ++k) s += part[k * count + e];
+        dst[e] = s;
+    }
 }

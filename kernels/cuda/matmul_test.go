@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The tensor-core kernels round x and w to bfloat16 (8 significant bits), so
@@ -124,4 +126,74 @@ func TestMatMulTEmptyInner(t *testing.T) {
 
 func (v matmulVariant) String() string {
 	return [...]string{"auto", "skinny", "tile64", "tile128"}[v]
+}
+
+// TestMatMulTBatchInvariant checks that a row's product does not depend on
+// the rows computed with it: for every batch size from 1 to 64 and every
+// kernel that may run at that size, each row of the result holds the same
+// bits as the row computed alone. This is what lets the engine batch
+// requests without changing any request's tokens.
+//
+// The emulator runs each 16×16×16 MMA as one fused step (see emu/mma.h), so
+// this fails for a kernel whose K steps, partial sums or folding order
+// change with the number of rows, as the 8-warp split of the skinny kernel
+// once did while the tiled kernels summed K in one sequence. It cannot
+// show that the tensor core's result for one row is independent of the
+// other rows of its tile; the MMA's definition promises that.
+func TestMatMulTBatchInvariant(t *testing.T) {
+	be := needGPU(t)
+	rng := newRand(13)
+	const maxRows = 64
+	for _, s := range []struct {
+		in, out int
+		sizes   []int // batch sizes; nil for all of 1 to 64
+	}{
+		{100, 40, nil}, // ragged K and columns, scalar loads, one K slice
+		{520, 24, nil}, // float4 loads, 4 slices of 5 chunks
+		{1040, 20, []int{1, 2, 3, 7, 15, 16, 17, 31, 33, 64}}, // 7 slices, the last one short
+	} {
+		t.Run(fmt.Sprintf("in=%d/out=%d", s.in, s.out), func(t *testing.T) {
+			xt := be.FromHost(maxRows, s.in, randFloats(rng, maxRows*s.in, 1))
+			wt := be.FromHost(s.out, s.in, randFloats(rng, s.out*s.in, 1))
+			dt := be.New(maxRows, s.out)
+			defer func() { be.Free(xt); be.Free(wt); be.Free(dt) }()
+			// Each row alone, with the kernel MatMulT picks for one row.
+			alone := make([][]uint32, maxRows)
+			for i := range maxRows {
+				be.MatMulT(be.View(dt, i, 1), be.View(xt, i, 1), wt)
+				alone[i] = bitsOf(be.ToHost(be.View(dt, i, 1), make([]float32, s.out)))
+			}
+			sizes := s.sizes
+			if sizes == nil {
+				for n := 1; n <= maxRows; n++ {
+					sizes = append(sizes, n)
+				}
+			}
+			for _, n := range sizes {
+				for _, v := range []matmulVariant{matmulAuto, matmulSkinny, matmulTile64, matmulTile128} {
+					if v == matmulSkinny && n > 16 {
+						continue
+					}
+					be.forceMatmul = v
+					be.MatMulT(be.View(dt, 0, n), be.View(xt, 0, n), wt)
+					be.forceMatmul = matmulAuto
+					got := be.ToHost(be.View(dt, 0, n), make([]float32, n*s.out))
+					for i := range n {
+						require.Equal(t, alone[i], bitsOf(got[i*s.out:(i+1)*s.out]),
+							"row %d of a %d-row product (%s kernel) differs from the row alone", i, n, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// bitsOf returns the bit patterns of v, so that a comparison tells -0 from
+// +0 and compares NaNs.
+func bitsOf(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, f := range v {
+		out[i] = math.Float32bits(f)
+	}
+	return out
 }

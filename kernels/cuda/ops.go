@@ -31,20 +31,71 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 		return
 	}
 	defer b.enter()()
-	args := []uint64{ptrArg(d), ptrArg(xt), ptrArg(wt), intArg(n), intArg(in), intArg(out)}
 	if in == 0 {
 		b.zero(d)
 		return
 	}
+	cps := matmulChunksPerSlice(in, out)
+	chunks := (in + matmulChunk - 1) / matmulChunk
+	slices := (chunks + cps - 1) / cps
+	args := []uint64{ptrArg(d), ptrArg(xt), ptrArg(wt), intArg(n), intArg(in), intArg(out), intArg(cps)}
 	switch b.matmulKernel(n, out) {
 	case matmulSkinny:
-		b.launch("MatMulT", b.fn.matmulSkinny, (out+15)/16, 1, 256, args...)
+		jobs := (out + 15) / 16 * slices // one warp per 16-column tile and K slice
+		var part devPtr
+		if slices > 1 {
+			part = b.meta[roleSlices].scratch("MatMulT", int64(4*slices*n*out))
+		}
+		b.launch("MatMulT", b.fn.matmulSkinny, (jobs+skinnyWarps-1)/skinnyWarps, 1, 32*skinnyWarps,
+			append(args, devArg(part))...)
+		if slices > 1 {
+			b.launch("MatMulT", b.fn.matmulSumSlices, elementwiseGrid(n*out, 1024), 1, 256,
+				ptrArg(d), devArg(part), intArg(n*out), intArg(slices))
+		}
 	case matmulTile128:
 		b.launch("MatMulT", b.fn.matmul128, (out+127)/128, (n+127)/128, 256, args...)
 	default:
 		b.launch("MatMulT", b.fn.matmul64, (out+127)/128, (n+63)/64, 256, args...)
 	}
 }
+
+// matmulChunk is MM_BK in matmul.cu: the K step of every matmul kernel, and
+// skinnyWarps is SK_WARPS, the warps of a skinny block.
+const (
+	matmulChunk = 32
+	skinnyWarps = 4
+)
+
+// matmulChunksPerSlice fixes the reduction order of every element of an
+// in→out product, whichever kernel runs: K is cut into 32-wide chunks, the
+// chunks into slices of this many; each slice is summed in 16-wide MMA
+// steps in K order starting from zero, and the slices' sums are added in
+// slice order. It depends on in and out only, never on the number of rows,
+// so a row's result is the same bits at every batch size.
+//
+// The number of slices is a split of K for small decode products, whose
+// 16-column tiles alone would give the GPU too few warps to keep its
+// memory busy (a k/v projection of Llama-3.2-1B has 32): the skinny kernel
+// runs one warp per tile and slice, and matmul_sum_slices adds the slices.
+// It is the smallest power of two that gives at least splitTargetJobs warps,
+// at most 16, and leaves at least 4 chunks (128 columns of K) per slice.
+// The tiled kernels, which have rows enough to fill the GPU, follow the
+// same order by adding each slice's result to dst as the slice ends.
+func matmulChunksPerSlice(in, out int) int {
+	chunks := max(1, (in+matmulChunk-1)/matmulChunk)
+	tiles := (out + 15) / 16
+	slices := 1
+	for slices < 16 && tiles*slices < splitTargetJobs && chunks/(2*slices) >= 4 {
+		slices *= 2
+	}
+	return (chunks + slices - 1) / slices
+}
+
+// splitTargetJobs is the number of skinny warps a split aims at: eight
+// 4-warp blocks for each of an H100's 132 SMs, rounded. It is a constant,
+// not the SM count of the device at hand, so that the emulator and every
+// GPU sum in the same order.
+const splitTargetJobs = 1024
 
 // matmulVariant names one of matmul.cu's kernels.
 type matmulVariant int

@@ -48,12 +48,21 @@ template <class TA, class TB, class LA, class LB>
 inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, TA, LA>& a,
                      const fragment<matrix_b, 16, 16, 16, TB, LB>& b,
                      const fragment<accumulator, 16, 16, 16, float>& c) {
+    // One MMA is one operation per output element, as on the tensor core:
+    // the 16 products (exact: bf16 × bf16 fits in f32) are summed, then
+    // added to the accumulator with a single rounding to f32. The result
+    // depends on where each 16-wide K step starts and on the accumulator it
+    // continues, not merely on the order of the products, so a kernel that
+    // regroups its K steps, starts a partial sum elsewhere or folds partial
+    // sums in another order gets other bits here too (TestMatMulTBatchInvariant
+    // relies on that). The hardware's internal rounding differs; its
+    // dependence on exactly these inputs does not.
     float out[16 * 16];
     for (int r = 0; r < 16; ++r)
         for (int n = 0; n < 16; ++n) {
-            float s = c.x[r * 16 + n];
-            for (int k = 0; k < 16; ++k) s += a.x[r * 16 + k] * b.x[k * 16 + n];
-            out[r * 16 + n] = s;
+            double s = 0.0;
+            for (int k = 0; k < 16; ++k) s += (double)a.x[r * 16 + k] * (double)b.x[k * 16 + n];
+            out[r * 16 + n] = (float)((double)c.x[r * 16 + n] + s);
         }
     std::memcpy(d.x, out, sizeof out);
 }
