@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -75,10 +76,14 @@ func New() (kernels.Backend, error) {
 	if err := cu.SetCurrentContext(b.drv.ctx); err != nil {
 		return nil, fmt.Errorf("cuda: %s: %v", name, err)
 	}
+	start := time.Now()
 	if err := b.fn.load(); err != nil {
 		_ = dev.ReleasePrimaryCtx()
 		return nil, fmt.Errorf("cuda: %s: %w", name, err)
 	}
+	// The first load on a machine JIT-compiles every module; later ones
+	// read the driver's cache. Either way the time is worth a log line.
+	b.desc += fmt.Sprintf(", kernels loaded in %v", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }
 
@@ -130,11 +135,9 @@ func (f *functions) load() error {
 		if err != nil {
 			return err
 		}
-		// The driver JIT-compiles the PTX for this GPU here (and caches the
-		// result on disk, so later runs start faster).
-		m, err := cu.LoadData(string(src))
+		m, err := loadPTX(name, src)
 		if err != nil {
-			return fmt.Errorf("loading %s: %v", name, err)
+			return err
 		}
 		for _, k := range sortedKeys(kernels) {
 			fn, err := m.Function(k)
@@ -151,6 +154,37 @@ func (f *functions) load() error {
 		}
 	}
 	return nil
+}
+
+// jitLogBytes is the size of each of the JIT compiler's log buffers.
+const jitLogBytes = 16 << 10
+
+// loadPTX loads one PTX module into the current context. The driver
+// JIT-compiles the PTX for this GPU here (and caches the result on disk, so
+// later runs start faster); when it fails, its error log says why (ptxas's
+// own messages: an unsupported instruction, too many registers, ...), so the
+// error carries both logs and the time the attempt took.
+//
+// The wall time is measured here rather than asked of the driver:
+// CU_JIT_WALL_TIME is an output option that the driver writes into the
+// option-values array, which gorgonia.org/cu v0.9.6's LoadDataEx builds and
+// discards itself, so its JITWallTime.Result would always read 0. The log
+// buffers are written through their pointers and arrive intact.
+func loadPTX(name string, src []byte) (cu.Module, error) {
+	errLog, infoLog := make([]byte, jitLogBytes), make([]byte, jitLogBytes)
+	start := time.Now()
+	m, err := cu.LoadDataEx(string(src),
+		&cu.JITErrorLogBuffer{Buffer: errLog},
+		&cu.JITInfoLogBuffer{Buffer: infoLog},
+		&cu.JITLogVerbose{Enabled: true},
+	)
+	wall := time.Since(start)
+	runtime.KeepAlive(errLog) // the driver held raw pointers to both
+	runtime.KeepAlive(infoLog)
+	if err != nil {
+		return m, ptxLoadError(name, err, errLog, infoLog, wall)
+	}
+	return m, nil
 }
 
 // launch queues the kernel on the legacy default stream. cu copies 8 bytes

@@ -3,9 +3,12 @@
 package cuda
 
 import (
+	"bytes"
 	"embed"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 )
 
 // ptxFiles holds the PTX that `make kernels` generates from the .cu files
@@ -67,4 +70,35 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ptxLoadError describes a failed load of the PTX module name: the driver's
+// error, how long the attempt took, and the JIT compiler's error and info
+// logs (NUL-terminated C strings in their buffers; one without a NUL
+// filled its buffer), each line indented.
+func ptxLoadError(name string, err error, errLog, infoLog []byte, wall time.Duration) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "loading %s: %v (after %v)", name, err, wall.Round(time.Microsecond))
+	for _, l := range []struct {
+		what string
+		buf  []byte
+	}{{"JIT error log", errLog}, {"JIT info log", infoLog}} {
+		text, truncated := l.buf, true
+		if i := bytes.IndexByte(text, 0); i >= 0 {
+			text, truncated = text[:i], false
+		}
+		text = bytes.TrimSpace(text)
+		if len(text) == 0 {
+			fmt.Fprintf(&sb, "\n  %s: empty", l.what)
+			continue
+		}
+		fmt.Fprintf(&sb, "\n  %s:", l.what)
+		for _, line := range strings.Split(string(text), "\n") {
+			sb.WriteString("\n    " + line)
+		}
+		if truncated {
+			sb.WriteString("\n    (log truncated)")
+		}
+	}
+	return fmt.Errorf("%s", sb.String())
 }
