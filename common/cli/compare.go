@@ -28,6 +28,7 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	var rf runtimeFlags
 	rf.register(fs, Variant{})
 	admission := fs.String("admission", "cost-aware", "how admission charges a prompt: conservative or cost-aware")
+	commit := fs.String("commit", "chunk", "when computed KV enters the prefix caches: chunk (after every prefill chunk) or prompt-end (only once the whole prompt is computed)")
 	var sf servingFlags
 	sf.register(fs, args, filepath.Join("out", "phase08-"+workloadName(args)+".svg"))
 	var srv serverFlags
@@ -35,7 +36,7 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	rf.admission = *admission
+	rf.admission, rf.commit = *admission, *commit
 	if srv.servers != "" {
 		return compareHTTP(fs, variants, srv, &rf, &sf, stdout, stderr)
 	}

@@ -26,6 +26,7 @@ type runtimeFlags struct {
 	memProfile string
 	eng        engine.Config
 	admission  string
+	commit     string
 	noCache    bool
 }
 
@@ -49,6 +50,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	if v.PrefixCache != nil {
 		fs.StringVar(&f.admission, "admission", "cost-aware", "how admission charges a prompt: conservative (whole prompt) or cost-aware (prompt − cached prefix)")
 		fs.BoolVar(&f.noCache, "no-cache", false, "run without the prefix cache (the phase-7 baseline)")
+		fs.StringVar(&f.commit, "commit", "chunk", "when computed KV enters the prefix cache: chunk (after every prefill chunk) or prompt-end (only once the whole prompt is computed)")
 	}
 }
 
@@ -60,6 +62,14 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
 		return c, fmt.Errorf("-chunked-prefill=false: a prefix cache requires chunked prefill (whole-prompt prefill attends only to the prompt's own tokens); drop the flag, or run without the cache")
+	}
+	switch f.commit {
+	case "", "chunk":
+		c.Commit = engine.CommitEveryChunk
+	case "prompt-end":
+		c.Commit = engine.CommitPromptEnd
+	default:
+		return c, fmt.Errorf("-commit: unknown policy %q (want chunk or prompt-end)", f.commit)
 	}
 	switch f.admission {
 	case "", "conservative":
@@ -124,7 +134,7 @@ func (f *runtimeFlags) loadModel() (*model.Model, error) {
 var engineFlags = map[string]string{
 	"BlockSize": "-block-size", "NumBlocks": "-blocks", "MaxBatchTokens": "-max-batch-tokens",
 	"MaxRunning": "-max-running", "MaxContext": "-max-context", "ChunkedPrefill": "-chunked-prefill",
-	"Admission": "-admission", "PrefixCache": "-no-cache",
+	"Admission": "-admission", "PrefixCache": "-no-cache", "Commit": "-commit",
 }
 
 // preflight checks the engine flags against the model's config mc.

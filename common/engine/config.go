@@ -33,6 +33,10 @@ type Config struct {
 	// PrefixCache, when set, builds the prefix cache the KV pool consults.
 	// Nil is the phase-7 baseline.
 	PrefixCache func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache
+	// Commit chooses when a prompt's KV is offered to the prefix cache:
+	// after every prefill chunk (the default) or only once the whole prompt
+	// is computed. See CommitEveryChunk.
+	Commit CommitPolicy
 	// Audit runs the pool's ownership audit after every step and panics on
 	// the first violation. Tests turn it on; it costs O(blocks) per step.
 	Audit bool
@@ -48,6 +52,21 @@ const (
 	// AdmitCostAware charges only the part of the prompt the prefix cache
 	// does not already hold (prompt − matched).
 	AdmitCostAware
+)
+
+// CommitPolicy says when a sequence's computed KV enters the prefix cache.
+// Either way a finished sequence commits its prompt and output.
+type CommitPolicy int
+
+const (
+	// CommitEveryChunk offers every finished prefill chunk: a request that
+	// arrives while a long prompt is still being prefilled already reuses
+	// its first blocks, instead of computing them a second time.
+	CommitEveryChunk CommitPolicy = iota
+	// CommitPromptEnd offers a prompt only when its last chunk is computed,
+	// as a design that inserts "at prefill completion" does. Close arrivals
+	// of a shared prefix then each compute it.
+	CommitPromptEnd
 )
 
 // DefaultConfig returns settings sized for the built-in synthetic model on a
@@ -75,7 +94,7 @@ func (e *ConfigError) Error() string { return configWords[e.Field] + " " + e.Pro
 var configWords = map[string]string{
 	"BlockSize": "block size", "NumBlocks": "number of KV blocks", "MaxBatchTokens": "max batch tokens",
 	"MaxRunning": "max running sequences", "MaxContext": "max context", "ChunkedPrefill": "chunked prefill",
-	"Admission": "admission policy", "PrefixCache": "prefix cache",
+	"Admission": "admission policy", "PrefixCache": "prefix cache", "Commit": "commit policy",
 }
 
 // Validate reports settings the engine cannot run with. modelMaxPos is the
@@ -112,6 +131,9 @@ func (c Config) Validate(modelMaxPos int) error {
 	}
 	if c.Admission != AdmitConservative && c.Admission != AdmitCostAware {
 		bad("Admission", "%d is unknown", c.Admission)
+	}
+	if c.Commit != CommitEveryChunk && c.Commit != CommitPromptEnd {
+		bad("Commit", "%d is unknown", c.Commit)
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
 		bad("ChunkedPrefill", "is off, but a prefix cache requires chunked prefill: whole-prompt prefill attends only to the prompt's own tokens and would not see the cached prefix")

@@ -49,6 +49,11 @@ type Stats struct {
 	DecodeTokens  int // decode rows run through the model
 	QueriedTokens int // prompt tokens looked up in the prefix cache at first admission
 	CachedTokens  int // prompt tokens whose KV came from the prefix cache at first admission
+	// MatchedTokens counts every token the prefix cache lent at any
+	// admission, readmissions after preemption included: the cache's own
+	// hit count. It is at least CachedTokens; the difference is recompute
+	// that preemption would have cost and the cache saved.
+	MatchedTokens int
 	Preemptions   int
 	MaxRunning    int // most sequences admitted at once
 	PeakBlocks    int // most KV blocks held at once

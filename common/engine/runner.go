@@ -81,7 +81,7 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 		// Offer every finished chunk to the prefix cache, not just the
 		// whole prompt: a request that arrives while a long prompt is still
 		// being prefilled can already reuse its first blocks.
-		if w.s.phase == prefill && w.s.computed < len(w.s.tokens) {
+		if e.cfg.Commit == CommitEveryChunk && w.s.phase == prefill && w.s.computed < len(w.s.tokens) {
 			e.pool.Commit(w.s.key, w.s.tokens[:w.s.computed])
 		}
 	}

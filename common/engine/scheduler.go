@@ -112,6 +112,7 @@ func (e *Engine) admit(s *sequence) bool {
 	// the model to get the logits of the first output token; its KV is not
 	// written again (see forward).
 	s.cached = cached
+	e.stats.MatchedTokens += cached
 	s.computed = min(cached, len(s.tokens)-1)
 	s.phase = prefill
 	e.admissions++
