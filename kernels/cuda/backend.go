@@ -72,9 +72,12 @@ type Backend struct {
 	argp [16]unsafe.Pointer
 
 	// syncEach makes every launch wait for its kernel, so that a fault is
-	// reported by the operation that caused it rather than by a later
-	// ToHost. Set KVLAB_CUDA_SYNC=1 when chasing a device error.
+	// reported by the operation and kernel that caused it rather than by a
+	// later copy or free. Set KVLAB_CUDA_SYNC=1 when chasing a device error.
 	syncEach bool
+	// waitHook, when set, replaces the wait after each launch in sync mode,
+	// so that tests can play a device fault on the emulator.
+	waitHook func() error
 
 	// forceMatmul, when set, overrides MatMulT's choice of kernel so that
 	// tests can check every variant and benchmarks can compare them.
@@ -106,11 +109,28 @@ func (b *Backend) releaseMeta() {
 
 // check panics with op's name if err is a driver error. The interface has no
 // error results, and a failed allocation or launch leaves nothing sensible
-// to continue with.
+// to continue with. Kernels run asynchronously, so a fault in one is
+// reported by whatever waits next (a copy, a free, Synchronize) under that
+// operation's name; the message says how to find the kernel.
 func check(op string, err error) {
 	if err != nil {
-		panic(fmt.Sprintf("cuda: %s: %v", op, err))
+		panic(fmt.Sprintf("cuda: %s: %v (an earlier kernel may have faulted: rerun with %s=1 to name it)",
+			op, err, syncEnv))
 	}
+}
+
+// syncEnv names the switch of the backend's sync mode.
+const syncEnv = "KVLAB_CUDA_SYNC"
+
+// launchFailure is the panic message for kernel fn of operation op, launched
+// on a gridX×gridY grid of block threads, that failed to launch (after is
+// false) or failed while running, as the wait of the sync mode found.
+func launchFailure(op, fn string, gridX, gridY, block int, after bool, err error) string {
+	what := "launch failed"
+	if after {
+		what = "failed while running (" + syncEnv + "=1 waited for it)"
+	}
+	return fmt.Sprintf("cuda: %s: kernel %s on %d×%d blocks of %d threads: %s: %v", op, fn, gridX, gridY, block, what, err)
 }
 
 func asCUDA(t kernels.Tensor) *Tensor {
@@ -335,8 +355,16 @@ func (b *Backend) launch(op string, fn kernelFn, gridX, gridY, block int, args .
 		b.argv[i] = a
 		b.argp[i] = unsafe.Pointer(&b.argv[i])
 	}
-	check(op, fn.launch(gridX, gridY, block, b.argp[:len(args)]))
+	if err := fn.launch(gridX, gridY, block, b.argp[:len(args)]); err != nil {
+		panic(launchFailure(op, fn.name, gridX, gridY, block, false, err))
+	}
 	if b.syncEach {
-		check(op, devSync())
+		wait := devSync
+		if b.waitHook != nil {
+			wait = b.waitHook
+		}
+		if err := wait(); err != nil {
+			panic(launchFailure(op, fn.name, gridX, gridY, block, true, err))
+		}
 	}
 }

@@ -26,8 +26,12 @@ type driver struct {
 	ctx cu.CUContext
 }
 
-// kernelFn is a kernel loaded from the embedded PTX.
-type kernelFn struct{ fn cu.Function }
+// kernelFn is a kernel loaded from the embedded PTX, with its name for
+// error messages.
+type kernelFn struct {
+	fn   cu.Function
+	name string
+}
 
 // New returns a backend on the first CUDA device. It fails with an error
 // wrapping ErrNoDevice when the driver found no GPU, and with a plain error
@@ -64,7 +68,7 @@ func New() (kernels.Backend, error) {
 		drv:      driver{dev: dev},
 		desc:     fmt.Sprintf("%s (sm_%d%d, %d SMs, driver %d)", name, major, minor, sms, cu.Version()),
 		sms:      max(1, sms),
-		syncEach: os.Getenv("KVLAB_CUDA_SYNC") == "1",
+		syncEach: os.Getenv(syncEnv) == "1",
 	}
 	// The primary context is the one the CUDA runtime (and so PyTorch) uses:
 	// sharing it costs nothing and lets both live in one process.
@@ -144,7 +148,7 @@ func (f *functions) load() error {
 			if err != nil {
 				return fmt.Errorf("%s: kernel %s: %v", name, k, err)
 			}
-			kernels[k].fn = fn
+			kernels[k].fn, kernels[k].name = fn, k
 		}
 		seen[mod] = true
 	}

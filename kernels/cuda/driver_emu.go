@@ -49,8 +49,12 @@ var emulatedSources embed.FS
 // driver is empty: the emulator has no device or context.
 type driver struct{}
 
-// kernelFn is an emulated kernel, by its index in emulator.cc's table.
-type kernelFn struct{ id C.int }
+// kernelFn is an emulated kernel, by its index in emulator.cc's table, with
+// its name for error messages.
+type kernelFn struct {
+	id   C.int
+	name string
+}
 
 // New returns the backend on the CPU emulator. It never fails for want of a
 // GPU; it fails only if a kernel the backend needs is missing from the
@@ -59,12 +63,12 @@ func New() (kernels.Backend, error) {
 	b := &Backend{
 		desc:     "CPU emulator of the CUDA kernels (cudaemu build; no GPU)",
 		sms:      4,
-		syncEach: os.Getenv("KVLAB_CUDA_SYNC") == "1",
+		syncEach: os.Getenv(syncEnv) == "1",
 	}
 	for mod, ks := range b.fn.entries() {
 		for name, fn := range ks {
 			cs := C.CString(name)
-			fn.id = C.emu_kernel(cs)
+			fn.id, fn.name = C.emu_kernel(cs), name
 			C.free(unsafe.Pointer(cs))
 			if fn.id < 0 {
 				return nil, fmt.Errorf("cuda: emulator lacks kernel %s of %s.cu", name, mod)
