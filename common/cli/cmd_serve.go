@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache"
+	"kvlab/common/kvevents"
 	"kvlab/common/server"
 	"kvlab/common/tokenizer"
 )
@@ -44,6 +46,13 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	maxQueue := flags.Int("max-queue", 256, "refuse requests with 429 while this many wait for admission (0: no limit)")
 	maxBody := flags.Int64("max-body-bytes", 8<<20, "largest request body accepted (413 beyond it)")
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
+	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
+	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
+	kvTopic := flags.String("kv-events-topic", "", "ZeroMQ topic (default kv@<listen address>@<served model name>, the form llm-d's indexer parses)")
+	kvFormat := flags.String("kv-events-format", "array", "ZeroMQ payload layout: array (positional events, what llm-d decodes) or map (vLLM since its map encoding)")
+	kvIntHashes := flags.Bool("kv-events-int-hashes", false, "publish block hashes as vLLM's 64-bit integers instead of 32 bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)")
+	hashSeed := flags.String("kv-hash-seed", kvevents.DefaultHashSeed, "the seed of the block-hash chains; a vLLM replica with PYTHONHASHSEED set to it computes the same hashes")
+	cacheDir := flags.String("cache-dir", "", "with -prefix-caching, restore the prefix cache from this directory on start and save it there on shutdown and on POST /cache/save")
 	var prefixCaching *bool
 	if v.PrefixCache != nil {
 		prefixCaching = flags.Bool("prefix-caching", false, "reuse the KV of shared prompt prefixes with this runnable's cache (off: the phase-7 baseline)")
@@ -55,6 +64,13 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	rf.noCache = prefixCaching == nil || !*prefixCaching
 	if *maxQueue < 0 || *maxBody <= 0 || *port < 0 || *port > 65535 {
 		return fmt.Errorf("-max-queue must be ≥ 0, -max-body-bytes > 0 and -port in [0, 65535]")
+	}
+	publishEvents := *kvEvents || *kvEndpoint != ""
+	if (publishEvents || *cacheDir != "") && rf.noCache {
+		return fmt.Errorf("-kv-events, -kv-events-endpoint and -cache-dir need -prefix-caching: without a prefix cache nothing is cached")
+	}
+	if *kvFormat != "array" && *kvFormat != "map" {
+		return fmt.Errorf("-kv-events-format is array or map, not %q", *kvFormat)
 	}
 	stopProfile, err := rf.startProfiles()
 	if err != nil {
@@ -95,7 +111,31 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			*name = "kvlab-builtin"
 		}
 	}
-	h := server.New(es, server.Options{ModelName: *name, Tokenizer: tok, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil})
+	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil}
+	var obs *kvcache.Observer
+	if publishEvents || *cacheDir != "" {
+		obs = e.Pool().Observe(*hashSeed)
+	}
+	if *cacheDir != "" {
+		if opts.CacheFile, err = openCacheFile(*cacheDir, dir, e.Pool(), obs, *hashSeed); err != nil {
+			return err
+		}
+		n, err := opts.CacheFile.Restore()
+		switch {
+		case errors.Is(err, server.ErrNoCacheFile):
+			fmt.Fprintf(log, "%s serve: no saved cache in %s; starting with an empty cache\n", v.Name, *cacheDir)
+		case err != nil && n == 0:
+			fmt.Fprintf(log, "%s serve: %v; starting with an empty cache\n", v.Name, err)
+		case err != nil:
+			fmt.Fprintf(log, "%s serve: cache restored in part: %v\n", v.Name, err)
+		default:
+			fmt.Fprintf(log, "%s serve: restored %d cached KV blocks from %s\n", v.Name, n, opts.CacheFile.Path)
+		}
+	}
+	if publishEvents {
+		opts.KVEvents = server.NewKVEvents(obs)
+	}
+	h := server.New(es, opts)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
@@ -105,6 +145,42 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	engineDone := make(chan struct{})
 	go func() { es.Run(engineCtx); close(engineDone) }()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	eventsCtx, stopEvents := context.WithCancel(context.Background())
+	eventsDone := make(chan struct{})
+	var pub *kvevents.Publisher
+	defer func() {
+		stopEvents()
+		<-eventsDone // the last events go out before the socket closes
+		if pub != nil {
+			pub.Close()
+		}
+	}()
+	if opts.KVEvents != nil {
+		srv.RegisterOnShutdown(opts.KVEvents.Close) // open streams must not hold the shutdown up
+		if *kvEndpoint != "" {
+			topic := *kvTopic
+			if topic == "" {
+				topic = "kv@" + ln.Addr().String() + "@" + *name
+			}
+			pub, err = kvevents.NewPublisher(*kvEndpoint, topic, kvevents.Encoding{MapEvents: *kvFormat == "map", IntHashes: *kvIntHashes})
+			if err != nil {
+				close(eventsDone)
+				ln.Close()
+				stopEngine()
+				<-engineDone
+				return err
+			}
+			opts.KVEvents.AddSink(func(b kvevents.Batch) {
+				if err := pub.Publish(b); err != nil {
+					fmt.Fprintf(log, "%s serve: publishing KV events: %v\n", v.Name, err)
+				}
+			})
+			fmt.Fprintf(log, "%s serve: KV events on %s, topic %q\n", v.Name, *kvEndpoint, topic)
+		}
+		go func() { opts.KVEvents.Run(eventsCtx); close(eventsDone) }()
+	} else {
+		close(eventsDone)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -139,6 +215,13 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		cancel()
 		srv.Close()
 	}
+	if opts.CacheFile != nil {
+		if n, err := opts.CacheFile.Save(); err != nil {
+			fmt.Fprintf(log, "%s serve: saving the cache: %v\n", v.Name, err)
+		} else {
+			fmt.Fprintf(log, "%s serve: saved %d cached KV blocks to %s\n", v.Name, n, opts.CacheFile.Path)
+		}
+	}
 	if err := e.Pool().Audit().Err(); err != nil {
 		return fmt.Errorf("after shutdown: %w", err)
 	}
@@ -148,4 +231,20 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	a := e.Pool().Allocator()
 	fmt.Fprintf(log, "%s serve: stopped; audit clean (%d of %d KV blocks free, the rest held by the prefix cache)\n", v.Name, a.NumFree(), a.Total())
 	return nil
+}
+
+// openCacheFile describes the persistent cache of the model in modelDir for
+// pool: the file in cacheDir and the identity its KV must match.
+func openCacheFile(cacheDir, modelDir string, pool *kvcache.Pool, obs *kvcache.Observer, seed string) (*server.CacheFile, error) {
+	fp, err := server.ModelFingerprint(modelDir)
+	if err != nil {
+		return nil, fmt.Errorf("-cache-dir: identifying the model: %w", err)
+	}
+	return &server.CacheFile{
+		Path:     filepath.Join(cacheDir, server.CacheFileName),
+		Identity: server.CacheIdentity{Model: fp, BlockSize: pool.BlockSize(), Layers: pool.Layers(), KVDim: pool.KVDim(), DType: "float32"},
+		Pool:     pool,
+		Observer: obs,
+		Seed:     seed,
+	}, nil
 }

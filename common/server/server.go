@@ -55,6 +55,10 @@ type Options struct {
 	// PrefixCaching says whether the engine has a prefix cache, for
 	// /v1/models and the metrics' labels.
 	PrefixCaching bool
+	// KVEvents, when set, serves GET /v1/kv_events (kvevents.go).
+	KVEvents *KVEvents
+	// CacheFile, when set, serves POST /cache/save (persist.go).
+	CacheFile *CacheFile
 }
 
 // Handler serves the HTTP API in front of one engine.Server.
@@ -97,6 +101,8 @@ func New(es *engine.Server, opts Options) *Handler {
 		"/v1/models":           {http.MethodGet, h.models},
 		"/health":              {http.MethodGet, h.health},
 		"/metrics":             {http.MethodGet, promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP},
+		"/v1/kv_events":        {http.MethodGet, h.kvEventStream},
+		"/cache/save":          {http.MethodPost, h.saveCache},
 	}
 	return h
 }

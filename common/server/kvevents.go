@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"kvlab/common/kvcache"
+	"kvlab/common/kvevents"
+)
+
+// KVEvents publishes what the engine's prefix cache holds: it takes the
+// events a kvcache.Observer queues on the engine's goroutine and hands each
+// batch to every subscriber of GET /v1/kv_events and to every sink (the
+// ZeroMQ publisher). A batch is whatever queued since the previous one —
+// in practice one engine step's worth, since the engine's goroutine queues
+// a step's events before this goroutine wakes.
+type KVEvents struct {
+	obs *kvcache.Observer
+
+	mu     sync.Mutex
+	subs   map[chan kvevents.Batch]struct{}
+	sinks  []func(kvevents.Batch)
+	closed bool
+}
+
+// subscriberBuffer is how many batches a stream may fall behind before it
+// is cut off. A subscriber that cannot keep up gets its stream closed rather
+// than holding up the others; on reconnecting it starts from the whole
+// cache again, so it loses nothing but time.
+const subscriberBuffer = 1024
+
+// NewKVEvents returns a publisher for obs's events. Call Run.
+func NewKVEvents(obs *kvcache.Observer) *KVEvents {
+	return &KVEvents{obs: obs, subs: make(map[chan kvevents.Batch]struct{})}
+}
+
+// AddSink makes fn receive every batch from now on, starting with one that
+// describes the whole cache (as a new stream subscriber does). fn runs on
+// the publishing goroutine and must not block for long.
+func (k *KVEvents) AddSink(fn func(kvevents.Batch)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	state := k.publishLocked()
+	k.sinks = append(k.sinks, fn)
+	fn(state)
+}
+
+// Run publishes batches as the observer queues events, until ctx is done;
+// then it publishes what is left and returns.
+func (k *KVEvents) Run(ctx context.Context) {
+	for {
+		select {
+		case <-k.obs.Ready():
+			k.mu.Lock()
+			k.publishLocked()
+			k.mu.Unlock()
+		case <-ctx.Done():
+			k.mu.Lock()
+			k.publishLocked()
+			k.mu.Unlock()
+			return
+		}
+	}
+}
+
+// Close ends every stream and refuses new subscribers; the server calls it
+// on shutdown so that open streams do not hold the shutdown up.
+func (k *KVEvents) Close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.publishLocked()
+	k.closed = true
+	for ch := range k.subs {
+		close(ch)
+		delete(k.subs, ch)
+	}
+}
+
+// publishLocked sends the queued events as one batch to everyone, and
+// returns the state of the cache at the same instant as a batch for a
+// newcomer.
+func (k *KVEvents) publishLocked() kvevents.Batch {
+	live, state := k.obs.Drain(true)
+	now := unixSeconds()
+	if len(live) > 0 {
+		b := kvevents.Batch{TS: now, Events: live}
+		for ch := range k.subs {
+			select {
+			case ch <- b:
+			default: // too far behind: cut it off (see subscriberBuffer)
+				close(ch)
+				delete(k.subs, ch)
+			}
+		}
+		for _, fn := range k.sinks {
+			fn(b)
+		}
+	}
+	return kvevents.Batch{TS: now, Events: state}
+}
+
+// subscribe returns a stream whose first batch is the whole cache, or nil
+// once Close has run.
+func (k *KVEvents) subscribe() chan kvevents.Batch {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return nil
+	}
+	state := k.publishLocked()
+	ch := make(chan kvevents.Batch, subscriberBuffer)
+	ch <- state
+	k.subs[ch] = struct{}{}
+	return ch
+}
+
+func (k *KVEvents) unsubscribe(ch chan kvevents.Batch) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.subs[ch]; ok {
+		delete(k.subs, ch)
+		close(ch)
+	}
+}
+
+func unixSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+// keepAlive is how often an idle stream gets an SSE comment, so a router
+// notices a dead replica by its read deadline and proxies keep the
+// connection open.
+const keepAlive = 10 * time.Second
+
+// kvEventStream serves GET /v1/kv_events: a server-sent-event stream of
+// JSON kvevents.Batch values (kvevents.ReadStream reads it).
+func (h *Handler) kvEventStream(w http.ResponseWriter, r *http.Request) {
+	if h.opts.KVEvents == nil {
+		writeError(w, errNotFound("KV events are off on this server; start it with --prefix-caching --kv-events"))
+		return
+	}
+	ch := h.opts.KVEvents.subscribe()
+	if ch == nil {
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"})
+		return
+	}
+	defer h.opts.KVEvents.unsubscribe(ch)
+	s := newSSE(w)
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case b, ok := <-ch:
+			if !ok {
+				return // shutdown, or too far behind: the client reconnects
+			}
+			if err := s.send(b); err != nil {
+				return
+			}
+		case <-tick.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return
+			}
+			if s.flusher != nil {
+				s.flusher.Flush()
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
