@@ -16,8 +16,9 @@ func CheckSameShape(a, b Tensor) error {
 }
 
 // CheckAttend reports arguments Attend (local = false) or AttendLocal
-// (local = true) cannot run on: a bad shape, mismatched tensors, or a
-// sequence whose query rows fall outside q.
+// (local = true) cannot run on: a bad shape, mismatched tensors, a sequence
+// whose query rows fall outside q, or, for AttendLocal, k and v with fewer
+// rows than q (query row i reads key and value row i and those before it).
 func CheckAttend(out, q, k, v Tensor, seqs []AttnSeq, sh AttnShape, local bool) error {
 	hd := sh.HeadDim
 	if hd <= 0 || sh.NumHeads <= 0 || sh.NumKVHeads <= 0 || sh.NumHeads%sh.NumKVHeads != 0 {
@@ -34,6 +35,9 @@ func CheckAttend(out, q, k, v Tensor, seqs []AttnSeq, sh AttnShape, local bool) 
 	}
 	if q.Cols() != sh.NumHeads*hd || k.Cols() != sh.NumKVHeads*hd {
 		return fmt.Errorf("q is %d wide and k %d wide for shape %+v", q.Cols(), k.Cols(), sh)
+	}
+	if local && k.Rows() < q.Rows() {
+		return fmt.Errorf("k and v have %d rows for %d query rows", k.Rows(), q.Rows())
 	}
 	for s, seq := range seqs {
 		if seq.QLen < 0 || seq.QLen > seq.CtxLen || seq.QStart < 0 || seq.QStart+seq.QLen > q.Rows() {
