@@ -1,0 +1,167 @@
+package router
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Candidate is a replica a policy may choose: its index in the fleet and
+// the requests the router has in flight on it.
+type Candidate struct {
+	Replica int
+	Load    int
+}
+
+// Decision is a policy's choice for one request.
+type Decision struct {
+	// Replica is the index of the chosen replica.
+	Replica int
+	// Matched is how many prompt tokens the policy believes the replica
+	// already holds: its guess (prefix) or what the replica said it holds
+	// (kv-events). The replica's reply says what it really found.
+	Matched int
+	// Reason labels the decision in the router's metrics: round-robin,
+	// least-load, prefix-match or kv-match.
+	Reason string
+}
+
+// Policy chooses a replica for each request. The router calls Pick with
+// the healthy replicas only, never with none, then Routed once the request
+// has been sent to the replica Pick chose, and Down when a replica leaves
+// the fleet. Implementations are safe for concurrent use.
+type Policy interface {
+	Name() string
+	Pick(prompt []int32, cands []Candidate) Decision
+	Routed(prompt []int32, replica int)
+	Down(replica int)
+}
+
+// Policies lists the policy names --policy accepts.
+var Policies = []string{"round-robin", "least-load", "prefix", "kv-events"}
+
+// roundRobin sends request k to the k-th healthy replica, in turn.
+type roundRobin struct{ next atomic.Uint64 }
+
+// NewRoundRobin returns the round-robin policy.
+func NewRoundRobin() Policy { return &roundRobin{} }
+
+func (p *roundRobin) Name() string { return "round-robin" }
+
+func (p *roundRobin) Pick(_ []int32, cands []Candidate) Decision {
+	k := p.next.Add(1) - 1
+	return Decision{Replica: cands[k%uint64(len(cands))].Replica, Reason: "round-robin"}
+}
+
+func (p *roundRobin) Routed([]int32, int) {}
+func (p *roundRobin) Down(int)            {}
+
+// leastLoad sends each request to the replica with the fewest requests in
+// flight. Among equally loaded replicas it rotates, so that requests sent
+// one at a time (every load 0) still spread over the fleet instead of all
+// going to replica 0.
+type leastLoad struct{ rot rotor }
+
+// NewLeastLoad returns the least-load policy.
+func NewLeastLoad() Policy { return &leastLoad{} }
+
+func (p *leastLoad) Name() string { return "least-load" }
+
+func (p *leastLoad) Pick(_ []int32, cands []Candidate) Decision {
+	return Decision{Replica: p.rot.leastLoaded(cands), Reason: "least-load"}
+}
+
+func (p *leastLoad) Routed([]int32, int) {}
+func (p *leastLoad) Down(int)            {}
+
+// rotor breaks ties between equally good replicas by taking them in turn.
+type rotor struct{ n atomic.Uint64 }
+
+// leastLoaded returns the replica of cands with the smallest load; ties go
+// to the tied replicas in turn.
+func (r *rotor) leastLoaded(cands []Candidate) int {
+	return r.best(cands, func(c Candidate) [2]int { return [2]int{-c.Load, 0} })
+}
+
+// best returns the replica whose key is largest (compared field by field);
+// replicas with equal keys are taken in turn.
+func (r *rotor) best(cands []Candidate, key func(Candidate) [2]int) int {
+	var tied []int
+	var bk [2]int
+	for i, c := range cands {
+		k := key(c)
+		switch {
+		case i == 0 || k[0] > bk[0] || k[0] == bk[0] && k[1] > bk[1]:
+			tied, bk = append(tied[:0], c.Replica), k
+		case k == bk:
+			tied = append(tied, c.Replica)
+		}
+	}
+	return tied[(r.n.Add(1)-1)%uint64(len(tied))]
+}
+
+// prefixPolicy is SGLang's cache-aware routing: a radix tree remembers
+// which prompts went to which replica; a request goes to the replica whose
+// remembered prompts share the longest prefix with it, if that prefix is
+// at least threshold of the prompt, and to the least-loaded replica
+// otherwise. What the tree holds is a guess: the replica may have evicted
+// the prefix since.
+type prefixPolicy struct {
+	tree      *Tree
+	threshold float64
+	rot       rotor
+}
+
+// NewPrefix returns the prefix policy: its tree remembers at most
+// maxTokens tokens per replica, evicting least recently routed leaves.
+func NewPrefix(threshold float64, maxTokens int) Policy {
+	return &prefixPolicy{tree: NewTree(maxTokens), threshold: threshold}
+}
+
+func (p *prefixPolicy) Name() string { return "prefix" }
+
+func (p *prefixPolicy) Pick(prompt []int32, cands []Candidate) Decision {
+	return pickByMatch(&p.rot, prompt, cands, p.tree.Match(prompt), p.tree.Size, p.threshold, "prefix-match")
+}
+
+func (p *prefixPolicy) Routed(prompt []int32, replica int) { p.tree.Insert(prompt, replica) }
+func (p *prefixPolicy) Down(replica int)                   { p.tree.Remove(replica) }
+
+// pickByMatch routes to the replica with the longest match, ties to the
+// less loaded, when the match is at least threshold of the prompt. Below
+// the threshold the request starts a new prefix somewhere: it goes to the
+// least-loaded replica, and among equally loaded ones to the one holding
+// the least (size), as SGLang balances its trees. Without that second rule
+// the new prefixes of a lightly loaded fleet, where every load is 0, land
+// wherever the turn happens to be, and one replica can end up with most of
+// them.
+func pickByMatch(rot *rotor, prompt []int32, cands []Candidate, matched map[int]int, size func(int) int, threshold float64, reason string) Decision {
+	best := 0
+	for _, c := range cands {
+		best = max(best, matched[c.Replica])
+	}
+	if best > 0 && float64(best) >= threshold*float64(len(prompt)) {
+		r := rot.best(cands, func(c Candidate) [2]int { return [2]int{matched[c.Replica], -c.Load} })
+		return Decision{Replica: r, Matched: best, Reason: reason}
+	}
+	r := rot.best(cands, func(c Candidate) [2]int { return [2]int{-c.Load, -size(c.Replica)} })
+	return Decision{Replica: r, Matched: matched[r], Reason: "least-load"}
+}
+
+// NewPolicy returns the policy named name. threshold and maxTreeTokens
+// configure prefix; kv configures kv-events (nil for the others).
+func NewPolicy(name string, threshold float64, maxTreeTokens int, kv *KVIndex) (Policy, error) {
+	switch name {
+	case "round-robin":
+		return NewRoundRobin(), nil
+	case "least-load":
+		return NewLeastLoad(), nil
+	case "prefix":
+		return NewPrefix(threshold, maxTreeTokens), nil
+	case "kv-events":
+		if kv == nil {
+			return nil, fmt.Errorf("policy kv-events needs a KV event index")
+		}
+		return NewKVEvents(kv, threshold), nil
+	}
+	return nil, fmt.Errorf("unknown policy %q (want one of %v)", name, Policies)
+}

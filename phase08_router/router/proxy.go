@@ -1,0 +1,331 @@
+package router
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"kvlab/common/tokenizer"
+)
+
+// RouteKey returns the token ids a replica will compute for the request
+// body sent to path: what the policies route on. A text prompt is encoded
+// as the replica encodes it (EncodePrompt, with BOS), a chat rendered with
+// the model's template, token ids taken as they are. Nothing is normalised
+// — not whitespace, not timestamps: two prompts that differ by one byte
+// are different token streams, and a key that hides the difference sends
+// a request where its prefix is not (PITFALLS.md, entry 30). It returns
+// nil when the body has no prompt it can read; such a request is routed by
+// load alone, and the replica answers it with the error it deserves.
+func RouteKey(tok *tokenizer.Tokenizer, path string, body []byte) []int32 {
+	var q struct {
+		Prompt   json.RawMessage `json:"prompt"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &q) != nil {
+		return nil
+	}
+	if path == "/v1/chat/completions" {
+		if tok == nil || !tok.HasChatTemplate() || len(q.Messages) == 0 {
+			return nil
+		}
+		msgs := make([]tokenizer.Message, len(q.Messages))
+		for i, m := range q.Messages {
+			text, ok := contentText(m.Content)
+			if !ok {
+				return nil
+			}
+			role := m.Role
+			if role == "developer" {
+				role = "system" // the replica renames it the same way
+			}
+			msgs[i] = tokenizer.Message{Role: role, Content: text}
+		}
+		ids, err := tok.EncodeChat(msgs, true)
+		if err != nil {
+			return nil
+		}
+		return ids
+	}
+	return promptKey(tok, q.Prompt)
+}
+
+// promptKey reads a completions prompt: a string, token ids, or a
+// one-element array of either.
+func promptKey(tok *tokenizer.Tokenizer, raw json.RawMessage) []int32 {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		if tok == nil || text == "" {
+			return nil
+		}
+		return tok.EncodePrompt(text)
+	}
+	var ids []int32
+	if json.Unmarshal(raw, &ids) == nil {
+		return ids
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(raw, &batch) == nil && len(batch) == 1 {
+		return promptKey(tok, batch[0])
+	}
+	return nil
+}
+
+// contentText reads a chat message's content: a string or text parts.
+func contentText(raw json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", false
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), true
+}
+
+// ReplicaHeader names, on every proxied response, the index of the replica
+// that served it.
+const ReplicaHeader = "X-Kvlab-Replica"
+
+// outcome is how one attempt at a replica ended.
+type outcome int
+
+const (
+	served  outcome = iota // relayed to the client, whole or as far as the client stayed
+	retry                  // the replica failed before a byte reached the client
+	aborted                // the replica failed mid-stream; the client got an error event
+)
+
+// proxy sends a request to the replica the policy picks and relays the
+// answer, trying another replica while nothing has reached the client.
+func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is over %d bytes", rt.opts.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "bad_body", "reading the request body: "+err.Error())
+		return
+	}
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	key := RouteKey(rt.opts.Tokenizer, path, body)
+	tried := map[int]bool{}
+	var last error
+	for {
+		cands := rt.candidates(tried)
+		if len(cands) == 0 {
+			msg := "no replica is up"
+			if last != nil {
+				msg = fmt.Sprintf("every replica failed; the last: %v", last)
+			}
+			writeError(w, http.StatusServiceUnavailable, "no_replica", msg)
+			return
+		}
+		d := rt.opts.Policy.Pick(key, cands)
+		tried[d.Replica] = true
+		rt.metrics.decisions.WithLabelValues(d.Reason).Inc()
+		rt.metrics.matched.WithLabelValues(strconv.Itoa(d.Replica)).Add(float64(d.Matched))
+		out, err := rt.forward(w, r, d.Replica, path, body, key)
+		switch out {
+		case served:
+			return
+		case aborted:
+			rt.metrics.aborted.Inc()
+			rt.markDown(d.Replica, err)
+			return
+		}
+		if r.Context().Err() != nil {
+			return // the client left; nobody to retry for
+		}
+		last = fmt.Errorf("replica %d: %w", d.Replica, err)
+		rt.metrics.retries.Inc()
+		rt.markDown(d.Replica, err)
+	}
+}
+
+// forward makes one attempt at replica i: it sends the body as it came and
+// relays the answer.
+func (rt *Router) forward(w http.ResponseWriter, r *http.Request, i int, path string, body []byte, key []int32) (outcome, error) {
+	rep := rt.replicas[i]
+	rt.addLoad(i, 1)
+	defer rt.addLoad(i, -1)
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, rep.url+path, bytes.NewReader(body))
+	if err != nil {
+		return retry, err
+	}
+	for _, h := range []string{"Content-Type", "Accept", "Authorization"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		return retry, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway {
+		// The replica is shutting down (or is a proxy that lost its
+		// backend): nothing was computed, another replica can serve it.
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return retry, fmt.Errorf("answered %d", resp.StatusCode)
+	}
+	// The policy learns the route once the replica has taken the request;
+	// a refused one (400, 429) left nothing in its cache.
+	if resp.StatusCode == http.StatusOK {
+		rt.opts.Policy.Routed(key, i)
+	}
+	rt.metrics.requests.WithLabelValues(strconv.Itoa(i)).Inc()
+	var u usageSeen
+	defer func() { rt.metrics.count(i, u) }()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return rt.relayStream(w, resp, i, &u)
+	}
+	// A whole JSON answer is read before anything is written, so a replica
+	// dying half-way through it can still be retried.
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return retry, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		u.observe(b)
+	}
+	copyHeaders(w.Header(), resp.Header)
+	w.Header().Set(ReplicaHeader, strconv.Itoa(i))
+	w.WriteHeader(resp.StatusCode)
+	w.Write(b)
+	return served, nil
+}
+
+// relayStream copies server-sent events from the replica to the client one
+// event at a time, flushing each. The client's headers wait for the first
+// event, so a replica that breaks before sending one is retried as if it
+// had never answered.
+func (rt *Router) relayStream(w http.ResponseWriter, resp *http.Response, i int, u *usageSeen) (outcome, error) {
+	flusher, _ := w.(http.Flusher)
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	var event []byte
+	started := false
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(event) == 0 && len(line) == 0 && started {
+				return served, nil // the replica ended the stream cleanly
+			}
+			if !started {
+				return retry, fmt.Errorf("stream broken before its first event: %w", err)
+			}
+			if errors.Is(err, context.Canceled) {
+				return served, nil // the client went away
+			}
+			// Tokens already reached the client: the request cannot be
+			// started again elsewhere without sending them twice.
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			b, _ := json.Marshal(newErrorBody("replica_failed", fmt.Sprintf("replica %d failed mid-stream: %v", i, err)))
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return aborted, err
+		}
+		event = append(event, line...)
+		if len(bytes.TrimRight(line, "\r\n")) > 0 {
+			continue // an event ends at a blank line
+		}
+		if !started {
+			started = true
+			copyHeaders(w.Header(), resp.Header)
+			w.Header().Set(ReplicaHeader, strconv.Itoa(i))
+			w.WriteHeader(resp.StatusCode)
+		}
+		if _, err := w.Write(event); err != nil {
+			return served, nil // the client went away; the request's context stops the replica
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		u.observeEvent(event)
+		event = event[:0]
+	}
+}
+
+// copyHeaders copies the headers a client needs from the replica's answer.
+func copyHeaders(dst, src http.Header) {
+	for _, h := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering", "Retry-After"} {
+		if v := src.Get(h); v != "" {
+			dst.Set(h, v)
+		}
+	}
+}
+
+// usageSeen is what a replica's answer said about the prompt: its length
+// and the tokens it found cached. The last report wins (a stream carries
+// it in its last events).
+type usageSeen struct {
+	prompt, cached int
+	seen           bool
+}
+
+// observeEvent reads the data of one server-sent event.
+func (u *usageSeen) observeEvent(event []byte) {
+	for line := range bytes.Lines(event) {
+		if v, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+			u.observe(bytes.TrimSpace(v))
+		}
+	}
+}
+
+// observe reads one JSON answer or chunk: OpenAI's usage, or
+// llama-server's tokens_evaluated and tokens_cached.
+func (u *usageSeen) observe(b []byte) {
+	// Most chunks carry neither; skip them without decoding.
+	if !bytes.Contains(b, []byte(`"usage"`)) && !bytes.Contains(b, []byte(`"tokens_cached"`)) {
+		return
+	}
+	var v struct {
+		Usage *struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			PromptTokensDetails *struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+		TokensEvaluated *int `json:"tokens_evaluated"`
+		TokensCached    *int `json:"tokens_cached"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return
+	}
+	switch {
+	case v.Usage != nil:
+		u.prompt, u.cached, u.seen = v.Usage.PromptTokens, 0, true
+		if d := v.Usage.PromptTokensDetails; d != nil {
+			u.cached = d.CachedTokens
+		}
+	case v.TokensCached != nil && v.TokensEvaluated != nil && *v.TokensEvaluated > 0:
+		u.prompt, u.cached, u.seen = *v.TokensEvaluated, *v.TokensCached, true
+	}
+}

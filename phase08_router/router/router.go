@@ -1,0 +1,341 @@
+// Package router is an HTTP front end for several serving replicas: it
+// speaks the same API as one replica (OpenAI completions and chat,
+// llama-server's /completion) and sends each request to the replica most
+// likely to hold its prompt's prefix in its KV cache.
+//
+// A request's journey, in order:
+//
+//  1. ServeHTTP reads the body once, as bytes (proxy.go); the router never
+//     rewrites it, so the replica receives exactly what the client sent;
+//  2. RouteKey turns the body into the token ids the replica will compute —
+//     a text prompt through the model's tokenizer, a chat through its
+//     template, token ids as they are — and never canonicalises them
+//     (PITFALLS.md, entry 30);
+//  3. the policy (policy.go) picks among the healthy replicas: round-robin,
+//     least-load, prefix (a radix tree of what was routed where, tree.go)
+//     or kv-events (what each replica announced it holds, kvindex.go,
+//     fed by one event stream per replica, events.go);
+//  4. the body is POSTed to that replica and its answer relayed: a stream
+//     event by event, flushed as it comes, a JSON body whole. A replica that
+//     fails before a byte reached the client is taken out and the request
+//     tried on another; one that fails later ends the client's stream with
+//     an error event;
+//  5. the replica's cached_tokens (or tokens_cached) is read from its answer
+//     and added to the router's counters: the fleet's hit rate is what the
+//     replicas found, summed here, not what a policy guessed (entry 31).
+//
+// A health checker polls each replica's /health; a replica that fails is
+// out until it answers again. Fleet starts replicas as child processes.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"kvlab/common/tokenizer"
+)
+
+// Options configures a Router.
+type Options struct {
+	// Replicas are the replicas' base URLs (http://host:port).
+	Replicas []string
+	// Policy chooses a replica per request.
+	Policy Policy
+	// Tokenizer turns text prompts and chats into the token ids the
+	// replicas compute; nil routes text requests as if they had no prefix.
+	Tokenizer *tokenizer.Tokenizer
+	// HealthInterval is how often each replica's /health is polled; 0
+	// means one second, < 0 turns polling off.
+	HealthInterval time.Duration
+	// MaxBodyBytes bounds a request body (413 beyond it); 0 means 8 MiB.
+	MaxBodyBytes int64
+	// Transport carries the requests to the replicas; nil uses a transport
+	// made for many concurrent streams to few hosts.
+	Transport http.RoundTripper
+}
+
+// Router is the HTTP front end. Start its health checker with Run.
+type Router struct {
+	opts     Options
+	client   *http.Client
+	replicas []*replica
+	mu       sync.Mutex // guards the replicas' up and load
+	metrics  *routerMetrics
+	reg      *prometheus.Registry
+	mux      map[string]route
+}
+
+type route struct {
+	method string
+	serve  func(w http.ResponseWriter, r *http.Request)
+}
+
+// replica is one replica as the router sees it.
+type replica struct {
+	index int
+	url   string
+	up    bool // taking requests; guarded by Router.mu
+	load  int  // requests in flight; guarded by Router.mu
+}
+
+// New returns a router over opts.Replicas, all of them taken to be up until
+// a request or a health check says otherwise.
+func New(opts Options) (*Router, error) {
+	if len(opts.Replicas) == 0 {
+		return nil, errors.New("router: no replicas")
+	}
+	if opts.Policy == nil {
+		return nil, errors.New("router: no policy")
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = 8 << 20
+	}
+	if opts.HealthInterval == 0 {
+		opts.HealthInterval = time.Second
+	}
+	if opts.Transport == nil {
+		opts.Transport = &http.Transport{
+			Proxy:               nil, // the replicas are reached directly
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true, // compression would hold events back
+		}
+	}
+	rt := &Router{opts: opts, client: &http.Client{Transport: opts.Transport}, reg: prometheus.NewRegistry()}
+	for i, u := range opts.Replicas {
+		rt.replicas = append(rt.replicas, &replica{index: i, url: strings.TrimRight(u, "/"), up: true})
+	}
+	rt.metrics = newRouterMetrics(rt.reg, rt)
+	rt.mux = map[string]route{
+		"/v1/completions":      {http.MethodPost, rt.proxy},
+		"/v1/chat/completions": {http.MethodPost, rt.proxy},
+		"/completion":          {http.MethodPost, rt.proxy},
+		"/v1/models":           {http.MethodGet, rt.models},
+		"/health":              {http.MethodGet, rt.health},
+		"/metrics":             {http.MethodGet, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
+	}
+	return rt, nil
+}
+
+// ServeHTTP routes a request to its endpoint.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	e, ok := rt.mux[path]
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	if r.Method != e.method {
+		w.Header().Set("Allow", e.method)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; use "+e.method)
+		return
+	}
+	e.serve(w, r)
+}
+
+// Run polls every replica's /health until ctx ends: a replica that fails
+// is taken out, one that answers 200 again is put back.
+func (rt *Router) Run(ctx context.Context) {
+	if rt.opts.HealthInterval < 0 {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(rt.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		rt.CheckHealth(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// CheckHealth asks every replica's /health once and updates who is up.
+func (rt *Router) CheckHealth(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, rep := range rt.replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			err := rt.probe(cctx, rep)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				rt.markDown(rep.index, err)
+			} else {
+				rt.markUp(rep.index)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (rt *Router) probe(ctx context.Context, rep *replica) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rep.url+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/health answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// markDown takes a replica out of the fleet and tells the policy, which
+// forgets what it knew of the replica's cache.
+func (rt *Router) markDown(i int, why error) {
+	rt.mu.Lock()
+	was := rt.replicas[i].up
+	rt.replicas[i].up = false
+	rt.mu.Unlock()
+	if was {
+		rt.metrics.downs.WithLabelValues(strconv.Itoa(i)).Inc()
+		rt.opts.Policy.Down(i)
+	}
+}
+
+// markUp puts a replica back.
+func (rt *Router) markUp(i int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.replicas[i].up = true
+}
+
+// Up reports which replicas are taking requests.
+func (rt *Router) Up() []bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := make([]bool, len(rt.replicas))
+	for i, r := range rt.replicas {
+		out[i] = r.up
+	}
+	return out
+}
+
+// InFlight returns the requests the router is relaying now. A client
+// that has read its last event may be done before the router has read the
+// replica's end of stream and counted the request; wait for 0 before
+// reading Stats.
+func (rt *Router) InFlight() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	n := 0
+	for _, r := range rt.replicas {
+		n += r.load
+	}
+	return n
+}
+
+// candidates returns the healthy replicas not in skip, with their loads.
+func (rt *Router) candidates(skip map[int]bool) []Candidate {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var out []Candidate
+	for _, r := range rt.replicas {
+		if r.up && !skip[r.index] {
+			out = append(out, Candidate{Replica: r.index, Load: r.load})
+		}
+	}
+	return out
+}
+
+// addLoad changes a replica's in-flight count.
+func (rt *Router) addLoad(i, d int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.replicas[i].load += d
+}
+
+func (rt *Router) health(w http.ResponseWriter, r *http.Request) {
+	n := 0
+	for _, up := range rt.Up() {
+		if up {
+			n++
+		}
+	}
+	if n == 0 {
+		writeError(w, http.StatusServiceUnavailable, "no_replica", "no replica is up")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "replicas_up": n, "replicas": len(rt.replicas)})
+}
+
+// models relays the first healthy replica's model list: the fleet serves
+// one model.
+func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
+	for _, c := range rt.candidates(nil) {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, rt.replicas[c.Replica].url+"/v1/models", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := rt.client.Do(req)
+		if err != nil {
+			continue
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			continue
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "no_replica", "no replica answered /v1/models")
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// errorBody is the OpenAI error object, as the replicas send it.
+type errorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	} `json:"error"`
+}
+
+func newErrorBody(code, msg string) errorBody {
+	var e errorBody
+	e.Error.Message, e.Error.Type, e.Error.Code = msg, "server_error", code
+	if code == "not_found" || code == "method_not_allowed" || code == "body_too_large" {
+		e.Error.Type = "invalid_request_error"
+	}
+	return e
+}
+
+// writeError writes an error in the replicas' shape.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, newErrorBody(code, msg))
+}
