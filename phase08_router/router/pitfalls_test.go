@@ -27,9 +27,9 @@ func TestPitfall30RouteKeysAreTheExactTokenStreams(t *testing.T) {
 	const body = "You are a careful assistant. Answer in one sentence, and cite the document you used for every claim you make."
 	pairs := [][2]string{
 		{"[2026-11-23 09:00:01] " + body, "[2026-11-23 09:00:02] " + body}, // timestamps
-		{body, strings.ReplaceAll(body, " ", "  ")},                          // whitespace
-		{body, body + "\n"},                                                  // a trailing newline
-		{"request 6f1c2a " + body, "request 9b7e01 " + body},                 // ids
+		{body, strings.ReplaceAll(body, " ", "  ")},                        // whitespace
+		{body, body + "\n"}, // a trailing newline
+		{"request 6f1c2a " + body, "request 9b7e01 " + body}, // ids
 	}
 	for _, p := range pairs {
 		a := RouteKey(tm.tok, "/v1/completions", jsonBody(t, map[string]any{"prompt": p[0]}))
