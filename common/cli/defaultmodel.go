@@ -1,67 +1,11 @@
 package cli
 
-import (
-	"crypto/sha256"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
+import "kvlab/common/model"
 
-	"kvlab/common/model"
-)
+// DefaultModel returns the options of the built-in synthetic model
+// (model.Builtin); the runnables use it when -model is omitted.
+func DefaultModel() model.SynthOptions { return model.Builtin() }
 
-// DefaultModel returns the options of the built-in synthetic model: a small
-// Llama-3.2-shaped model, sized so the default benchmark finishes in a few
-// minutes on a 2-core CPU.
-func DefaultModel() model.SynthOptions { return model.DefaultSynth(model.ArchLlama) }
-
-// synthFormat is mixed into the cache key of the built-in model; raise it
-// when WriteSynthetic's files change, so older caches are not reused.
-// Format 2 added the tokenizer files.
-const synthFormat = 2
-
-// DefaultModelDir returns the directory of the built-in model, writing it
-// first if it is not there yet. It lives in the user's cache directory
-// (KVLAB_CACHE overrides it), under a name derived from the options, so a
-// change of the default writes a fresh model instead of reusing a stale one.
-func DefaultModelDir() (string, error) {
-	root := os.Getenv("KVLAB_CACHE")
-	if root == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		root = filepath.Join(base, "kvlab")
-	}
-	opts := DefaultModel()
-	key, err := json.Marshal(struct {
-		Format int
-		Opts   model.SynthOptions
-	}{synthFormat, opts})
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(root, fmt.Sprintf("default-%x", sha256.Sum256(key))[:len("default-")+12])
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
-		return dir, nil
-	}
-	// Write next to the final place and rename, so an interrupted write
-	// never leaves a half-written model that later runs would trust.
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fmt.Errorf("default model: %w", err)
-	}
-	tmp, err := os.MkdirTemp(root, "writing-")
-	if err != nil {
-		return "", fmt.Errorf("default model: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := model.WriteSynthetic(tmp, opts); err != nil {
-		return "", fmt.Errorf("default model: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
-		if _, statErr := os.Stat(filepath.Join(dir, "config.json")); statErr != nil {
-			return "", fmt.Errorf("default model: %w", err)
-		}
-	}
-	return dir, nil
-}
+// DefaultModelDir returns the built-in model's directory, writing the model
+// on first use (model.BuiltinDir).
+func DefaultModelDir() (string, error) { return model.BuiltinDir() }

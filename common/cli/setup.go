@@ -72,7 +72,8 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 		return c, fmt.Errorf("-commit: unknown policy %q (want chunk or prompt-end)", f.commit)
 	}
 	switch f.admission {
-	case "", "conservative":
+	case "": // the engine's default
+	case "conservative":
 		c.Admission = engine.AdmitConservative
 	case "cost-aware":
 		c.Admission = engine.AdmitCostAware

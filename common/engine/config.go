@@ -78,6 +78,7 @@ func DefaultConfig() Config {
 		MaxBatchTokens: 512,
 		MaxRunning:     64,
 		ChunkedPrefill: true,
+		Admission:      AdmitCostAware, // what the runnables use; it equals conservative without a cache
 	}
 }
 
