@@ -71,7 +71,7 @@ phase08-http: ## make phase08 over HTTP: each design as its own server, measured
 	$(BIN)/phase08 -workload $(WORKLOAD) -servers $(SERVERS) $(ARGS)
 
 .PHONY: bench-cpu bench-decode
-bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f32 and bf16 (ARGS=-runs 9 ...)
+bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f32 and bf16 (ARGS=-runs 9 ...); LLAMA_CPP_DIR=<llama.cpp build> adds llama-bench's on the same models, exported to GGUF
 	$(GO) run ./kernels/cpu/benchcpu $(ARGS)
 
 bench-decode: bench-cpu ## same as bench-cpu

@@ -19,21 +19,41 @@
 // -runs runs in one process, after one warm-up run, with the best run in
 // parentheses: on a machine shared with other work the best run is the
 // closer to what the code can do, the median to what a user sees.
+//
+// With -llama-cpp DIR (default: $LLAMA_CPP_DIR), a llama.cpp build, each
+// model is also exported to GGUF (package gguf, as export-gguf does) and
+// measured by llama.cpp's llama-bench on the same number of threads:
+//
+//	llama-bench -m MODEL.gguf -t THREADS -p PROMPT -n 128 -fa 1,0 -r 1 -o json
+//
+// once per run, interleaved with this engine's runs (ours, theirs, ours,
+// theirs, ...) so that both see the same load. The table then adds
+// llama.cpp's decode (tg128) and prefill (pp1000) rates with flash
+// attention on and off, each the median over the runs, and the ratio of
+// ours to theirs with flash attention on. Nothing is downloaded or built:
+// DIR must hold a built llama-bench (DIR/build/bin, DIR/bin or DIR).
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"kvlab/common/engine"
 	"kvlab/common/model"
+	"kvlab/common/model/gguf"
 	"kvlab/kernels/cpu"
 )
 
@@ -45,6 +65,7 @@ func main() {
 	dtypes := flag.String("dtypes", "f32,bf16", "comma-separated dtypes of the weights on disk: f32, bf16")
 	workers := flag.Int("workers", 0, "CPU backend workers (0: GOMAXPROCS)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	llamaDir := flag.String("llama-cpp", os.Getenv("LLAMA_CPP_DIR"), "a llama.cpp build to measure on the same models (default $LLAMA_CPP_DIR; empty: this engine only)")
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -57,12 +78,18 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	for _, env := range []string{"LLAMA_CPP_DIR", "LLAMA2C_DIR"} {
-		if os.Getenv(env) != "" {
-			fmt.Fprintf(os.Stderr, "benchcpu: %s is set, but running the other engine is not implemented yet (it needs the model exported in its format); only this engine is measured\n", env)
+	if os.Getenv("LLAMA2C_DIR") != "" {
+		fmt.Fprintln(os.Stderr, "benchcpu: LLAMA2C_DIR is set, but running llama2.c is not implemented (it needs the model in its own checkpoint format); set LLAMA_CPP_DIR to compare with llama.cpp")
+	}
+	var bench string
+	if *llamaDir != "" {
+		var err error
+		if bench, err = findLlamaBench(*llamaDir); err != nil {
+			fmt.Fprintln(os.Stderr, "benchcpu:", err)
+			os.Exit(1)
 		}
 	}
-	if err := run(strings.Split(*models, ","), strings.Split(*dtypes, ","), *runs, *decode, *prompt, *workers); err != nil {
+	if err := run(strings.Split(*models, ","), strings.Split(*dtypes, ","), *runs, *decode, *prompt, *workers, bench); err != nil {
 		fmt.Fprintln(os.Stderr, "benchcpu:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -84,7 +111,7 @@ func synth(name, dtype string) (model.SynthOptions, error) {
 	return o, nil
 }
 
-func run(names, dtypes []string, runs, decode, prompt int, workers int) error {
+func run(names, dtypes []string, runs, decode, prompt int, workers int, bench string) error {
 	if runs < 1 || decode < 2 || prompt < 1 {
 		return fmt.Errorf("need -runs ≥ 1, -decode ≥ 2 and -prompt ≥ 1")
 	}
@@ -95,10 +122,19 @@ func run(names, dtypes []string, runs, decode, prompt int, workers int) error {
 	defer os.RemoveAll(tmp)
 
 	be := cpu.New()
+	threads := runtime.GOMAXPROCS(0)
 	if workers > 0 {
 		be = cpu.NewWithWorkers(workers)
+		threads = workers
 	}
-	fmt.Printf("| model | weights | decode tok/s, median (best) | prefill tok/s, %d tokens, median (best) |\n|---|---|---|---|\n", prompt)
+	if bench == "" {
+		fmt.Printf("| model | weights | decode tok/s, median (best) | prefill tok/s, %d tokens, median (best) |\n|---|---|---|---|\n", prompt)
+	} else {
+		fmt.Fprintf(os.Stderr, "benchcpu: llama.cpp: %s -m MODEL.gguf -t %d -p %d -n %d -fa 1,0 -r 1 -o json, once per run, after each of ours\n",
+			bench, threads, prompt, llamaGen)
+		fmt.Printf("| model | weights | decode tok/s: ours | llama.cpp tg%d, fa on / off | ratio | prefill tok/s, %d tokens: ours | llama.cpp pp%d, fa on / off | ratio |\n|---|---|---|---|---|---|---|---|\n",
+			llamaGen, prompt, prompt)
+	}
 	for _, name := range names {
 		for _, dtype := range dtypes {
 			o, err := synth(name, dtype)
@@ -109,29 +145,52 @@ func run(names, dtypes []string, runs, decode, prompt int, workers int) error {
 			if err := model.WriteSynthetic(dir, o); err != nil {
 				return err
 			}
+			var theirs func() (llamaRates, error)
+			if bench != "" {
+				file := dir + ".gguf"
+				if _, err := gguf.ExportFile(dir, file); err != nil {
+					return err
+				}
+				theirs = func() (llamaRates, error) { return llamaBench(bench, file, threads, prompt) }
+			}
 			m, err := model.Load(dir, be)
 			if err != nil {
 				return err
 			}
-			dec, pre, err := measure(m, runs, decode, prompt)
+			r, err := measure(m, runs, decode, prompt, theirs)
 			m.Close()
 			if err != nil {
 				return err
 			}
-			fmt.Printf("| %s | %s | %.0f (%.0f) | %.0f (%.0f) |\n", name, dtype,
-				median(dec), slices.Max(dec), median(pre), slices.Max(pre))
+			if bench == "" {
+				fmt.Printf("| %s | %s | %.0f (%.0f) | %.0f (%.0f) |\n", name, dtype,
+					median(r.dec), slices.Max(r.dec), median(r.pre), slices.Max(r.pre))
+				continue
+			}
+			fmt.Printf("| %s | %s | %.0f (%.0f) | %.0f / %.0f | %.2f× | %.0f (%.0f) | %.0f / %.0f | %.2f× |\n", name, dtype,
+				median(r.dec), slices.Max(r.dec), median(r.tgFA), median(r.tg), median(r.dec)/median(r.tgFA),
+				median(r.pre), slices.Max(r.pre), median(r.ppFA), median(r.pp), median(r.pre)/median(r.ppFA))
 		}
 	}
 	return nil
 }
 
-// measure returns the decode and prefill rates of m in tokens/s, one per run.
-func measure(m *model.Model, runs, decode, prompt int) (dec, pre []float64, err error) {
+// rates holds one figure per run: this engine's decode and prefill rates
+// and, when measured, llama.cpp's with flash attention on and off.
+type rates struct {
+	dec, pre           []float64
+	tgFA, tg, ppFA, pp []float64
+}
+
+// measure returns the decode and prefill rates of m in tokens/s, one per
+// run, after one warm-up run. When theirs is not nil it is called after
+// each of our runs (the warm-up too), so the two engines alternate.
+func measure(m *model.Model, runs, decode, prompt int, theirs func() (llamaRates, error)) (*rates, error) {
 	cfg := engine.DefaultConfig()
 	cfg.NumBlocks = max(cfg.NumBlocks, 2*(prompt+decode)/cfg.BlockSize+8)
 	e, err := engine.New(m, cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer e.Close()
 
@@ -140,24 +199,119 @@ func measure(m *model.Model, runs, decode, prompt int) (dec, pre []float64, err 
 	for i := range ids {
 		ids[i] = int32(3 + rng.IntN(m.Config.VocabSize-3))
 	}
+	res := &rates{}
 	for r := range runs + 1 { // run 0 warms up
 		first, last, n, err := timeRequest(e, engine.Request{ID: 2 * r, Prompt: []int32{1}, MaxTokens: decode, IgnoreEOS: true})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if r > 0 {
-			dec = append(dec, float64(n-1)/last.Sub(first).Seconds())
+			res.dec = append(res.dec, float64(n-1)/last.Sub(first).Seconds())
 		}
 		start := time.Now()
 		first, _, _, err = timeRequest(e, engine.Request{ID: 2*r + 1, Prompt: ids, MaxTokens: 1, IgnoreEOS: true})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if r > 0 {
-			pre = append(pre, float64(prompt)/first.Sub(start).Seconds())
+			res.pre = append(res.pre, float64(prompt)/first.Sub(start).Seconds())
+		}
+		if theirs == nil {
+			continue
+		}
+		lr, err := theirs()
+		if err != nil {
+			return nil, err
+		}
+		if r > 0 {
+			res.tgFA, res.tg = append(res.tgFA, lr.tgFA), append(res.tg, lr.tg)
+			res.ppFA, res.pp = append(res.ppFA, lr.ppFA), append(res.pp, lr.pp)
 		}
 	}
-	return dec, pre, nil
+	return res, nil
+}
+
+// llamaGen is the number of tokens llama-bench's decode test generates.
+const llamaGen = 128
+
+// llamaRates is one llama-bench run: decode (tg) and prefill (pp) tokens/s
+// with flash attention on (FA) and off.
+type llamaRates struct{ tgFA, tg, ppFA, pp float64 }
+
+// findLlamaBench returns the llama-bench binary of the llama.cpp build in
+// dir.
+func findLlamaBench(dir string) (string, error) {
+	for _, sub := range []string{"build/bin", "bin", "."} {
+		p := filepath.Join(dir, sub, "llama-bench")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no llama-bench under %s (looked in build/bin, bin and the directory itself); build it with cmake --build build --target llama-bench", dir)
+}
+
+// llamaBench runs llama-bench once on file and returns its four rates.
+func llamaBench(bench, file string, threads, prompt int) (llamaRates, error) {
+	cmd := exec.Command(bench, "-m", file, "-t", strconv.Itoa(threads), "-p", strconv.Itoa(prompt),
+		"-n", strconv.Itoa(llamaGen), "-fa", "1,0", "-r", "1", "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return llamaRates{}, fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, lastLines(stderr.String(), 10))
+	}
+	return parseLlamaBench(out)
+}
+
+// parseLlamaBench reads llama-bench's JSON output: one object per test
+// with n_prompt, n_gen, flash_attn and avg_ts (tokens/s).
+func parseLlamaBench(out []byte) (llamaRates, error) {
+	var tests []struct {
+		NPrompt   int     `json:"n_prompt"`
+		NGen      int     `json:"n_gen"`
+		FlashAttn any     `json:"flash_attn"`
+		AvgTS     float64 `json:"avg_ts"`
+	}
+	if err := json.Unmarshal(out, &tests); err != nil {
+		return llamaRates{}, fmt.Errorf("llama-bench output: %w", err)
+	}
+	var r llamaRates
+	var seen int
+	for _, t := range tests {
+		fa := false
+		switch v := t.FlashAttn.(type) {
+		case bool:
+			fa = v
+		case float64:
+			fa = v != 0
+		case string:
+			fa = v == "on" || v == "enabled" || v == "1" || v == "true"
+		}
+		var dst *float64
+		switch {
+		case t.NGen > 0 && fa:
+			dst = &r.tgFA
+		case t.NGen > 0:
+			dst = &r.tg
+		case t.NPrompt > 0 && fa:
+			dst = &r.ppFA
+		case t.NPrompt > 0:
+			dst = &r.pp
+		default:
+			continue
+		}
+		*dst = t.AvgTS
+		seen++
+	}
+	if seen != 4 {
+		return r, errors.New("llama-bench output: want four tests (pp and tg, flash attention on and off)")
+	}
+	return r, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // timeRequest runs r alone to completion and returns when its first and
