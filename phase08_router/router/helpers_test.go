@@ -73,9 +73,9 @@ func (f *fakeReplica) received() []received {
 	return append([]received(nil), f.got...)
 }
 
-// testModel is a small synthetic model with its tokenizer files.
+// testModel is a small synthetic model's folder, with its tokenizer.
 type testModel struct {
-	m   *model.Model
+	dir string
 	tok *tokenizer.Tokenizer
 }
 
@@ -83,12 +83,9 @@ func loadTestModel(t testing.TB) testModel {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "model")
 	require.NoError(t, model.WriteSynthetic(dir, modeltest.Options(model.ArchLlama, 5)))
-	m, err := model.Load(dir, cpu.New())
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
 	tok, err := tokenizer.Load(dir)
 	require.NoError(t, err)
-	return testModel{m, tok}
+	return testModel{dir, tok}
 }
 
 // replicaConfig is the engine a real test replica runs: blocks of 4
@@ -117,7 +114,11 @@ type realReplica struct {
 
 func startRealReplica(t *testing.T, tm testModel, cfg engine.Config) *realReplica {
 	t.Helper()
-	e, err := engine.New(tm.m, cfg)
+	// Each replica loads its own copy of the model, as its own process
+	// would: a model's forward buffers belong to one engine.
+	m, err := model.Load(tm.dir, cpu.New())
+	require.NoError(t, err)
+	e, err := engine.New(m, cfg)
 	require.NoError(t, err)
 	es := engine.NewServer(e)
 	h := server.New(es, server.Options{ModelName: "test", Tokenizer: tm.tok, PrefixCaching: true})
@@ -127,7 +128,7 @@ func startRealReplica(t *testing.T, tm testModel, cfg engine.Config) *realReplic
 	r := &realReplica{url: "http://" + ln.Addr().String(), srv: &http.Server{Handler: h}, stop: cancel, done: make(chan struct{})}
 	go func() { es.Run(ctx); close(r.done) }()
 	go r.srv.Serve(ln)
-	t.Cleanup(func() { r.kill(); e.Close() })
+	t.Cleanup(func() { r.kill(); e.Close(); m.Close() })
 	return r
 }
 
