@@ -1,0 +1,128 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/kvevents"
+)
+
+// stored is the BlockStored event of the full blocks of tokens, chained
+// from the first block, as a replica announces a prompt it cached.
+func stored(tokens []int32, blockSize int) kvevents.Event {
+	hashes := kvevents.BlockHashes(tokens, blockSize, "")
+	return kvevents.Event{Type: kvevents.BlockStored, BlockHashes: hashes, TokenIDs: tokens[:len(hashes)*blockSize], BlockSize: blockSize}
+}
+
+func TestKVIndexScoresLeadingBlocks(t *testing.T) {
+	x := NewKVIndex(4, "")
+	a := seq(1, 16) // 4 blocks
+	x.Apply(0, kvevents.Batch{Events: []kvevents.Event{stored(a, 4)}})
+	x.Apply(1, kvevents.Batch{Events: []kvevents.Event{stored(a[:8], 4)}})
+	assert.Equal(t, map[int]int{0: 16, 1: 8}, x.Match(cat(a, seq(90, 3)), idle(3)))
+
+	// A removed middle block breaks the chain: the blocks after it cannot
+	// be reused even though the replica still holds them.
+	hashes := kvevents.BlockHashes(a, 4, "")
+	x.Apply(0, kvevents.Batch{Events: []kvevents.Event{{Type: kvevents.BlockRemoved, BlockHashes: hashes[1:2]}}})
+	assert.Equal(t, map[int]int{0: 4, 1: 8}, x.Match(a, idle(3)))
+	assert.Equal(t, 3, x.Blocks(0))
+
+	// The same tokens at another position hash differently: the hash of
+	// block 1 covers block 0 too.
+	assert.Empty(t, x.Match(a[4:], idle(3)))
+
+	x.Apply(1, kvevents.Batch{Events: []kvevents.Event{{Type: kvevents.AllBlocksCleared}}})
+	assert.Equal(t, map[int]int{0: 4}, x.Match(a, idle(3)))
+	x.Reset(0)
+	assert.Empty(t, x.Match(a, idle(3)))
+	assert.False(t, x.Live(0))
+}
+
+func TestKVEventsPolicyRoutesToTheReplicaThatHoldsThePrefix(t *testing.T) {
+	x := NewKVIndex(4, "")
+	p := NewKVEvents(x, 0.5)
+	sysA, sysB := seq(100, 32), seq(200, 32)
+	x.Apply(0, kvevents.Batch{Events: []kvevents.Event{stored(sysB, 4)}})
+	x.Apply(2, kvevents.Batch{Events: []kvevents.Event{stored(sysA, 4)}})
+
+	assert.Equal(t, Decision{Replica: 2, Matched: 32, Reason: "kv-match"}, p.Pick(cat(sysA, seq(1, 6)), idle(3)))
+	assert.Equal(t, Decision{Replica: 0, Matched: 32, Reason: "kv-match"}, p.Pick(cat(sysB, seq(1, 6)), idle(3)))
+	// Nobody holds it: the least-loaded replica, and among the idle ones
+	// the one holding the fewest blocks.
+	assert.Equal(t, Decision{Replica: 1, Reason: "least-load"}, p.Pick(seq(300, 20), idle(3)))
+	// Routing teaches it nothing; only the replica's events do.
+	p.Routed(seq(300, 20), 1)
+	assert.Equal(t, "least-load", p.Pick(seq(300, 20), idle(3)).Reason)
+	p.Down(2)
+	assert.Equal(t, "least-load", p.Pick(cat(sysA, seq(1, 6)), idle(3)).Reason)
+}
+
+// TestSubscribeFollowsAFakeEventStream serves /v1/kv_events from a fake
+// replica: a snapshot on connect, then a removal, then a broken stream and
+// a second connection whose snapshot says the cache was emptied.
+func TestSubscribeFollowsAFakeEventStream(t *testing.T) {
+	prompt := seq(1, 12) // 3 blocks of 4
+	hashes := kvevents.BlockHashes(prompt, 4, "")
+	removeNow := make(chan struct{})
+	connections := 0
+	rep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, kvevents.StreamPath, r.URL.Path)
+		connections++
+		w.Header().Set("Content-Type", "text/event-stream")
+		send := func(b kvevents.Batch) {
+			data, _ := json.Marshal(b)
+			fmt.Fprintf(w, "data: %s\n\n", data)
+			w.(http.Flusher).Flush()
+		}
+		if connections == 1 {
+			send(kvevents.Batch{TS: 1, Events: []kvevents.Event{{Type: kvevents.AllBlocksCleared}, stored(prompt, 4)}})
+			<-removeNow
+			send(kvevents.Batch{TS: 2, Events: []kvevents.Event{{Type: kvevents.BlockRemoved, BlockHashes: hashes[2:]}}})
+			return // the stream breaks
+		}
+		send(kvevents.Batch{TS: 3, Events: []kvevents.Event{{Type: kvevents.AllBlocksCleared}}})
+		<-r.Context().Done()
+	}))
+	t.Cleanup(rep.Close)
+
+	x := NewKVIndex(16, "") // the events teach it the replicas' block size
+	// The index is read in the callback, right after the batch is applied:
+	// once the stream breaks the subscriber forgets it all.
+	type seen struct {
+		ts    float64
+		match map[int]int
+	}
+	got := make(chan seen, 8)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		Subscribe(ctx, nil, rep.URL, 0, x, 10*time.Millisecond, func(b kvevents.Batch) { got <- seen{b.TS, x.Match(prompt, idle(1))} })
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	next := func() seen {
+		select {
+		case b := <-got:
+			return b
+		case <-time.After(10 * time.Second):
+			t.Fatal("no batch")
+			return seen{}
+		}
+	}
+
+	assert.Equal(t, seen{1, map[int]int{0: 12}}, next())
+	assert.True(t, x.Live(0))
+	assert.Equal(t, 4, x.BlockSize())
+	close(removeNow)
+	assert.Equal(t, seen{2, map[int]int{0: 8}}, next())
+	assert.Equal(t, seen{3, map[int]int{}}, next(), "the subscriber connects again after the stream breaks")
+}
