@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache/cachetest"
 	"kvlab/common/model"
+	"kvlab/phase08_prefix/radix"
 )
 
 // FuzzEngineMatchesBaseline serves random requests with shared prefixes,
@@ -55,6 +57,9 @@ func serveRandom(t *testing.T, m *model.Model, seed uint64, n, bsLog, spare uint
 	c.BlockSize = bs
 	c.NumBlocks = (longest+bs-1)/bs + int(spare%32)
 	c.MaxBatchTokens = 4 + rng.IntN(29)
+	// Watch checks, on every commit, that no earlier commit's prefix got
+	// shorter and that lent prefixes stay matchable.
+	c.PrefixCache = cachetest.Watch(t, radix.New)
 	if costAware {
 		c.Admission = engine.AdmitCostAware
 	}
