@@ -20,16 +20,26 @@
 //           row ρ is query ρ / group and head ρ % group of that group, so a
 //           decode step of a GQA model reads each key once for all the query
 //           heads that use it, and a prefill chunk puts several queries in
-//           one item. The item's keys are cut into tiles of 32 positions,
-//           dealt round-robin to the block's 4 warps. In a tile, lane j owns
+//           one item. Flash-decoding: rows that see more than ATT_CHUNK keys
+//           are split into one item per ATT_CHUNK-key chunk, so a single
+//           long decode context runs on many blocks rather than NumKVHeads;
+//           such an item writes its rows' maximum, normaliser and
+//           unnormalised output to a partial slot, and attention_merge
+//           combines a row's chunks in chunk order and normalises. The split
+//           depends on the rows' own context only, so a sequence's result
+//           does not depend on its batch. The item's keys are cut into
+//           tiles of 32 positions, dealt round-robin to the block's 4 warps. In a tile, lane j owns
 //           key j: it reads that key's head slice once (float4s through L1)
 //           and scores it against every row's query, which sits in shared
 //           memory. Each warp then updates, per row, a running maximum m,
 //           a per-lane partial normaliser l and an output accumulator (lane
 //           owns dims lane, lane+32, ...): the online softmax of flash
 //           attention, so keys are read exactly once and no score matrix is
-//           ever stored. For the P·V product the lanes take turns
-//           broadcasting their key's slot and weight. At the end the 4 warps'
+//           ever stored. The K loop has no per-row guards: query rows past
+//           the item's are zero in shared memory and see no key. For the
+//           P·V product the lanes take turns broadcasting their key's slot
+//           and weight, four keys at a time with all their value loads
+//           issued before the first is used. At the end the 4 warps'
 //           (m, l, acc) are merged through shared memory in warp order.
 //
 // Launch:   grid = (work items, NumKVHeads), 128 threads (4 warps);
@@ -39,8 +49,11 @@
 //           ATT_ROWS*N floats of queries plus 4*ATT_ROWS*N floats of partial
 //           results, 40 KB at N = 256.
 //           seqs holds 4 ints per sequence: qstart, qlen, pos0, offset of its
-//           page table in pages. items holds 2 ints per item: sequence, first
-//           row.
+//           page table in pages. items holds 4 ints per item: sequence, first
+//           row, first key, partial slot (-1: write out). part holds
+//           ATT_ROWS × (head_dim + 2) floats per (slot, KV head).
+//           attention_merge: grid = (split row groups, NumKVHeads), 128
+//           threads.
 //
 // Checked:  TestAttendMatchesCPU against the CPU backend: block sizes 1, 2
 //           and 16, ragged context lengths, decode and prefill rows mixed in
@@ -48,14 +61,23 @@
 //           2, 4, 8 and 16 (the last splitting one query's heads over two
 //           items), head dims 7 (the scalar path), 8, 32, 64, 128 and 256.
 //           TestAttendDecodeAfterWrite chains WriteKV and Attend;
-//           TestAttendLocal compares with the CPU's AttendLocal. Tolerance
-//           1e-5 (relative above 1, absolute below).
+//           TestAttendLocal compares with the CPU's AttendLocal;
+//           TestAttendFlashDecoding covers contexts 1 to 8192 in batches of
+//           1 to 64, split and not. Tolerance 1e-5 (relative above 1,
+//           absolute below).
 #include "common.cuh"
 
 #define ATT_WARPS 4
 #define ATT_THREADS (ATT_WARPS * 32)
 #define ATT_ROWS 8 // (query, head) rows per work item
 #define ATT_TILE 32 // keys per tile: one per lane
+#define ATT_CHUNK 256 // keys per work item at most: the flash-decoding split
+
+// Partial results of a split item, per (slot, KV head): ATT_ROWS×head_dim
+// unnormalised outputs, then ATT_ROWS maxima, then ATT_ROWS normalisers.
+__device__ __forceinline__ float* att_part(float* part, long long slot, int kvh, long long num_kv_heads, int hd) {
+    return part + (slot * num_kv_heads + kvh) * (long long)ATT_ROWS * (hd + 2);
+}
 
 template <int DPL> // head dims per lane: head_dim <= 32*DPL
 __device__ __forceinline__ void attention(float* __restrict__ out, const float* __restrict__ q,
@@ -63,14 +85,15 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
                                           const int* __restrict__ seqs, const int* __restrict__ items,
                                           const int* __restrict__ pages, long long num_heads,
                                           long long num_kv_heads, long long head_dim, long long block_size,
-                                          double scale_d, long long local) {
+                                          double scale_d, long long local, float* __restrict__ part) {
     constexpr int MAXD = 32 * DPL;
     __shared__ __align__(16) float qs[ATT_ROWS][MAXD];
     __shared__ float part_acc[ATT_WARPS][ATT_ROWS][MAXD];
     __shared__ float part_m[ATT_WARPS][ATT_ROWS], part_l[ATT_WARPS][ATT_ROWS];
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int s = items[2 * blockIdx.x], row0 = items[2 * blockIdx.x + 1];
+    const int* item = items + 4 * blockIdx.x;
+    const int s = item[0], row0 = item[1], key0 = item[2], pslot = item[3];
     const int kvh = blockIdx.y;
     const int qstart = seqs[4 * s], qlen = seqs[4 * s + 1], pos0 = seqs[4 * s + 2], poff = seqs[4 * s + 3];
     const int hd = (int)head_dim, group = (int)(num_heads / num_kv_heads), bs = (int)block_size;
@@ -78,7 +101,8 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     const long long qcols = num_heads * head_dim, kvcols = num_kv_heads * head_dim;
     const float scale = (float)scale_d;
 
-    // Stage the item's query vectors.
+    // Stage the item's query vectors; rows past nrows are zero, so the K
+    // loop below needs no per-row guard.
     for (int e = tid; e < ATT_ROWS * MAXD; e += ATT_THREADS) {
         const int r = e / MAXD, d = e % MAXD;
         float val = 0.0f;
@@ -95,7 +119,8 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     int limit[ATT_ROWS]; // the last key position each row may see
 #pragma unroll
     for (int r = 0; r < ATT_ROWS; ++r) limit[r] = r < nrows ? pos0 + (row0 + r) / group : -1;
-    const int nkeys = pos0 + (row0 + nrows - 1) / group + 1;
+    // This item's keys: [key0, kend), a chunk of the keys its rows see.
+    const int kend = min(key0 + ATT_CHUNK, pos0 + (row0 + nrows - 1) / group + 1);
 
     float m[ATT_ROWS], l[ATT_ROWS], acc[ATT_ROWS][DPL];
 #pragma unroll
@@ -107,10 +132,10 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     }
 
     const bool vec = (hd & 3) == 0; // then every key slice is 16-byte aligned
-    const int ntiles = (nkeys + ATT_TILE - 1) / ATT_TILE;
-    for (int tile = warp; tile < ntiles; tile += ATT_WARPS) {
+    const int t0 = key0 / ATT_TILE, tend = (kend + ATT_TILE - 1) / ATT_TILE;
+    for (int tile = t0 + warp; tile < tend; tile += ATT_WARPS) {
         const int key = tile * ATT_TILE + lane;
-        const bool valid = key < nkeys;
+        const bool valid = key < kend;
         long long slot = 0;
         if (valid) {
             slot = local ? (long long)qstart + key
@@ -128,10 +153,8 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
                     const float4 k4 = *reinterpret_cast<const float4*>(kp + d);
 #pragma unroll
                     for (int r = 0; r < ATT_ROWS; ++r) {
-                        if (r < nrows) {
-                            const float4 q4 = *reinterpret_cast<const float4*>(&qs[r][d]);
-                            sc[r] += k4.x * q4.x + k4.y * q4.y + k4.z * q4.z + k4.w * q4.w;
-                        }
+                        const float4 q4 = *reinterpret_cast<const float4*>(&qs[r][d]);
+                        sc[r] += k4.x * q4.x + k4.y * q4.y + k4.z * q4.z + k4.w * q4.w;
                     }
                 }
             } else {
@@ -144,30 +167,54 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
         }
 
         // Online softmax update, row by row. Everything that decides control
-        // flow here (nrows, tmax) is the same in all lanes.
+        // flow here (tmax) is the same in all lanes; a row past nrows sees no
+        // key (its limit is -1) and keeps p = 0.
         float p[ATT_ROWS];
 #pragma unroll
         for (int r = 0; r < ATT_ROWS; ++r) {
             p[r] = 0.0f;
-            if (r < nrows) {
-                const float sv = (valid && key <= limit[r]) ? sc[r] * scale : -CUDART_INF_F;
-                const float tmax = warp_max(sv);
-                if (tmax != -CUDART_INF_F) {
-                    const float mnew = fmaxf(m[r], tmax);
-                    const float alpha = expf(m[r] - mnew); // 0 while m is still -inf
-                    p[r] = sv == -CUDART_INF_F ? 0.0f : expf(sv - mnew);
-                    l[r] = l[r] * alpha + p[r];
+            const float sv = (valid && key <= limit[r]) ? sc[r] * scale : -CUDART_INF_F;
+            const float tmax = warp_max(sv);
+            if (tmax != -CUDART_INF_F) {
+                const float mnew = fmaxf(m[r], tmax);
+                const float alpha = expf(m[r] - mnew); // 0 while m is still -inf
+                p[r] = sv == -CUDART_INF_F ? 0.0f : expf(sv - mnew);
+                l[r] = l[r] * alpha + p[r];
 #pragma unroll
-                    for (int i = 0; i < DPL; ++i) acc[r][i] *= alpha;
-                    m[r] = mnew;
-                }
+                for (int i = 0; i < DPL; ++i) acc[r][i] *= alpha;
+                m[r] = mnew;
             }
         }
 
         // P·V: lane j's key is broadcast in turn; each lane accumulates its
-        // own head dims, so every value row is read once, coalesced.
-        const int kend = min(ATT_TILE, nkeys - tile * ATT_TILE);
-        for (int j = 0; j < kend; ++j) {
+        // own head dims, so every value row is read once, coalesced. Four
+        // keys at a time: their value loads are all issued before the first
+        // is used.
+        const int kn = min(ATT_TILE, kend - tile * ATT_TILE);
+        int j = 0;
+        for (; j + 4 <= kn; j += 4) {
+            float vv[4][DPL];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const long long sj = __shfl_sync(0xffffffffu, slot, j + u);
+                const float* vp = vc + sj * kvcols + (long long)kvh * hd;
+#pragma unroll
+                for (int i = 0; i < DPL; ++i) {
+                    const int d = lane + 32 * i;
+                    vv[u][i] = d < hd ? vp[d] : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+#pragma unroll
+                for (int r = 0; r < ATT_ROWS; ++r) {
+                    const float pj = __shfl_sync(0xffffffffu, p[r], j + u);
+#pragma unroll
+                    for (int i = 0; i < DPL; ++i) acc[r][i] += pj * vv[u][i];
+                }
+            }
+        }
+        for (; j < kn; ++j) {
             const long long sj = __shfl_sync(0xffffffffu, slot, j);
             const float* vp = vc + sj * kvcols + (long long)kvh * hd;
             float vv[DPL];
@@ -178,11 +225,9 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
             }
 #pragma unroll
             for (int r = 0; r < ATT_ROWS; ++r) {
-                if (r < nrows) {
-                    const float pj = __shfl_sync(0xffffffffu, p[r], j);
+                const float pj = __shfl_sync(0xffffffffu, p[r], j);
 #pragma unroll
-                    for (int i = 0; i < DPL; ++i) acc[r][i] += pj * vv[i];
-                }
+                for (int i = 0; i < DPL; ++i) acc[r][i] += pj * vv[i];
             }
         }
     }
@@ -204,6 +249,7 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
         }
     }
     __syncthreads();
+    float* pp = pslot >= 0 ? att_part(part, pslot, kvh, num_kv_heads, hd) : nullptr;
     for (int e = tid; e < nrows * hd; e += ATT_THREADS) {
         const int r = e / hd, d = e % hd;
         float mx = -CUDART_INF_F;
@@ -218,6 +264,14 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
                 o += part_acc[w][r][d] * f;
             }
         }
+        if (pp != nullptr) { // one chunk of several: attention_merge finishes
+            pp[r * hd + d] = o;
+            if (d == 0) {
+                pp[ATT_ROWS * hd + r] = mx;
+                pp[ATT_ROWS * hd + ATT_ROWS + r] = sum;
+            }
+            continue;
+        }
         const int rr = row0 + r;
         const long long orow = qstart + rr / group;
         const int head = kvh * group + rr % group;
@@ -229,12 +283,54 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     extern "C" __global__ void __launch_bounds__(ATT_THREADS) paged_attention_d##N(                  \
         float* out, const float* q, const float* kc, const float* vc, const int* seqs,               \
         const int* items, const int* pages, long long num_heads, long long num_kv_heads,             \
-        long long head_dim, long long block_size, double scale, long long local) {                   \
+        long long head_dim, long long block_size, double scale, long long local, float* part) {      \
         attention<N / 32>(out, q, kc, vc, seqs, items, pages, num_heads, num_kv_heads, head_dim,     \
-                          block_size, scale, local);                                                 \
+                          block_size, scale, local, part);                                           \
     }
 
 ATT_ENTRY(32)
 ATT_ENTRY(64)
 ATT_ENTRY(128)
 ATT_ENTRY(256)
+
+// attention_merge finishes the split items: for each (query, head) row of a
+// group of chunks (one item's rows, split over nchunks chunks whose partial
+// results sit in consecutive slots), the chunks' (max, normaliser, output)
+// are combined in chunk order, as the warps of one item are, and the row
+// is normalised and stored. groups holds 4 ints per group: sequence, first
+// row, first slot, number of chunks. grid = (groups, NumKVHeads), 128
+// threads, one (row, dim) element per thread and step.
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+attention_merge(float* __restrict__ out, float* __restrict__ part, const int* __restrict__ seqs,
+                const int* __restrict__ groups, long long num_heads, long long num_kv_heads,
+                long long head_dim) {
+    const int* g = groups + 4 * blockIdx.x;
+    const int s = g[0], row0 = g[1], slot0 = g[2], nchunks = g[3];
+    const int kvh = blockIdx.y;
+    const int qstart = seqs[4 * s], qlen = seqs[4 * s + 1];
+    const int hd = (int)head_dim, group = (int)(num_heads / num_kv_heads);
+    const int nrows = min(ATT_ROWS, qlen * group - row0);
+    const long long qcols = num_heads * head_dim;
+    for (int e = threadIdx.x; e < nrows * hd; e += ATT_THREADS) {
+        const int r = e / hd, d = e % hd;
+        float mx = -CUDART_INF_F;
+        for (int c = 0; c < nchunks; ++c) {
+            const float* pp = att_part(part, slot0 + c, kvh, num_kv_heads, hd);
+            mx = fmaxf(mx, pp[ATT_ROWS * hd + r]);
+        }
+        float sum = 0.0f, o = 0.0f;
+        for (int c = 0; c < nchunks; ++c) {
+            const float* pp = att_part(part, slot0 + c, kvh, num_kv_heads, hd);
+            const float mc = pp[ATT_ROWS * hd + r];
+            if (mc != -CUDART_INF_F) { // a chunk this row sees no key of adds nothing
+                const float f = expf(mc - mx);
+                sum += pp[ATT_ROWS * hd + ATT_ROWS + r] * f;
+                o += pp[r * hd + d] * f;
+            }
+        }
+        const int rr = row0 + r;
+        const long long orow = qstart + rr / group;
+        const int head = kvh * group + rr % group;
+        out[orow * qcols + (long long)head * hd + d] = sum > 0.0f ? o / sum : 0.0f;
+    }
+}

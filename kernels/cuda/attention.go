@@ -9,15 +9,21 @@ import (
 )
 
 // attnRows is ATT_ROWS in attention.cu: the (query, head) rows of one work
-// item. The two must agree.
-const attnRows = 8
+// item; attnChunk is ATT_CHUNK, the most keys one work item reads. The two
+// sides must agree.
+const (
+	attnRows  = 8
+	attnChunk = 256
+)
 
 // attnPlan is the host-side description of one attention launch, built into
 // reusable slices so that a decode step does not allocate.
 type attnPlan struct {
-	seqs  []int32 // 4 per sequence: qstart, qlen, pos0, page-table offset
-	items []int32 // 2 per work item: sequence, first row
-	pages []int32 // every sequence's page table, concatenated
+	seqs   []int32 // 4 per sequence: qstart, qlen, pos0, page-table offset
+	items  []int32 // 4 per work item: sequence, first row, first key, partial slot or -1
+	groups []int32 // 4 per split row group: sequence, first row, first slot, chunks
+	pages  []int32 // every sequence's page table, concatenated
+	slots  int     // partial-result slots the split items write
 }
 
 // Attend computes causal attention, reading keys and values through each
@@ -43,7 +49,7 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 
 	defer b.enter()()
 	p := &b.plan
-	p.seqs, p.items, p.pages = p.seqs[:0], p.items[:0], p.pages[:0]
+	p.seqs, p.items, p.groups, p.pages, p.slots = p.seqs[:0], p.items[:0], p.groups[:0], p.pages[:0], 0
 	group := sh.NumHeads / sh.NumKVHeads
 	for s, seq := range seqs {
 		pos0, off := seq.CtxLen-seq.QLen, len(p.pages)
@@ -56,7 +62,7 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		}
 		p.seqs = append(p.seqs, int32(seq.QStart), int32(seq.QLen), int32(pos0), int32(off))
 		for row := 0; row < seq.QLen*group; row += attnRows {
-			p.items = append(p.items, int32(s), int32(row))
+			p.addItem(s, row, pos0+(min(row+attnRows, seq.QLen*group)-1)/group+1)
 		}
 	}
 	if len(p.items) == 0 {
@@ -73,14 +79,46 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	sp := b.meta[roleSeqs].upload(op, int32Bytes(p.seqs))
 	ip := b.meta[roleItems].upload(op, int32Bytes(p.items))
 	pp := b.meta[rolePages].upload(op, int32Bytes(p.pages))
+	var part, gp devPtr
+	if p.slots > 0 {
+		part = b.meta[roleAttnPart].scratch(op, int64(4*p.slots*sh.NumKVHeads*attnRows*(hd+2)))
+		gp = b.meta[roleAttnGroups].upload(op, int32Bytes(p.groups))
+	}
 	isLocal := 0
 	if local {
 		isLocal = 1
 	}
-	b.launch(op, fn, len(p.items)/2, sh.NumKVHeads, 128,
+	b.launch(op, fn, len(p.items)/4, sh.NumKVHeads, 128,
 		ptrArg(out), ptrArg(q), ptrArg(k), ptrArg(v), devArg(sp), devArg(ip), devArg(pp),
 		intArg(sh.NumHeads), intArg(sh.NumKVHeads), intArg(hd), intArg(max(sh.BlockSize, 1)),
-		floatArg(sh.Scale), intArg(isLocal))
+		floatArg(sh.Scale), intArg(isLocal), devArg(part))
+	if p.slots > 0 {
+		b.launch(op, b.fn.attentionMerge, len(p.groups)/4, sh.NumKVHeads, 128,
+			ptrArg(out), devArg(part), devArg(sp), devArg(gp),
+			intArg(sh.NumHeads), intArg(sh.NumKVHeads), intArg(hd))
+	}
+}
+
+// addItem plans the work item(s) of rows [row, row+attnRows) of sequence s,
+// which see keys [0, nkeys). Up to attnChunk keys make one item that
+// writes its rows of out. A longer context is split into attnChunk-key
+// chunks (flash-decoding): one item per chunk, each writing its partial
+// maximum, normaliser and output to a slot of its own, and a group that
+// tells attention_merge to combine those slots in chunk order. The split
+// depends on the rows' own context only, never on the other sequences of
+// the batch, so a sequence's result does not depend on what it is batched
+// with; it gives a long decode context many blocks instead of NumKVHeads.
+func (p *attnPlan) addItem(s, row, nkeys int) {
+	chunks := (nkeys + attnChunk - 1) / attnChunk
+	if chunks <= 1 {
+		p.items = append(p.items, int32(s), int32(row), 0, -1)
+		return
+	}
+	p.groups = append(p.groups, int32(s), int32(row), int32(p.slots), int32(chunks))
+	for c := range chunks {
+		p.items = append(p.items, int32(s), int32(row), int32(c*attnChunk), int32(p.slots))
+		p.slots++
+	}
 }
 
 // checkPages panics unless seq's page table covers its context with blocks

@@ -178,3 +178,46 @@ func TestAttendRejectsBadInput(t *testing.T) {
 		requirePanics(t, name, func() { be.Attend(out, q, kc, vc, c.seqs, c.sh) })
 	}
 }
+
+// TestAttendFlashDecoding checks the split of long contexts into
+// attnChunk-key work items merged by attention_merge (flash-decoding)
+// against the CPU backend, at attnTol, on a sample of the grid of contexts
+// 1 to 8192 and batches 1 to 64 (8 at the longest context, for time):
+// contexts below, at and above one chunk,
+// and many chunks; within a batch the contexts differ by a few tokens so
+// that chunk boundaries fall differently. Prefill chunks after a long
+// cached prefix split too, with rows that see none of a chunk's keys.
+func TestAttendFlashDecoding(t *testing.T) {
+	be := needGPU(t)
+	sh := attnShape(8, 2, 32, 16)
+	for _, ctx := range []int{1, 2, 17, 255, 256, 257, 1024, 8192} {
+		for _, batch := range []int{1, 3, 64} {
+			if ctx == 8192 && batch == 64 {
+				batch = 8 // 64 long contexts would take the emulator half a minute
+			}
+			t.Run(fmt.Sprintf("ctx=%d/batch=%d", ctx, batch), func(t *testing.T) {
+				specs := make([]seqSpec, batch)
+				for i := range specs {
+					specs[i] = seqSpec{1, max(1, ctx-i%3)}
+				}
+				checkAttendSpecs(t, be, sh, specs, uint64(ctx*100+batch))
+			})
+		}
+	}
+	t.Run("prefill after a long prefix", func(t *testing.T) {
+		checkAttendSpecs(t, be, sh, []seqSpec{{40, 1000}, {9, 600}, {1, 513}}, 7)
+	})
+}
+
+// checkAttendSpecs compares Attend on both backends for one batch.
+func checkAttendSpecs(t *testing.T, be *Backend, sh kernels.AttnShape, specs []seqSpec, seed uint64) {
+	t.Helper()
+	f := newAttnFixture(be, newRand(seed), sh, specs)
+	defer f.free(be)
+	cols := sh.NumHeads * sh.HeadDim
+	out := newPair(be, f.nq, cols, make([]float32, f.nq*cols))
+	defer out.free(be)
+	be.Attend(out.g, f.q.g, f.kc.g, f.vc.g, f.seqs, f.sh)
+	ref.Attend(out.c, f.q.c, f.kc.c, f.vc.c, f.seqs, f.sh)
+	requireClose(t, out.gpuData(be), out.cpuData(), attnTol, "Attend")
+}

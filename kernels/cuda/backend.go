@@ -246,15 +246,17 @@ func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
 type metaRole int
 
 const (
-	roleRows   metaRole = iota // Embed / GatherRows indices
-	rolePos                    // RoPE positions
-	roleFreq                   // RoPE inverse frequencies
-	roleSlots                  // WriteKV slots
-	roleSeqs                   // attention: per-sequence descriptors
-	roleItems                  // attention: work items
-	rolePages                  // attention: concatenated page tables
-	roleArgmax                 // ArgmaxRows results (device to host)
-	roleSlices                 // MatMulT: a split skinny product's partial sums (device only)
+	roleRows       metaRole = iota // Embed / GatherRows indices
+	rolePos                        // RoPE positions
+	roleFreq                       // RoPE inverse frequencies
+	roleSlots                      // WriteKV slots
+	roleSeqs                       // attention: per-sequence descriptors
+	roleItems                      // attention: work items
+	rolePages                      // attention: concatenated page tables
+	roleArgmax                     // ArgmaxRows results (device to host)
+	roleSlices                     // MatMulT: a split skinny product's partial sums (device only)
+	roleAttnPart                   // attention: split items' partial results (device only)
+	roleAttnGroups                 // attention: the split items' groups, for attention_merge
 	numRoles
 )
 

@@ -54,11 +54,11 @@ struct entry {
 };
 
 #define ATTN_ENTRY(N)                                                                                  \
-    {"paged_attention_d" #N, 13, [](const uint64_t* a) {                                               \
+    {"paged_attention_d" #N, 14, [](const uint64_t* a) {                                               \
          paged_attention_d##N(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2),     \
                               ptr<const float*>(a, 3), ptr<const int*>(a, 4), ptr<const int*>(a, 5),   \
                               ptr<const int*>(a, 6), ll(a, 7), ll(a, 8), ll(a, 9), ll(a, 10),          \
-                              dbl(a, 11), ll(a, 12));                                                  \
+                              dbl(a, 11), ll(a, 12), ptr<float*>(a, 13));                              \
      }}
 
 #define MATMUL_ENTRY(NAME)                                                                             \
@@ -111,6 +111,11 @@ const entry kernels[] = {
      [](const uint64_t* a) {
          matmul_bf16_skinny(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2), ll(a, 3),
                             ll(a, 4), ll(a, 5), ll(a, 6), ptr<float*>(a, 7));
+     }},
+    {"attention_merge", 7,
+     [](const uint64_t* a) {
+         attention_merge(ptr<float*>(a, 0), ptr<float*>(a, 1), ptr<const int*>(a, 2), ptr<const int*>(a, 3),
+                         ll(a, 4), ll(a, 5), ll(a, 6));
      }},
     ATTN_ENTRY(32),
     ATTN_ENTRY(64),

@@ -29,6 +29,7 @@ type functions struct {
 	matmul128, matmul64, matmulSkinny kernelFn
 	matmulSumSlices                   kernelFn
 	attention                         [len(attnHeadDims)]kernelFn
+	attentionMerge                    kernelFn
 }
 
 // attnHeadDims are the head-dimension limits of the attention kernel's
@@ -55,7 +56,7 @@ func (f *functions) entries() map[string]map[string]*kernelFn {
 			"matmul_bf16_skinny": &f.matmulSkinny,
 			"matmul_sum_slices":  &f.matmulSumSlices,
 		},
-		"attention": {},
+		"attention": {"attention_merge": &f.attentionMerge},
 	}
 	for i, d := range attnHeadDims {
 		e["attention"][fmt.Sprintf("paged_attention_d%d", d)] = &f.attention[i]
