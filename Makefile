@@ -75,3 +75,8 @@ bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f
 	$(GO) run ./kernels/cpu/benchcpu $(ARGS)
 
 bench-decode: bench-cpu ## same as bench-cpu
+
+.PHONY: phase08-router
+phase08-router: ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance
+	$(GO) build -o $(BIN)/ ./phase08_prefix ./phase08_router
+	$(BIN)/phase08_router bench $(ARGS)

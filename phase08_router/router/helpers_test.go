@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvevents"
 	"kvlab/common/model"
 	"kvlab/common/model/modeltest"
 	"kvlab/common/server"
@@ -114,6 +115,13 @@ type realReplica struct {
 
 func startRealReplica(t *testing.T, tm testModel, cfg engine.Config) *realReplica {
 	t.Helper()
+	return startReplica(t, tm, cfg, false)
+}
+
+// startReplica starts a real replica; with events it also publishes its
+// prefix cache's KV events on /v1/kv_events, as serve -kv-events does.
+func startReplica(t *testing.T, tm testModel, cfg engine.Config, events bool) *realReplica {
+	t.Helper()
 	// Each replica loads its own copy of the model, as its own process
 	// would: a model's forward buffers belong to one engine.
 	m, err := model.Load(tm.dir, cpu.New())
@@ -121,11 +129,21 @@ func startRealReplica(t *testing.T, tm testModel, cfg engine.Config) *realReplic
 	e, err := engine.New(m, cfg)
 	require.NoError(t, err)
 	es := engine.NewServer(e)
-	h := server.New(es, server.Options{ModelName: "test", Tokenizer: tm.tok, PrefixCaching: true})
+	opts := server.Options{ModelName: "test", Tokenizer: tm.tok, PrefixCaching: true}
+	if events {
+		opts.KVEvents = server.NewKVEvents(e.Pool().Observe(kvevents.DefaultHashSeed))
+	}
+	h := server.New(es, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &realReplica{url: "http://" + ln.Addr().String(), srv: &http.Server{Handler: h}, stop: cancel, done: make(chan struct{})}
+	if opts.KVEvents != nil {
+		r.srv.RegisterOnShutdown(opts.KVEvents.Close)
+		evDone := make(chan struct{})
+		go func() { opts.KVEvents.Run(ctx); close(evDone) }()
+		t.Cleanup(func() { <-evDone })
+	}
 	go func() { es.Run(ctx); close(r.done) }()
 	go r.srv.Serve(ln)
 	t.Cleanup(func() { r.kill(); e.Close(); m.Close() })

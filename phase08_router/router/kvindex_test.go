@@ -126,3 +126,33 @@ func TestSubscribeFollowsAFakeEventStream(t *testing.T) {
 	assert.Equal(t, seen{2, map[int]int{0: 8}}, next())
 	assert.Equal(t, seen{3, map[int]int{}}, next(), "the subscriber connects again after the stream breaks")
 }
+
+// TestKVEventsPolicyOverRealReplicas: three replicas publish their KV
+// events; a second conversation on the first one's system prompt is sent
+// where the first one's blocks are, as the events say, and that replica
+// reports them cached.
+func TestKVEventsPolicyOverRealReplicas(t *testing.T) {
+	tm := loadTestModel(t)
+	reps := []*realReplica{startReplica(t, tm, replicaConfig(8), true), startReplica(t, tm, replicaConfig(8), true), startReplica(t, tm, replicaConfig(8), true)}
+	x := NewKVIndex(16, "") // wrong on purpose: the replicas' events say 4
+	rt, url := startRouter(t, Options{Replicas: []string{reps[0].url, reps[1].url, reps[2].url}, Policy: NewKVEvents(x, 0.5)})
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	rt.SubscribeAll(ctx, x)
+	require.Eventually(t, func() bool { return x.Live(0) && x.Live(1) && x.Live(2) }, 10*time.Second, 5*time.Millisecond, "every replica's snapshot")
+
+	system := seq(30, 48)
+	first := stream(ctx, url, completionBody(cat(system, seq(100, 6)), 4), nil)
+	require.True(t, first.done, first.errMsg)
+	// The replica announces the prompt's blocks once it has committed them.
+	require.Eventually(t, func() bool { return x.Blocks(first.replica) >= 12 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 4, x.BlockSize())
+
+	for i := range 3 {
+		r := stream(ctx, url, completionBody(cat(system, seq(200+10*i, 6)), 4), nil)
+		require.True(t, r.done, r.errMsg)
+		assert.Equal(t, first.replica, r.replica, "conversation %d", i)
+		assert.Equal(t, 48, r.cached, "conversation %d found the system prompt's 12 blocks", i)
+	}
+	assert.Equal(t, 3.0, metricValue(t, url, "kvlab_router:decisions_total", `reason="kv-match"`))
+}

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"kvlab/common/cli"
+	"kvlab/common/metrics"
+	"kvlab/common/tokenizer"
+	"kvlab/common/workload"
+	"kvlab/phase08_router/router"
+)
+
+// benchParams are the routing workload's defaults for make phase08-router:
+// sized so that four policies, each over three fresh replicas, run in a
+// couple of minutes on two cores, and so that one replica's pool (-blocks)
+// holds two or three of the six system prompts with their conversations,
+// never all six.
+func benchParams() workload.Params {
+	p := workload.DefaultParams("routing")
+	p.Conversations, p.Turns = 24, 3
+	p.PrefixLen = 512
+	p.SuffixMin, p.SuffixMax = 16, 48
+	p.OutputMin, p.OutputMax = 16, 32
+	p.RPS = 4
+	p.Think = 200 * time.Millisecond
+	p.Vocab = 0 // the model's
+	return p
+}
+
+// Row is one policy's line of the comparison.
+type Row struct {
+	Policy   string        `json:"policy"`
+	Requests int           `json:"requests"`
+	Failed   int           `json:"failed"`
+	TTFTP50  time.Duration `json:"ttft_p50_ns"`
+	TTFTP99  time.Duration `json:"ttft_p99_ns"`
+	OutTokS  float64       `json:"output_tokens_per_sec"`
+	// PromptTokens and CachedTokens are the replicas' own usage reports,
+	// summed by the router; ReplicaHits is the replicas' prefix-cache hit
+	// counters (their /metrics) over the run, which must agree.
+	PromptTokens int   `json:"prompt_tokens"`
+	CachedTokens int   `json:"cached_tokens"`
+	ReplicaHits  int   `json:"replica_hits"`
+	PerReplica   []int `json:"requests_per_replica"`
+	// Imbalance is max/mean requests per replica: 1 is perfectly even.
+	Imbalance float64 `json:"imbalance"`
+}
+
+// bench runs the routing workload once per policy, each over fresh
+// replicas, and prints one table.
+func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
+	fs := flag.NewFlagSet("phase08_router bench", flag.ContinueOnError)
+	fs.SetOutput(log)
+	policies := fs.String("policies", strings.Join(router.Policies, ","), "comma-separated policies to compare, each over fresh replicas")
+	systems := fs.Int("system-prompts", workload.DefaultSystemPrompts, "distinct system prompts the conversations draw from")
+	jsonPath := fs.String("json", "", "write the rows and every request's record as JSON to this file")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	timeout := fs.Duration("request-timeout", 5*time.Minute, "a request not finished after this long fails")
+	var ff fleetFlags
+	ff.register(fs, 3, 96)
+	var pf policyFlags
+	pf.register(fs)
+	p := benchParams()
+	p.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if len(ff.urls) > 0 {
+		return fmt.Errorf("bench starts fresh replicas for every policy, so that no policy inherits another's cache: use -replicas, not -replica")
+	}
+	if p.Vocab == 0 {
+		cfg, err := cli.DefaultModel().Config()
+		if pf.modelDir != "" {
+			err = fmt.Errorf("give -vocab with -model")
+		}
+		if err != nil {
+			return err
+		}
+		p.Vocab = cfg.VocabSize
+	}
+	reqs, err := workload.Routing(p, *systems)
+	if err != nil {
+		return err
+	}
+	tok, err := pf.tokenizer()
+	if err != nil {
+		return err
+	}
+	var rows []Row
+	var runs []*metrics.Run
+	names := strings.Split(*policies, ",")
+	for i, name := range names {
+		fmt.Fprintf(log, "[%d/%d] %s: routing workload, %d conversations × %d turns over %d system prompts, %d replicas of %d blocks\n",
+			i+1, len(names), name, p.Conversations, p.Turns, *systems, ff.n, ff.blocks)
+		var progress io.Writer = log
+		if *quiet {
+			progress = nil
+		}
+		row, run, err := benchPolicy(ctx, name, &ff, &pf, tok, reqs, *timeout, progress, log)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rows = append(rows, row)
+		runs = append(runs, run)
+	}
+	writeRows(stdout, rows)
+	if *jsonPath != "" {
+		if err := os.MkdirAll(filepath.Dir(*jsonPath), 0o755); err != nil {
+			return err
+		}
+		b, err := json.MarshalIndent(struct {
+			Rows []Row          `json:"rows"`
+			Runs []*metrics.Run `json:"runs"`
+		}{rows, runs}, "", " ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonPath, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return checkRows(stdout, rows, runs)
+}
+
+// checkRows fails on any failed request, on a router sum that disagrees
+// with the replicas' own counters, and on outputs that differ between
+// policies: routing may change where a request runs, never what it says.
+func checkRows(stdout io.Writer, rows []Row, runs []*metrics.Run) error {
+	for _, r := range rows {
+		if r.Failed > 0 {
+			return fmt.Errorf("%s: %d of %d requests failed (see -json)", r.Policy, r.Failed, r.Requests)
+		}
+		if r.CachedTokens != r.ReplicaHits {
+			return fmt.Errorf("%s: the router summed %d cached tokens from the replicas' answers, their counters say %d", r.Policy, r.CachedTokens, r.ReplicaHits)
+		}
+	}
+	fmt.Fprintln(stdout, "cached: the replicas' cached_tokens summed at the router; equal to their own prefix_cache_hits_total for every policy")
+	if len(runs) > 1 {
+		for _, run := range runs[1:] {
+			for j, r := range run.Requests {
+				if want := runs[0].Requests[j].Output; !slices.Equal(r.Output, want) {
+					return fmt.Errorf("%s: request %d generated %v; %s generated %v", run.Name, r.ID, r.Output, runs[0].Name, want)
+				}
+			}
+		}
+		fmt.Fprintf(stdout, "outputs: every policy generated exactly the same tokens for all %d requests (greedy, ignore_eos)\n", len(runs[0].Requests))
+	}
+	return nil
+}
+
+// writeRows prints the table.
+func writeRows(w io.Writer, rows []Row) {
+	var rr int
+	for _, r := range rows {
+		if r.Policy == "round-robin" {
+			rr = r.CachedTokens
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\treqs\tfailed\tTTFT p50 (ms)\tTTFT p99 (ms)\tout (tok/s)\tprompt (tok)\tcached (tok)\thit (%)\tvs round-robin\trequests per replica\timbalance\t")
+	for _, r := range rows {
+		vs := "n/a"
+		if rr > 0 {
+			vs = fmt.Sprintf("%.2f×", float64(r.CachedTokens)/float64(rr))
+		}
+		per := make([]string, len(r.PerReplica))
+		for i, n := range r.PerReplica {
+			per[i] = strconv.Itoa(n)
+		}
+		hit := 0.0
+		if r.PromptTokens > 0 {
+			hit = 100 * float64(r.CachedTokens) / float64(r.PromptTokens)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%s\t%s\t%.2f\t\n", r.Policy, r.Requests, r.Failed,
+			ms(r.TTFTP50), ms(r.TTFTP99), r.OutTokS, r.PromptTokens, r.CachedTokens, hit, vs, strings.Join(per, " / "), r.Imbalance)
+	}
+	tw.Flush()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// benchPolicy starts fresh replicas and a router with the policy, replays
+// reqs through the router, and stops them.
+func benchPolicy(ctx context.Context, name string, ff *fleetFlags, pf *policyFlags, tok *tokenizer.Tokenizer, reqs []workload.Request, timeout time.Duration, progress, log io.Writer) (row Row, run *metrics.Run, err error) {
+	urls, fleet, err := ff.start(ctx, name == "kv-events", log)
+	if err != nil {
+		return row, nil, err
+	}
+	defer func() {
+		if serr := fleet.Stop(45 * time.Second); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rt, kv, err := pf.newRouter(rctx, name, urls, ff.blockSize, tok)
+	if err != nil {
+		return row, nil, err
+	}
+	if kv != nil {
+		// Route nothing before every replica's snapshot is in, or the
+		// first requests would be routed on an empty index.
+		deadline := time.Now().Add(10 * time.Second)
+		for i := range urls {
+			for !kv.Live(i) {
+				if time.Now().After(deadline) {
+					return row, nil, fmt.Errorf("replica %d sent no KV event batch on %s within 10s: does it publish KV events?", i, urls[i])
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	url, stop, err := listen(rt)
+	if err != nil {
+		return row, nil, err
+	}
+	defer stop()
+	before, err := scrapeHits(ctx, urls)
+	if err != nil {
+		return row, nil, err
+	}
+	e := cli.NewHTTPEngine(ctx, url, "", timeout)
+	run, err = workload.Run(e, reqs, workload.RunOptions{Name: name, Progress: progress})
+	e.Close()
+	if err != nil {
+		return row, nil, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); rt.InFlight() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	after, err := scrapeHits(ctx, urls)
+	if err != nil {
+		return row, nil, err
+	}
+	sum := run.Summary()
+	row = Row{Policy: name, Requests: sum.Requests, Failed: sum.Failed, TTFTP50: sum.TTFT.P50, TTFTP99: sum.TTFT.P99,
+		OutTokS: sum.OutputTokensPerSec, ReplicaHits: after - before}
+	most, total := 0, 0
+	for _, st := range rt.Stats() {
+		row.PromptTokens += st.PromptTokens
+		row.CachedTokens += st.CachedTokens
+		row.PerReplica = append(row.PerReplica, st.Requests)
+		most, total = max(most, st.Requests), total+st.Requests
+	}
+	if total > 0 {
+		row.Imbalance = float64(most) / (float64(total) / float64(len(urls)))
+	}
+	return row, run, nil
+}
+
+// scrapeHits sums the replicas' kvlab:prefix_cache_hits_total.
+func scrapeHits(ctx context.Context, urls []string) (int, error) {
+	total := 0
+	for _, u := range urls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/metrics", nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		n, err := promValue(resp.Body, "kvlab:prefix_cache_hits_total")
+		resp.Body.Close()
+		if err != nil {
+			return 0, fmt.Errorf("%s/metrics: %w", u, err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
+// promValue reads one unlabelled sample from Prometheus text.
+func promValue(r io.Reader, name string) (float64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == name {
+			return strconv.ParseFloat(f[1], 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no %s sample", name)
+}
+
+// listen serves h on a free loopback port until stop is called.
+func listen(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
