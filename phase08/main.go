@@ -13,7 +13,6 @@ import (
 	"os"
 
 	"kvlab/common/cli"
-	"kvlab/common/kvcache"
 	"kvlab/phase08_compressed/trie"
 	"kvlab/phase08_hashcow/blockhash"
 	"kvlab/phase08_prefix/radix"
@@ -21,9 +20,9 @@ import (
 
 // Variants are the three designs, in the order the lesson presents them.
 var Variants = []cli.Variant{
-	{Name: "radix tree (prefix)", PrefixCache: radix.New},
-	{Name: "hash + CoW (hashcow)", PrefixCache: func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return blockhash.New(a, bs) }},
-	{Name: "compressed trie", PrefixCache: func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return trie.New(a, bs, trie.DeepestFirst) }},
+	{Name: "radix tree (prefix)", PrefixCache: radix.PrefixCache},
+	{Name: "hash + CoW (hashcow)", PrefixCache: blockhash.PrefixCache},
+	{Name: "compressed trie", PrefixCache: trie.PrefixCache},
 }
 
 func main() {

@@ -9,10 +9,10 @@ import (
 )
 
 // BenchmarkCache runs the shared data-structure benchmarks.
-func BenchmarkCache(b *testing.B) { cachetest.Benchmarks(b, newCache) }
+func BenchmarkCache(b *testing.B) { cachetest.Benchmarks(b, trie.PrefixCache) }
 
 // BenchmarkEngine runs the shared engine benchmarks with the trie.
-func BenchmarkEngine(b *testing.B) { cachetest.EngineBenchmarks(b, newCache) }
+func BenchmarkEngine(b *testing.B) { cachetest.EngineBenchmarks(b, trie.PrefixCache) }
 
 // BenchmarkEvictionPolicy replays the shared-bases workload (see
 // sharedBases) under memory pressure with each policy and reports the hit

@@ -15,7 +15,6 @@ import (
 	"os"
 
 	"kvlab/common/cli"
-	"kvlab/common/kvcache"
 	"kvlab/phase08_compressed/trie"
 )
 
@@ -23,12 +22,6 @@ func main() {
 	os.Exit(cli.Main(cli.Variant{
 		Name:        "phase08_compressed",
 		Summary:     "prefix cache: compressed radix trie, block-aligned splits, prompt and output cached for the next turn",
-		PrefixCache: newCache,
+		PrefixCache: trie.PrefixCache,
 	}, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// newCache builds the runnable's prefix cache: a trie that evicts the
-// deepest leaves first, keeping the shared beginnings of prompts longest.
-func newCache(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
-	return trie.New(a, blockSize, trie.DeepestFirst)
 }

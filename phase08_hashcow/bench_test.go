@@ -11,11 +11,11 @@ import (
 )
 
 // BenchmarkCache runs the data-structure benchmarks every variant shares.
-func BenchmarkCache(b *testing.B) { cachetest.Benchmarks(b, newCache) }
+func BenchmarkCache(b *testing.B) { cachetest.Benchmarks(b, blockhash.PrefixCache) }
 
 // BenchmarkEngine serves the prefix_caching workload with the cache; the
 // baseline row is phase07_chunked's BenchmarkEngine.
-func BenchmarkEngine(b *testing.B) { cachetest.EngineBenchmarks(b, newCache) }
+func BenchmarkEngine(b *testing.B) { cachetest.EngineBenchmarks(b, blockhash.PrefixCache) }
 
 // hashes names every hash the cache can key blocks with.
 var hashes = []struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/engine"
+	"kvlab/phase08_hashcow/blockhash"
 )
 
 // solo returns what each of a request's samples would generate alone: the
@@ -50,14 +51,14 @@ func TestForkedSamplesMatchSoloRuns(t *testing.T) {
 			}
 
 			t.Run("engine", func(t *testing.T) {
-				res, e := serve(t, m, cached(testConfig(), newCache), []engine.Request{r}, 0)
+				res, e := serve(t, m, cached(testConfig(), blockhash.PrefixCache), []engine.Request{r}, 0)
 				require.Equal(t, want, res[1].Samples)
 				if have := e.Pool().Copies(); have != wantCopies {
 					t.Fatalf("copies: have %d; want %d", have, wantCopies)
 				}
 			})
 			t.Run("driver", func(t *testing.T) {
-				d := newForkDriver(t, m, 64, bs, newCache)
+				d := newForkDriver(t, m, 64, bs, blockhash.PrefixCache)
 				have, logits, err := d.run(r.Prompt, tc.n, r.MaxTokens, r.Sampling)
 				require.NoError(t, err)
 				require.Equal(t, want, have)
@@ -93,7 +94,7 @@ func TestForksSaveMemory(t *testing.T) {
 	forked := one
 	forked.N = n
 
-	_, fe := serve(t, m, cached(c, newCache), []engine.Request{forked}, 0)
+	_, fe := serve(t, m, cached(c, blockhash.PrefixCache), []engine.Request{forked}, 0)
 	_, be := serve(t, m, c, separate, 0)
 
 	// Forked: the 3 whole prompt blocks once; each sample its own copy of

@@ -5,6 +5,7 @@ import (
 
 	"kvlab/common/engine"
 	"kvlab/common/kvcache/cachetest"
+	"kvlab/phase08_hashcow/blockhash"
 )
 
 // FuzzEngine serves random requests drawn from a few shared prefixes through
@@ -66,7 +67,7 @@ func FuzzEngine(f *testing.F) {
 		// TestPitfallCopyOnWriteNeedsAFreeBlock).
 
 		want := baseline(t, m, c, reqs)
-		have, _ := serve(t, m, cached(c, cachetest.Watch(t, newCache)), reqs, gap)
+		have, _ := serve(t, m, cached(c, cachetest.Watch(t, blockhash.PrefixCache)), reqs, gap)
 		requireSame(t, have, want)
 	})
 }

@@ -15,7 +15,6 @@ import (
 	"os"
 
 	"kvlab/common/cli"
-	"kvlab/common/kvcache"
 	"kvlab/phase08_hashcow/blockhash"
 )
 
@@ -23,11 +22,8 @@ func main() {
 	os.Exit(cli.Main(cli.Variant{
 		Name:        "phase08_hashcow",
 		Summary:     "prefix reuse through a chained block-hash index, with copy-on-write",
-		PrefixCache: newCache,
+		PrefixCache: blockhash.PrefixCache,
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // newCache builds the prefix cache the engine plugs in.
-func newCache(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
-	return blockhash.New(a, blockSize)
-}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/engine"
+	"kvlab/phase08_hashcow/blockhash"
 )
 
 func randomTokens(rng *rand.Rand, n int) []int32 {
@@ -113,7 +114,7 @@ func TestCacheMatchesBaseline(t *testing.T) {
 				tc.edit(&c)
 			}
 			want := baseline(t, m, c, tc.reqs)
-			have, e := serve(t, m, cached(c, newCache), tc.reqs, tc.gap)
+			have, e := serve(t, m, cached(c, blockhash.PrefixCache), tc.reqs, tc.gap)
 			requireSame(t, have, want)
 			if tc.check != nil {
 				tc.check(t, e)
@@ -144,7 +145,7 @@ func TestMultiTurnReusesTheAnswer(t *testing.T) {
 	reqs := []engine.Request{first, second}
 
 	want := baseline(t, m, testConfig(), reqs)
-	have, e := serve(t, m, cached(testConfig(), newCache), reqs, 40) // the first turn finishes first
+	have, e := serve(t, m, cached(testConfig(), blockhash.PrefixCache), reqs, 40) // the first turn finishes first
 	requireSame(t, have, want)
 	// The last answer token was never fed back, so its KV does not exist:
 	// 21 + 10 - 1 = 30 tokens of KV, 7 whole blocks.

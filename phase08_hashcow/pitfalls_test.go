@@ -44,7 +44,7 @@ func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
 		require.NotEmpty(t, diff(have, want), "wrong KV must change the output")
 	})
 	t.Run("chained key", func(t *testing.T) {
-		have, stats := sequential(t, m, newCache, reqs)
+		have, stats := sequential(t, m, blockhash.PrefixCache, reqs)
 		require.Equal(t, 4, stats.CachedTokens, "only s is shared")
 		requireSame(t, have, want)
 	})
@@ -123,7 +123,7 @@ func TestPitfallWriteIntoASharedBlock(t *testing.T) {
 	require.NotEqual(t, want[0][0], want[3][0], "the samples must diverge at their first token")
 
 	t.Run("written in place", func(t *testing.T) {
-		d := newForkDriver(t, m, 64, 4, newCache)
+		d := newForkDriver(t, m, 64, 4, blockhash.PrefixCache)
 		d.noCopy = true
 		have, _, err := d.run(prompt, 4, 6, s)
 		require.NoError(t, err, "ownership stays consistent: only the KV is wrong")
@@ -131,7 +131,7 @@ func TestPitfallWriteIntoASharedBlock(t *testing.T) {
 		require.Zero(t, d.pool.Copies())
 	})
 	t.Run("copied first", func(t *testing.T) {
-		d := newForkDriver(t, m, 64, 4, newCache)
+		d := newForkDriver(t, m, 64, 4, blockhash.PrefixCache)
 		have, _, err := d.run(prompt, 4, 6, s)
 		require.NoError(t, err)
 		require.Equal(t, want, have)
@@ -206,7 +206,7 @@ func TestPitfallFullPrefixHit(t *testing.T) {
 	reqs := []engine.Request{greedy(0, prompt), greedy(1, prompt)}
 
 	t.Run("nothing left to compute", func(t *testing.T) {
-		d := newForkDriver(t, m, 16, 4, newCache)
+		d := newForkDriver(t, m, 16, 4, blockhash.PrefixCache)
 		_, _, err := d.run(prompt, 1, 2, engine.Sampling{})
 		require.NoError(t, err)
 		cached, err := d.pool.Open(1, prompt)
@@ -223,7 +223,7 @@ func TestPitfallFullPrefixHit(t *testing.T) {
 	})
 	t.Run("last token recomputed, not written", func(t *testing.T) {
 		want := baseline(t, m, testConfig(), reqs)
-		have, stats := sequential(t, m, newCache, reqs)
+		have, stats := sequential(t, m, blockhash.PrefixCache, reqs)
 		require.Equal(t, 16, stats.CachedTokens)
 		requireSame(t, have, want)
 	})
@@ -236,13 +236,13 @@ func TestPitfallCopyOnWriteNeedsAFreeBlock(t *testing.T) {
 	want, _ := solo(t, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 2, IgnoreEOS: true, Sampling: s}, 3)
 
 	t.Run("found short at write time", func(t *testing.T) {
-		d := newForkDriver(t, m, 4, 4, newCache) // one spare block: one copy
+		d := newForkDriver(t, m, 4, 4, blockhash.PrefixCache) // one spare block: one copy
 		_, _, err := d.run(prompt, 3, 2, s)
 		require.Error(t, err)
 		require.True(t, isOutOfBlocks(err), "have %v; want the pool out of blocks", err)
 	})
 	t.Run("counted when scheduling", func(t *testing.T) {
-		d := newForkDriver(t, m, 4, 4, newCache)
+		d := newForkDriver(t, m, 4, 4, blockhash.PrefixCache)
 		d.waitForCopies = true
 		have, _, err := d.run(prompt, 3, 2, s)
 		require.NoError(t, err)

@@ -146,3 +146,16 @@ func (n *node) lastSegment() int {
 	}
 	return n.joins[len(n.joins)-1]
 }
+
+// PrefixCache builds a trie that evicts the deepest leaves first (the
+// runnable's choice: shared beginnings of prompts stay longest) for an
+// engine: it has the type of engine.Config.PrefixCache, as radix.New and
+// blockhash.PrefixCache do.
+func PrefixCache(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
+	return New(a, blockSize, DeepestFirst)
+}
+
+// WithPolicy returns a PrefixCache constructor whose tries evict by p.
+func WithPolicy(p Policy) func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
+	return func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache { return New(a, blockSize, p) }
+}

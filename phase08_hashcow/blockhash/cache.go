@@ -144,3 +144,8 @@ func (c *Cache) takeList() []int32 {
 func (c *Cache) tokensOf(b int32) []int32 {
 	return c.tokens[int(b)*c.bs : (int(b)+1)*c.bs]
 }
+
+// PrefixCache builds a hash index with the default (in-process) hash for
+// an engine: it has the type of engine.Config.PrefixCache, as radix.New and
+// trie.PrefixCache do, so a program picks a design with one assignment.
+func PrefixCache(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache { return New(a, blockSize) }

@@ -185,3 +185,8 @@ func (t *Tree) Cached() int { return t.nodes }
 func (t *Tree) Stats() kvcache.CacheStats {
 	return kvcache.CacheStats{Blocks: t.nodes, Evicted: t.evicted}
 }
+
+// PrefixCache is New under the name the other designs use
+// (blockhash.PrefixCache, trie.PrefixCache), so the three plug into
+// engine.Config.PrefixCache the same way.
+func PrefixCache(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache { return New(a, blockSize) }
