@@ -122,6 +122,17 @@ func TestPitfallFullHitZeroLengthChunk(t *testing.T) {
 			}
 		})
 	}
+
+	// The production path: the engine itself serves the fully cached
+	// prompt next to another one (common/engine/scheduler.go:Engine.admit
+	// starts its prefill one token early). Undoing that fix fails here.
+	t.Run("production engine", func(t *testing.T) {
+		e := newEngine(t, m, config())
+		serve(t, e, 100, request(1, p, 1))
+		have := serve(t, e, 100, request(1, p, 1), request(2, q, 1))
+		require.Equal(t, 16, have[1].cached, "the whole prompt is found")
+		requireSame(t, have, want)
+	})
 }
 
 // hiddenEvictable is a tree whose free capacity forgets its evictable
