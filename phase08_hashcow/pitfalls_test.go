@@ -48,6 +48,18 @@ func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
 		require.Equal(t, 4, stats.CachedTokens, "only s is shared")
 		requireSame(t, have, want)
 	})
+	// The production index also compares each entry's parent, so the run
+	// above would pass even with unchained keys; the keys themselves must
+	// chain, or `same` after [s x] and `same` after [s] share one slot and
+	// evict each other's entries. Every hash the index offers must mix the
+	// parent in.
+	t.Run("production keys chain the parent", func(t *testing.T) {
+		for name, h := range map[string]blockhash.HashFunc{"MapHash": blockhash.MapHash, "XXHash": blockhash.XXHash} {
+			afterSX := h(h(h(blockhash.Root, s), x), same)
+			afterS := h(h(blockhash.Root, s), same)
+			require.NotEqual(t, afterSX, afterS, "%s: the key of a block must depend on its prefix", name)
+		}
+	})
 }
 
 // collide returns the first 4-token block b, scanning from token 1000, for
