@@ -74,6 +74,14 @@ func TestPitfallMatchNotBlockAligned(t *testing.T) {
 		require.Equal(t, 4, open(t, pool, 2, second))
 		require.NoError(t, pool.PrepareWrite(2, 4, 4))
 	})
+	t.Run("trie, a prompt that diverges inside a block", func(t *testing.T) {
+		// 1..8 is cached as two blocks; the query agrees on 5 tokens and
+		// then diverges inside the second block: only the first is found.
+		pool, _ := newPool(t, 8, 4, DeepestFirst, nil)
+		run(t, pool, 1, second)
+		require.Equal(t, 4, open(t, pool, 2, cat(toks(1, 5), toks(90, 3))))
+		require.NoError(t, pool.PrepareWrite(2, 4, 4), "the diverging block is the sequence's own")
+	})
 }
 
 func TestPitfallRefCountClampedAtZero(t *testing.T) {
