@@ -78,3 +78,22 @@ func TestRequestsSubmittedTogetherDoNotShareTheirPrefix(t *testing.T) {
 	require.NoError(t, later[3].err)
 	assert.Equal(t, 16, later[3].cached, "a later arrival finds the shared blocks")
 }
+
+// TestNextTurnReusesTheOutput: a finished request commits its prompt and
+// its output, so the next turn of the conversation — the whole exchange
+// plus a new question — finds both (pitfall 28 of the compressed trie's
+// list, where inserting only the prompt at finish loses the answer).
+func TestNextTurnReusesTheOutput(t *testing.T) {
+	m := loadModel(t)
+	rng := rand.New(rand.NewPCG(28, 1))
+	first := request(1, tokens(rng, 8), 9)
+	e := newEngine(t, m, config())
+	out := serve(t, e, 100_000, first)[1].tokens
+	require.Len(t, out, 9)
+	// The 9th output token was never fed back, so its KV does not exist:
+	// 8 prompt + 8 output tokens are cached, four whole blocks.
+	next := request(2, join(first.Prompt, out, tokens(rng, 3)), 2)
+	have := serve(t, e, 100_000, next)
+	assert.Equal(t, 16, have[2].cached, "prompt and answer of the first turn")
+	requireSame(t, have, run(t, m, baseline(config()), next))
+}
