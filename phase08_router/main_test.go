@@ -15,9 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kvlab/common/cli"
 	"kvlab/common/metrics"
 	"kvlab/common/model"
 	"kvlab/common/model/modeltest"
+	"kvlab/common/workload"
 )
 
 // TestServeRoutesOverTheGivenReplicas runs the serve command in front of
@@ -116,8 +118,24 @@ func TestWriteRowsComparesWithRoundRobin(t *testing.T) {
 	writeRows(&w, []Row{
 		{Policy: "round-robin", Requests: 6, PromptTokens: 100, CachedTokens: 20, PerReplica: []int{2, 2, 2}, Imbalance: 1},
 		{Policy: "prefix", Requests: 6, PromptTokens: 100, CachedTokens: 60, PerReplica: []int{3, 2, 1}, Imbalance: 1.5},
-	})
+	}, 80)
 	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
 	require.Len(t, lines, 3)
-	assert.Equal(t, []string{"prefix", "6", "0", "0.0", "0.0", "0.0", "100", "60", "60.0", "3.00×", "3", "/", "2", "/", "1", "1.50"}, strings.Fields(lines[2]))
+	assert.Equal(t, []string{"prefix", "6", "0", "0.0", "0.0", "0.0", "100", "60", "60.0", "75.0", "3.00×", "3", "/", "2", "/", "1", "1.50"}, strings.Fields(lines[2]))
+}
+
+// TestRoutingWorkloadBest checks the deterministic numbers of the table in
+// docs/phase08_router.md: make phase08-router's workload has 43110 prompt
+// tokens, of which at most 37360 can be found cached.
+func TestRoutingWorkloadBest(t *testing.T) {
+	p := benchParams()
+	cfg, err := cli.DefaultModel().Config()
+	require.NoError(t, err)
+	p.Vocab = cfg.VocabSize
+	reqs, err := workload.Routing(p, workload.DefaultSystemPrompts)
+	require.NoError(t, err)
+	require.Len(t, reqs, 72)
+	prompt, best := bestCached(reqs, 16)
+	assert.Equal(t, 43110, prompt)
+	assert.Equal(t, 37360, best)
 }
