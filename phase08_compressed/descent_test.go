@@ -80,8 +80,8 @@ func wideTrie(tb testing.TB, width int) (*trie.Trie, [][]int32) {
 func TestPitfallThreeComparesPerDescent(t *testing.T) {
 	// Both matches agree; the scanning one compares once per sibling at
 	// every level, so its work grows with the width of the trie. The
-	// trie's descends with one lookup and one comparison per level: two
-	// here, whatever the width.
+	// trie descends with one lookup and one comparison per level: two
+	// here, whatever the width (Trie.Comparisons counts them).
 	for _, width := range []int{2, 8, 16} {
 		t.Run(fmt.Sprintf("width=%d", width), func(t *testing.T) {
 			tr, queries := wideTrie(t, width)
@@ -93,6 +93,13 @@ func TestPitfallThreeComparesPerDescent(t *testing.T) {
 				}
 				if want := 1 + 2*(width+1); compares != want {
 					t.Fatalf("comparisons: have %d; want %d (the root, then at each of 2 levels every sibling and the chosen child again)", compares, want)
+				}
+				// The production trie, counted: one comparison per level,
+				// whatever the width.
+				before := tr.Comparisons()
+				tr.MatchLen(q)
+				if have := tr.Comparisons() - before; have != 2 {
+					t.Fatalf("the trie's comparisons for a 2-level match: have %d; want 2", have)
 				}
 			}
 		})

@@ -95,7 +95,9 @@ func (t *Trie) step(n *node, rest []int32) (child *node, k int) {
 	if child == nil {
 		return nil, 0
 	}
-	return child, commonBlocks(child.tokens, rest, t.bs)
+	k, compares := commonBlocks(child.tokens, rest, t.bs)
+	t.compares += compares
+	return child, k
 }
 
 // keyOf hashes a block of tokens (FNV-1a) into a child key. Two different
@@ -118,21 +120,25 @@ func keyOf(block []int32) uint64 {
 // The first comparison covers everything a and b could share, which is the
 // answer for every node a match passes through; only the node where the
 // match ends needs the binary search for the first block that differs.
-func commonBlocks(a, b []int32, bs int) int {
+//
+// compares is the number of slice comparisons it made (Trie.Comparisons).
+func commonBlocks(a, b []int32, bs int) (k, compares int) {
 	n := min(len(a), len(b)) / bs
 	if equal(a[:n*bs], b[:n*bs]) {
-		return n * bs
+		return n * bs, 1
 	}
+	compares = 1
 	lo, hi := 0, n // the first lo blocks agree, the first hi do not
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
+		compares++
 		if equal(a[lo*bs:mid*bs], b[lo*bs:mid*bs]) {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	return lo * bs
+	return lo * bs, compares
 }
 
 // equal reports whether a and b hold the same tokens. It compares their

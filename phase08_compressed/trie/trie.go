@@ -50,6 +50,9 @@ type Trie struct {
 	evicted int   // blocks freed by Evict so far
 	queried int   // prompt tokens passed to Match
 	found   int   // of those, tokens Match found cached
+	// compares counts token-slice comparisons made by descents (Match,
+	// MatchLen, Insert): the cost pitfall 29 is about.
+	compares int
 }
 
 var _ kvcache.PrefixCache = (*Trie)(nil)
@@ -146,6 +149,12 @@ func (n *node) lastSegment() int {
 	}
 	return n.joins[len(n.joins)-1]
 }
+
+// Comparisons returns how many token-slice comparisons the trie's descents
+// have made so far: one per node a lookup passes, plus a binary search's
+// few in the node where it stops. A lesson's instrument: a descent that
+// scanned every sibling would make one per child.
+func (t *Trie) Comparisons() int { return t.compares }
 
 // PrefixCache builds a trie that evicts the deepest leaves first (the
 // runnable's choice: shared beginnings of prompts stay longest) for an
