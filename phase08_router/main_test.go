@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -138,4 +140,66 @@ func TestRoutingWorkloadBest(t *testing.T) {
 	prompt, best := bestCached(reqs, 16)
 	assert.Equal(t, 43110, prompt)
 	assert.Equal(t, 37360, best)
+}
+
+// TestFleetStartsRoutesAndSurvivesAKill builds the phase08_prefix runnable,
+// lets the router start two replicas of it as child processes, routes a
+// shared prefix to one of them (which reports it cached), then kills that
+// process outright: the next request is served by the other replica.
+func TestFleetStartsRoutesAndSurvivesAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a runnable and starts processes")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the replica with")
+	}
+	binDir := t.TempDir()
+	build := exec.Command(goTool, "build", "-o", binDir, "kvlab/phase08_prefix")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	dir := filepath.Join(t.TempDir(), "model")
+	require.NoError(t, model.WriteSynthetic(dir, modeltest.Options(model.ArchLlama, 5)))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	ff := fleetFlags{n: 2, design: "prefix", binDir: binDir, blocks: 128, blockSize: 4, logDir: t.TempDir(), startWait: time.Minute,
+		extra: multiFlag{"-model=" + dir, "-max-context=256"}}
+	var log bytes.Buffer
+	urls, fleet, err := ff.start(ctx, false, &log)
+	require.NoError(t, err, log.String())
+	defer fleet.Stop(10 * time.Second)
+	require.Len(t, urls, 2)
+
+	pf := policyFlags{threshold: 0.5, modelDir: dir, health: time.Hour}
+	tok, err := pf.tokenizer()
+	require.NoError(t, err)
+	rt, _, err := pf.newRouter(ctx, "prefix", urls, 4, tok)
+	require.NoError(t, err)
+	url, stop, err := listen(rt)
+	require.NoError(t, err)
+	defer stop()
+
+	send := func(prompt string) (int, string) {
+		body := `{"prompt":[` + prompt + `],"max_tokens":2,"temperature":0,"ignore_eos":true}`
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		var rep int
+		_, err = fmt.Sscan(resp.Header.Get("X-Kvlab-Replica"), &rep)
+		require.NoError(t, err)
+		return rep, string(b)
+	}
+	const system = "10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25"
+	home, _ := send(system + ",30,31")
+	again, body := send(system + ",40,41")
+	assert.Equal(t, home, again, "the shared prefix goes home")
+	assert.Contains(t, body, `"cached_tokens":16`)
+
+	fleet.Kill(home)
+	other, _ := send(system + ",50,51")
+	assert.Equal(t, 1-home, other, "the killed replica's request went to the other")
+	assert.Equal(t, []bool{home == 1, home == 0}, rt.Up())
 }
