@@ -104,6 +104,9 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if pf.modelDir != "" {
+		ff.extra = append(ff.extra, "-model="+pf.modelDir)
+	}
 	var rows []Row
 	var runs []*metrics.Run
 	names := strings.Split(*policies, ",")

@@ -162,7 +162,7 @@ type policyFlags struct {
 func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&p.threshold, "cache-threshold", 0.5, "prefix and kv-events: route by match only when the matched prefix is at least this fraction of the prompt; otherwise to the least-loaded replica")
 	fs.IntVar(&p.maxTree, "max-tree-tokens", 1<<20, "prefix: tokens the radix tree remembers per replica before evicting its least recently routed leaves (0: no bound)")
-	fs.StringVar(&p.modelDir, "model", "", "the replicas' model directory, for its tokenizer (default: the built-in model)")
+	fs.StringVar(&p.modelDir, "model", "", "the replicas' model directory: the router reads its tokenizer, and replicas it starts serve it (default: the built-in model)")
 	fs.DurationVar(&p.health, "health-interval", time.Second, "how often each replica's /health is polled")
 }
 
@@ -223,6 +223,9 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	tok, err := pf.tokenizer()
 	if err != nil {
 		return err
+	}
+	if pf.modelDir != "" {
+		ff.extra = append(ff.extra, "-model="+pf.modelDir)
 	}
 	urls, fleet, err := ff.start(ctx, *policy == "kv-events", log)
 	if err != nil {
