@@ -4,8 +4,11 @@
 // cache hit rate.
 //
 // A Run holds raw per-request records; Summary reduces them. WriteTable prints
-// summaries side by side, WriteJSON keeps everything for later analysis and
-// WriteTTFTPlot draws TTFT per request as a self-contained SVG.
+// summaries side by side (WriteWideTable with every column), WriteJSON keeps
+// everything for later analysis, and three self-contained SVG plots compare
+// runs: WriteTTFTPlot draws TTFT per request, WriteTTFTCDF the distribution
+// of TTFT, and WritePrefillPlot the prompt tokens each run computed against
+// the block-aligned optimum.
 //
 // All times are durations since the start of the run, so runs taken at
 // different moments compare directly.

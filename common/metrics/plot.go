@@ -2,211 +2,441 @@ package metrics
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// Plot geometry, in SVG user units. The right margin leaves room for the
-// legend beside the plot so it never hides data.
+// Plot size in points. The legend takes its width out of the right side, so
+// it never covers data.
 const (
-	plotW, plotH      = 860, 480
-	marginL, marginR  = 70, 190
-	marginT, marginB  = 40, 55
-	plotInnerW        = plotW - marginL - marginR
-	plotInnerH        = plotH - marginT - marginB
-	targetTicks       = 6
-	markerRadius      = 2.5
-	legendLineLength  = 24
-	legendRowSpacing  = 20
-	axisLabelFontSize = 13
+	plotWidth  vg.Length = 720
+	plotHeight vg.Length = 405
+	legendGap  vg.Length = 14
 )
+
+// logAxisRatio is how far apart the fastest and slowest TTFT may be before
+// the TTFT axis turns logarithmic: a cache against no cache easily differs
+// by 100×, and on a linear axis the fast runs would be a flat line at zero.
+const logAxisRatio = 20
 
 // palette is colour-blind friendly (Okabe–Ito) so comparisons stay readable
-// for everyone; it cycles past eight runs.
-var palette = []string{
-	"#0072B2", "#D55E00", "#009E73", "#CC79A7",
-	"#E69F00", "#56B4E9", "#000000", "#F0E442",
+// for everyone; it cycles past eight runs. Run i has the same colour in
+// every plot, so a reader who learnt it in one finds it in the next.
+var palette = []color.Color{
+	rgb(0x0072B2), rgb(0xD55E00), rgb(0x009E73), rgb(0xCC79A7),
+	rgb(0xE69F00), rgb(0x56B4E9), rgb(0x000000), rgb(0xF0E442),
 }
 
-type point struct{ x, y float64 }
+func rgb(v uint32) color.Color {
+	return color.RGBA{R: uint8(v >> 16), G: uint8(v >> 8), B: uint8(v), A: 0xff}
+}
+
+var (
+	gridColor = rgb(0xE4E4E4)
+	axisColor = rgb(0x777777)
+	sans      = font.Font{Typeface: "Liberation", Variant: "Sans"}
+)
+
+// ttftMS returns the request's TTFT in milliseconds, and false for a
+// request that failed or produced no token and so has none.
+func ttftMS(q RequestRecord) (float64, bool) {
+	if q.Failed() || len(q.TokenTimes) == 0 {
+		return 0, false
+	}
+	return float64(q.FirstToken-q.Arrival) / float64(time.Millisecond), true
+}
 
 // WriteTTFTPlot draws TTFT in milliseconds (y) against request index (x), one
-// coloured polyline with markers per run, as a standalone SVG document.
+// coloured line with markers per run, as a standalone SVG document.
 // Requests that failed or produced no token have no TTFT and are skipped, so
 // a gap in the markers shows where they were. When the runs span more than
-// a factor of 20 — a cache against no cache — the TTFT axis is logarithmic,
-// or the fast runs would be a flat line at zero.
+// a factor of 20 the TTFT axis is logarithmic (see logAxisRatio).
 func WriteTTFTPlot(w io.Writer, runs []*Run, title string) error {
-	series := make([][]point, len(runs))
-	maxX, maxY := 1.0, 0.0
+	if err := checkRuns(runs, "TTFT plot"); err != nil {
+		return err
+	}
+	series := make([]plotter.XYs, len(runs))
+	var ys []float64
+	maxX := 1.0
 	for i, r := range runs {
-		if r == nil {
-			return fmt.Errorf("metrics: TTFT plot: run %d is nil", i)
-		}
 		maxX = max(maxX, float64(len(r.Requests)-1))
 		for j, q := range r.Requests {
-			if q.Failed() || len(q.TokenTimes) == 0 {
-				continue
+			if y, ok := ttftMS(q); ok {
+				series[i] = append(series[i], plotter.XY{X: float64(j), Y: y})
+				ys = append(ys, y)
 			}
-			y := float64(q.FirstToken-q.Arrival) / float64(time.Millisecond)
-			series[i] = append(series[i], point{float64(j), y})
-			maxY = max(maxY, y)
 		}
 	}
-	xStep := max(1, niceStep(maxX))
-	xTop := math.Ceil(maxX/xStep) * xStep
-	px := func(x float64) float64 { return marginL + x/xTop*plotInnerW }
-	yAxis := newTTFTAxis(series2values(series), maxY)
-	py := yAxis.pos
-
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		plotW, plotH, plotW, plotH)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotW, plotH)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="16">%s</text>`+"\n",
-		marginL+plotInnerW/2, marginT/2+6, esc(title))
-
-	b.WriteString(`<g class="axes" stroke="#888" stroke-width="1">` + "\n")
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", marginL, marginT+plotInnerH, marginL+plotInnerW, marginT+plotInnerH)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", marginL, marginT, marginL, marginT+plotInnerH)
-	b.WriteString("</g>\n")
-
-	b.WriteString(`<g class="ticks" fill="#333">` + "\n")
-	for k := 0; float64(k)*xStep <= xTop+xStep/2; k++ {
-		x := float64(k) * xStep
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#888"/>`+"\n", px(x), marginT+plotInnerH, px(x), marginT+plotInnerH+5)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(x), marginT+plotInnerH+18, tickLabel(x, xStep))
-	}
-	for _, t := range yAxis.ticks {
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`+"\n", marginL, py(t.v), marginL+plotInnerW, py(t.v))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginL-6, py(t.v)+4, t.label)
-	}
-	b.WriteString("</g>\n")
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="%d">request index</text>`+"\n",
-		marginL+plotInnerW/2, plotH-12, axisLabelFontSize)
-	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle" font-size="%d">%s</text>`+"\n",
-		marginT+plotInnerH/2, axisLabelFontSize, yAxis.title)
-
-	for i, pts := range series {
-		color := palette[i%len(palette)]
-		coords := make([]string, len(pts))
-		for k, p := range pts {
-			coords[k] = fmt.Sprintf("%.1f,%.1f", px(p.x), py(p.y))
-		}
-		fmt.Fprintf(&b, `<g class="series" data-run="%s" stroke="%s" fill="%s">`+"\n", esc(runs[i].Name), color, color)
-		fmt.Fprintf(&b, `<polyline fill="none" stroke-width="1.5" points="%s"/>`+"\n", strings.Join(coords, " "))
-		for _, c := range coords {
-			x, y, _ := strings.Cut(c, ",")
-			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="%.1f"/>`+"\n", x, y, markerRadius)
-		}
-		b.WriteString("</g>\n")
-	}
-
-	b.WriteString(`<g class="legend">` + "\n")
-	lx := marginL + plotInnerW + 20
+	p := newPlot(title)
+	p.X.Label.Text = "request index"
+	p.X.Min, p.X.Max = 0, maxX
+	clamp := ttftAxis(&p.Y, ys)
+	lg := newLegend()
 	for i, r := range runs {
-		color := palette[i%len(palette)]
-		y := marginT + 10 + i*legendRowSpacing
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", lx, y, lx+legendLineLength, y, color)
-		fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="%.1f" fill="%s"/>`+"\n", lx+legendLineLength/2, y, markerRadius, color)
-		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", lx+legendLineLength+6, y+4, esc(r.Name))
+		pts := series[i]
+		for k := range pts {
+			pts[k].Y = clamp(pts[k].Y)
+		}
+		line, dots, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("metrics: TTFT plot: %s: %w", r.Name, err)
+		}
+		line.Color, line.Width = palette[i%len(palette)], vg.Points(1.2)
+		dots.Color, dots.Radius, dots.Shape = palette[i%len(palette)], vg.Points(2), draw.CircleGlyph{}
+		if len(pts) > 0 {
+			p.Add(line, dots)
+		}
+		lg.add(legendName(r.Name, len(pts)), line, dots)
 	}
-	b.WriteString("</g>\n</svg>\n")
+	return render(w, p, lg, "TTFT plot")
+}
 
-	if _, err := w.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("metrics: TTFT plot: %w", err)
+// WriteTTFTCDF draws, for each run, the share of its requests whose TTFT is
+// at most x milliseconds: the empirical CDF, one step line per run on one
+// chart. The y axis has grid lines at 50, 90 and 99 %, so the median and
+// tail latencies read off where a line crosses them, and a line further
+// left is a faster run throughout. The share is of all the run's requests:
+// failed ones have no TTFT, are skipped, and keep the line below 100 %.
+// The x axis is logarithmic under the same rule as WriteTTFTPlot's y axis.
+func WriteTTFTCDF(w io.Writer, runs []*Run, title string) error {
+	if err := checkRuns(runs, "TTFT CDF"); err != nil {
+		return err
+	}
+	sorted := make([][]float64, len(runs))
+	var all []float64
+	for i, r := range runs {
+		for _, q := range r.Requests {
+			if v, ok := ttftMS(q); ok {
+				sorted[i] = append(sorted[i], v)
+			}
+		}
+		slices.Sort(sorted[i])
+		all = append(all, sorted[i]...)
+	}
+	p := newPlot(title)
+	clamp := ttftAxis(&p.X, all)
+	p.Y.Label.Text = "requests with TTFT ≤ x (%)"
+	p.Y.Min, p.Y.Max = 0, 100
+	p.Y.Tick.Marker = plot.ConstantTicks{
+		{Value: 0, Label: "0"}, {Value: 25, Label: "25"}, {Value: 50, Label: "50"},
+		{Value: 75, Label: "75"}, {Value: 90, Label: "90"}, {Value: 99, Label: "99"}, {Value: 100},
+	}
+	lg := newLegend()
+	for i, r := range runs {
+		vals := sorted[i]
+		var pts plotter.XYs
+		if len(vals) > 0 {
+			// Start on the x axis, then step up 1/n at every request.
+			pts = append(pts, plotter.XY{X: clamp(vals[0]), Y: 0})
+		}
+		for k, v := range vals {
+			pts = append(pts, plotter.XY{X: clamp(v), Y: 100 * float64(k+1) / float64(len(r.Requests))})
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("metrics: TTFT CDF: %s: %w", r.Name, err)
+		}
+		line.StepStyle = plotter.PostStep
+		line.Color, line.Width = palette[i%len(palette)], vg.Points(1.8)
+		if len(pts) > 0 {
+			p.Add(line)
+		}
+		lg.add(legendName(r.Name, len(vals)), line)
+	}
+	return render(w, p, lg, "TTFT CDF")
+}
+
+// WritePrefillPlot draws the prompt tokens each run computed (its engine's
+// PrefillTokensComputed) as one horizontal bar per run, first run on top,
+// each labelled with its count and its share of the block-aligned optimum
+// (see OptimalPrefill), which is marked by a dashed line across each bar: a
+// bar ending on its mark wasted nothing, the baseline's bar shows what the
+// cache saved. Runs without a block size (a server that did not say) have
+// no optimum. Bars are used rather than points because the quantity is a
+// total, and lengths from zero compare at a glance.
+func WritePrefillPlot(w io.Writer, runs []*Run, title string) error {
+	if err := checkRuns(runs, "prefill plot"); err != nil {
+		return err
+	}
+	n := len(runs)
+	optimum := make([]int, n)
+	maxV := 1.0
+	for i, r := range runs {
+		if r.Engine.BlockSize > 0 && len(r.Requests) > 0 {
+			optimum[i] = OptimalPrefill(r.Requests, r.Engine.BlockSize)
+		}
+		maxV = max(maxV, float64(r.Engine.PrefillTokensComputed), float64(optimum[i]))
+	}
+
+	p := newPlot(title)
+	p.X.Label.Text = "prompt tokens computed"
+	// Room right of the longest bar for its label.
+	p.X.Min, p.X.Max = 0, maxV*1.3
+	p.Y.Min, p.Y.Max = -0.5, float64(max(n, 1))-0.5
+	// Each bar carries its name just above it rather than on an axis to its
+	// left: a name then never collides with a bar, whatever the font a
+	// viewer substitutes (see fallbackFonts) makes of its width.
+	p.Y.Tick.Marker = plot.ConstantTicks{}
+	p.Y.LineStyle.Width = 0
+	p.Y.Padding = vg.Points(12)
+	p.X.Tick.Marker = thousandsTicks{}
+	p.Add(&plotter.Grid{Vertical: draw.LineStyle{Color: gridColor, Width: vg.Points(0.5)}})
+
+	var names, counts plotter.XYLabels
+	// Bar thickness is in points, not data units: half the height each run
+	// has, the rest for its name, and never a slab.
+	thick := min(vg.Points(32), (plotHeight-90)/vg.Length(max(n, 1))*0.5)
+	lg := newLegend()
+	for i, r := range runs {
+		y := float64(n - 1 - i) // first run on top
+		v := r.Engine.PrefillTokensComputed
+		bar, err := plotter.NewBarChart(plotter.Values{float64(v)}, thick)
+		if err != nil {
+			return fmt.Errorf("metrics: prefill plot: %s: %w", r.Name, err)
+		}
+		bar.Horizontal, bar.XMin = true, y
+		bar.Color, bar.LineStyle.Width = palette[i%len(palette)], 0
+		p.Add(bar)
+		label := thousands(v)
+		if optimum[i] > 0 {
+			label += fmt.Sprintf(" (%s %% of optimum)", strconv.FormatFloat(100*float64(v)/float64(optimum[i]), 'f', 1, 64))
+		}
+		counts.XYs = append(counts.XYs, plotter.XY{X: float64(v), Y: y})
+		counts.Labels = append(counts.Labels, label)
+		names.XYs = append(names.XYs, plotter.XY{X: 0, Y: y})
+		names.Labels = append(names.Labels, r.Name)
+	}
+	for _, l := range []struct {
+		xy     plotter.XYLabels
+		size   vg.Length
+		yAlign draw.YAlignment
+		offset vg.Point
+	}{
+		{counts, 10, draw.YCenter, vg.Point{X: 5}},
+		{names, 11, draw.YBottom, vg.Point{Y: thick/2 + 2}},
+	} {
+		if len(l.xy.XYs) == 0 {
+			continue
+		}
+		labels, err := plotter.NewLabels(l.xy)
+		if err != nil {
+			return fmt.Errorf("metrics: prefill plot: %w", err)
+		}
+		for k := range labels.TextStyle {
+			labels.TextStyle[k].Font = font.From(sans, l.size)
+			labels.TextStyle[k].YAlign = l.yAlign
+		}
+		labels.Offset = l.offset
+		p.Add(labels)
+	}
+
+	// A mark across each bar at its optimum, rather than one line down the
+	// chart, which would strike through the names; when the runs agree on
+	// the optimum (the same requests and block size, as in a comparison)
+	// the marks line up and the legend gives the count.
+	dashed := draw.LineStyle{Color: color.Black, Width: vg.Points(1.5), Dashes: []vg.Length{3, 2}}
+	var marks []plotter.XYs
+	// From the top of the bar, where its name sits just above, to a little
+	// below it; in data units, where one run has one unit of height.
+	perPoint := float64(max(n, 1)) / float64(plotHeight-90)
+	half, below := float64(thick)/2*perPoint, float64(thick)/2*perPoint+5*perPoint
+	for i, o := range optimum {
+		if o > 0 {
+			y := float64(n - 1 - i)
+			marks = append(marks, plotter.XYs{{X: float64(o), Y: y - below}, {X: float64(o), Y: y + half}})
+		}
+	}
+	for _, m := range marks {
+		line, err := plotter.NewLine(m)
+		if err != nil {
+			return fmt.Errorf("metrics: prefill plot: %w", err)
+		}
+		line.LineStyle = dashed
+		p.Add(line)
+	}
+	if len(marks) > 0 {
+		thumb, _ := plotter.NewLine(plotter.XYs{})
+		thumb.LineStyle = dashed
+		name := "block-aligned optimum"
+		if optimum[0] > 0 && allEqual(optimum) {
+			name += ": " + thousands(optimum[0])
+		}
+		lg.add(name, thumb)
+	}
+	return render(w, p, lg, "prefill plot")
+}
+
+func checkRuns(runs []*Run, what string) error {
+	for i, r := range runs {
+		if r == nil {
+			return fmt.Errorf("metrics: %s: run %d is nil", what, i)
+		}
 	}
 	return nil
 }
 
-// niceStep picks a tick spacing of 1, 2 or 5 times a power of ten that splits
-// [0, span] into about targetTicks intervals, the spacing people read fastest.
-func niceStep(span float64) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / targetTicks
-	pow := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5} {
-		if raw <= m*pow {
-			return m * pow
+func allEqual(v []int) bool {
+	for _, x := range v {
+		if x != v[0] {
+			return false
 		}
 	}
-	return 10 * pow
+	return true
 }
 
-// tickLabel prints v with just enough decimals for the tick spacing, hiding
-// floating-point residue such as 0.30000000000000004.
-func tickLabel(v, step float64) string {
-	decimals := max(0, int(-math.Floor(math.Log10(step))))
-	return strconv.FormatFloat(v, 'f', decimals, 64)
+// legendName is the run's name, saying so when it has nothing to draw so
+// that a missing line does not look like a rendering fault.
+func legendName(name string, points int) string {
+	if points == 0 {
+		return name + " (no TTFT)"
+	}
+	return name
 }
 
-func esc(s string) string {
+// newPlot returns a plot with sans-serif text, light grid lines and grey
+// axes, so that the data is the darkest thing on the page.
+func newPlot(title string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font = font.From(sans, 14)
+	p.Title.Padding = vg.Points(10)
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font = font.From(sans, 12)
+		a.Tick.Label.Font = font.From(sans, 10)
+		a.LineStyle.Color = axisColor
+		a.Tick.LineStyle.Color = axisColor
+		a.Tick.Length = vg.Points(4)
+	}
+	grid := plotter.NewGrid()
+	grid.Vertical.Color, grid.Horizontal.Color = gridColor, gridColor
+	p.Add(grid)
+	return p
+}
+
+// ttftAxis makes a a TTFT axis in milliseconds for the values vs: from 0,
+// or over whole decades when the positive values span more than
+// logAxisRatio. It returns what to apply to a value before plotting it,
+// which lifts values a log axis cannot show (zero) onto its bottom edge.
+func ttftAxis(a *plot.Axis, vs []float64) func(float64) float64 {
+	minPos, maxV := math.Inf(1), 0.0
+	for _, v := range vs {
+		maxV = max(maxV, v)
+		if v > 0 {
+			minPos = min(minPos, v)
+		}
+	}
+	if maxV > 0 && maxV/minPos > logAxisRatio {
+		a.Label.Text = "TTFT (ms, log scale)"
+		a.Scale = plot.LogScale{}
+		a.Tick.Marker = plot.LogTicks{Prec: -1}
+		a.Min = math.Pow(10, math.Floor(math.Log10(minPos)))
+		a.Max = math.Pow(10, math.Ceil(math.Log10(maxV)))
+		return func(v float64) float64 { return max(v, a.Min) }
+	}
+	a.Label.Text = "TTFT (ms)"
+	a.Min, a.Max = 0, max(maxV, 1)
+	return func(v float64) float64 { return v }
+}
+
+// thousandsTicks are gonum's default ticks with 12,345 for 12345.
+type thousandsTicks struct{}
+
+func (thousandsTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label != "" && t.Value == math.Trunc(t.Value) && math.Abs(t.Value) < 1e15 {
+			ticks[i].Label = thousands(int(t.Value))
+		}
+	}
+	return ticks
+}
+
+// thousands prints n with a comma between groups of three digits.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
 	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s))
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
 	return b.String()
 }
 
-// ttftAxis maps TTFT values to the plot's y coordinate.
-type ttftAxis struct {
-	pos   func(y float64) float64
-	ticks []tick
-	title string
+// legend is a plot.Legend that knows whether it has entries, which
+// plot.Legend keeps to itself.
+type legend struct {
+	plot.Legend
+	entries int
 }
 
-type tick struct {
-	v     float64
-	label string
+func newLegend() *legend {
+	l := &legend{Legend: plot.NewLegend()}
+	l.TextStyle.Font = font.From(sans, 11)
+	l.Top, l.Left = true, true
+	l.Padding = vg.Points(4)
+	return l
 }
 
-func series2values(series [][]point) []float64 {
-	var ys []float64
-	for _, s := range series {
-		for _, p := range s {
-			ys = append(ys, p.y)
-		}
-	}
-	return ys
+func (l *legend) add(name string, thumbs ...plot.Thumbnailer) {
+	l.Add(name, thumbs...)
+	l.entries++
 }
 
-// newTTFTAxis picks a linear axis from 0, or a log axis over whole decades
-// when the positive values span more than a factor of 20.
-func newTTFTAxis(ys []float64, maxY float64) ttftAxis {
-	minPos := math.Inf(1)
-	for _, y := range ys {
-		if y > 0 {
-			minPos = min(minPos, y)
-		}
+// render draws p, with lg in a column of its own to the right, as a
+// standalone SVG document.
+func render(w io.Writer, p *plot.Plot, lg *legend, what string) error {
+	c := vgsvg.New(plotWidth, plotHeight)
+	dc := draw.New(c)
+	var legendW vg.Length
+	if lg.entries > 0 {
+		// A fifth more than measured: a viewer without Liberation Sans and
+		// its metric twins (Arial, Helvetica) draws wider text.
+		legendW = lg.Rectangle(dc).Size().X*1.2 + 2*legendGap
 	}
-	if maxY > 0 && maxY/minPos > 20 {
-		lo := math.Floor(math.Log10(minPos))
-		hi := math.Ceil(math.Log10(maxY))
-		a := ttftAxis{title: "TTFT (ms, log scale)"}
-		a.pos = func(y float64) float64 {
-			l := math.Log10(max(y, math.Pow(10, lo)))
-			return marginT + plotInnerH - (l-lo)/(hi-lo)*plotInnerH
-		}
-		for d := lo; d <= hi; d++ {
-			a.ticks = append(a.ticks, tick{math.Pow(10, d), strconv.FormatFloat(math.Pow(10, d), 'f', -1, 64)})
-		}
-		return a
+	// The legend may take at most half the width; past that, long names
+	// run off the right edge rather than squeeze the data to nothing.
+	legendW = min(legendW, plotWidth/2)
+	p.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
+	if lg.entries > 0 {
+		// Level with the top of the data, below the title.
+		top := p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding + vg.Points(4)
+		lg.Draw(draw.Crop(dc, plotWidth-legendW+legendGap, 0, 0, -top))
 	}
-	step := niceStep(maxY)
-	if maxY <= 0 {
-		step = 1
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return fmt.Errorf("metrics: %s: %w", what, err)
 	}
-	top := max(step, math.Ceil(maxY/step)*step)
-	a := ttftAxis{title: "TTFT (ms)"}
-	a.pos = func(y float64) float64 { return marginT + plotInnerH - y/top*plotInnerH }
-	for k := 0; float64(k)*step <= top+step/2; k++ {
-		v := float64(k) * step
-		a.ticks = append(a.ticks, tick{v, tickLabel(v, step)})
+	if _, err := w.Write(fallbackFonts(b.Bytes())); err != nil {
+		return fmt.Errorf("metrics: %s: %w", what, err)
 	}
-	return a
+	return nil
+}
+
+// fallbackFonts names fonts to use where Liberation Sans is not installed.
+// The SVG names only the font its text was measured with, and a viewer
+// without it falls back to a serif face of other widths; Arial and
+// Helvetica have Liberation Sans's metrics, so labels keep their place.
+func fallbackFonts(svg []byte) []byte {
+	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Sans;"),
+		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;"))
 }
