@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"html"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ import (
 )
 
 // TestCompareRunsAllVariants runs the experiment end to end on a small
-// model and a small workload: four rows, identical outputs, a plot.
+// model and a small workload: four rows, identical outputs, three plots.
 func TestCompareRunsAllVariants(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, model.WriteSynthetic(filepath.Join(dir, "model"), modeltest.Options(model.ArchLlama, 1)))
@@ -36,9 +37,15 @@ func TestCompareRunsAllVariants(t *testing.T) {
 				assert.Contains(t, out, name)
 			}
 			assert.Contains(t, out, "generated exactly the baseline's tokens")
-			svg, err := os.ReadFile(plot)
-			require.NoError(t, err)
-			assert.Equal(t, 4, strings.Count(string(svg), "<polyline"), "one TTFT series per configuration")
+			for _, suffix := range []string{".svg", "-cdf.svg", "-prefill.svg"} {
+				path := strings.TrimSuffix(plot, ".svg") + suffix
+				svg, err := os.ReadFile(path)
+				require.NoError(t, err)
+				assert.Contains(t, out, path)
+				for _, name := range append([]string{"baseline"}, names()...) {
+					assert.Contains(t, string(svg), ">"+html.EscapeString(name)+"<", "%s names every configuration", path)
+				}
+			}
 		})
 	}
 }

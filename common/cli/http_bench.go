@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,7 @@ func runBenchURL(hf httpFlags, rf *runtimeFlags, sf *servingFlags, stdout, stder
 		return err
 	}
 	return reportHTTP(stdout, []*metrics.Run{run}, [][]string{na},
-		fmt.Sprintf("TTFT per request over HTTP, %s (%d requests)", sf.name, len(reqs)), sf.jsonPath, sf.plotPath)
+		sf.reportOptions(fmt.Sprintf("%s over HTTP (%d requests)", sf.name, len(reqs))))
 }
 
 // httpTarget is one server to benchmark.
@@ -249,7 +250,7 @@ func fillEngineStats(s *metrics.EngineStats, before, after map[string]float64, b
 			na = append(na, header)
 		}
 	}
-	set(&s.PrefillTokensComputed, promPrefill, "prefill (tok)")
+	set(&s.PrefillTokensComputed, promPrefill, "prefill tok")
 	set(&s.DecodeTokens, promDecode, "")
 	set(&s.Steps, promSteps, "")
 	// Without the counter, the hit column falls back to the per-request
@@ -264,22 +265,32 @@ func fillEngineStats(s *metrics.EngineStats, before, after map[string]float64, b
 	if _, ok := delta(promPrefill); ok && blockSize > 0 {
 		s.BlockSize = blockSize
 	} else {
-		na = append(na, "of optimum (%)")
+		na = append(na, "of optimum %")
 	}
 	return na
 }
 
 // reportHTTP is report with the table's unknown cells shown as n/a
-// (na[i] lists run i's unknown columns by header) and a note saying why.
-func reportHTTP(stdout io.Writer, runs []*metrics.Run, na [][]string, title, jsonPath, plotPath string) error {
+// (na[i] lists run i's unknown columns by header) and a note naming them
+// and saying why; the note names columns only -wide shows, too, so a reader
+// of the default table knows they would be n/a.
+func reportHTTP(stdout io.Writer, runs []*metrics.Run, na [][]string, o reportOptions) error {
 	var b strings.Builder
-	err := report(&b, runs, title, jsonPath, plotPath)
+	err := report(&b, runs, o)
 	lines := strings.SplitAfter(b.String(), "\n")
 	n := min(len(runs)+1, len(lines)) // the header and one row per run
 	table := markNA(strings.Join(lines[:n], ""), na)
 	io.WriteString(stdout, table)
-	if len(na) > 0 && len(na[0]) > 0 {
-		fmt.Fprintln(stdout, "n/a: not in the server's /metrics. Latencies are the client's: TTFT to the first token chunk read, ITL between chunks.")
+	var unknown []string
+	for _, cols := range na {
+		for _, c := range cols {
+			if !slices.Contains(unknown, c) {
+				unknown = append(unknown, c)
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		fmt.Fprintf(stdout, "n/a: not in the server's /metrics (%s). Latencies are the client's: TTFT to the first token chunk read, ITL between chunks.\n", strings.Join(unknown, ", "))
 	}
 	io.WriteString(stdout, strings.Join(lines[n:], ""))
 	return err
@@ -287,9 +298,10 @@ func reportHTTP(stdout io.Writer, runs []*metrics.Run, na [][]string, title, jso
 
 var cellSep = regexp.MustCompile(`\s{2,}`)
 
-// markNA rewrites the rows of a metrics.WriteTable table, setting the
-// columns row i lists in na[i-1] to "n/a", and aligns it again: the name
-// column left, the others right, two spaces apart.
+// markNA rewrites the rows of a metrics.WriteTable or WriteWideTable table,
+// setting the columns row i lists in na[i-1] to "n/a" (those the table does
+// not have are left out), and aligns it again: the name column left, the
+// others right, two spaces apart.
 func markNA(table string, na [][]string) string {
 	var rows [][]string
 	for line := range strings.Lines(table) {

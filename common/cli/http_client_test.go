@@ -323,7 +323,7 @@ func TestBenchHTTPFillsWhatTheMetricsExpose(t *testing.T) {
 	assert.ElementsMatch(t, []string{"peak blocks", "max running", "preempted"}, na)
 
 	var out strings.Builder
-	require.NoError(t, reportHTTP(&out, []*metrics.Run{run}, [][]string{na}, "t", "", ""))
+	require.NoError(t, reportHTTP(&out, []*metrics.Run{run}, [][]string{na}, reportOptions{what: "t", wide: true}))
 	lines := strings.Split(out.String(), "\n")
 	require.GreaterOrEqual(t, len(lines), 3)
 	header, row := cellSep.Split(lines[0], -1), cellSep.Split(strings.TrimSpace(lines[1]), -1)
@@ -334,9 +334,9 @@ func TestBenchHTTPFillsWhatTheMetricsExpose(t *testing.T) {
 	}
 	assert.Equal(t, "n/a", cell["peak blocks"])
 	assert.Equal(t, "n/a", cell["preempted"])
-	assert.Equal(t, "7", cell["prefill (tok)"])
+	assert.Equal(t, "7", cell["prefill tok"])
 	assert.Equal(t, "4", cell["evicted"])
-	assert.Equal(t, "50.0", cell["hit (%)"])
+	assert.Equal(t, "50.0", cell["hit %"])
 	assert.Contains(t, lines[2], "n/a: not in the server's /metrics")
 }
 

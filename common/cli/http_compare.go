@@ -91,7 +91,7 @@ func compareHTTP(fs *flag.FlagSet, variants []Variant, srv serverFlags, rf *runt
 		runs = append(runs, run)
 		na = append(na, runNA)
 	}
-	return reportHTTP(stdout, runs, na, fmt.Sprintf("TTFT per request over HTTP, %s (%d requests)", sf.name, len(reqs)), sf.jsonPath, sf.plotPath)
+	return reportHTTP(stdout, runs, na, sf.reportOptions(fmt.Sprintf("%s over HTTP (%d requests)", sf.name, len(reqs))))
 }
 
 // benchServer starts bin with args on a free loopback port, waits for its

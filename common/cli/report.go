@@ -41,25 +41,67 @@ func runConfigs(m *model.Model, configs []namedConfig, workloadName string, reqs
 	return runs, nil
 }
 
-// report prints the table of runs, writes the JSON and the TTFT plot when
-// their paths are set, and returns an error if any request failed or, with
+// reportOptions says what report writes besides the table.
+type reportOptions struct {
+	// what names what was served, for the plots' titles:
+	// "prefix_caching (200 requests)".
+	what     string
+	jsonPath string
+	// plotPath is the TTFT-per-request plot; the CDF and prefill plots go
+	// beside it (see plotPaths).
+	plotPath string
+	// wide prints every column of the table, not only those the comparison
+	// is read by.
+	wide bool
+}
+
+// plotPaths derives the TTFT CDF's and the prefill plot's files from the
+// TTFT plot's: out/ttft.svg gives out/ttft-cdf.svg and out/ttft-prefill.svg.
+func plotPaths(plotPath string) (cdf, prefill string) {
+	ext := filepath.Ext(plotPath)
+	if ext == "" {
+		ext = ".svg"
+	}
+	base := strings.TrimSuffix(plotPath, filepath.Ext(plotPath))
+	return base + "-cdf" + ext, base + "-prefill" + ext
+}
+
+// report prints the table of runs, writes the JSON and the plots when their
+// paths are set, and returns an error if any request failed or, with
 // several runs, if any run's tokens differ from the first run's.
-func report(stdout io.Writer, runs []*metrics.Run, title, jsonPath, plotPath string) error {
+func report(stdout io.Writer, runs []*metrics.Run, o reportOptions) error {
 	var rows []metrics.Summary
 	for _, r := range runs {
 		rows = append(rows, r.Summary())
 	}
-	metrics.WriteTable(stdout, rows)
-	if jsonPath != "" {
-		if err := writeFile(jsonPath, func(w io.Writer) error { return metrics.WriteJSON(w, runs) }); err != nil {
+	if o.wide {
+		metrics.WriteWideTable(stdout, rows)
+	} else {
+		metrics.WriteTable(stdout, rows)
+	}
+	if o.jsonPath != "" {
+		if err := writeFile(o.jsonPath, func(w io.Writer) error { return metrics.WriteJSON(w, runs) }); err != nil {
 			return err
 		}
 	}
-	if plotPath != "" {
-		if err := writeFile(plotPath, func(w io.Writer) error { return metrics.WriteTTFTPlot(w, runs, title) }); err != nil {
-			return err
+	if o.plotPath != "" {
+		cdfPath, prefillPath := plotPaths(o.plotPath)
+		plots := []struct {
+			label, path string
+			write       func(io.Writer, []*metrics.Run, string) error
+			title       string
+		}{
+			{"TTFT plot", o.plotPath, metrics.WriteTTFTPlot, "TTFT per request, " + o.what},
+			{"TTFT CDF", cdfPath, metrics.WriteTTFTCDF, "TTFT distribution, " + o.what},
+			{"prefill plot", prefillPath, metrics.WritePrefillPlot, "Prompt tokens computed, " + o.what},
 		}
-		fmt.Fprintf(stdout, "\nTTFT plot: %s\n", plotPath)
+		fmt.Fprintln(stdout)
+		for _, p := range plots {
+			if err := writeFile(p.path, func(w io.Writer) error { return p.write(w, runs, p.title) }); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s: %s\n", p.label, p.path)
+		}
 	}
 	failed := false
 	for _, r := range runs {

@@ -18,6 +18,7 @@ type servingFlags struct {
 	params   workload.Params
 	jsonPath string
 	plotPath string
+	wide     bool
 	quiet    bool
 }
 
@@ -29,7 +30,8 @@ func (f *servingFlags) register(fs *flag.FlagSet, args []string, defaultPlot str
 	f.params = BenchDefaults(f.name)
 	f.params.RegisterFlags(fs)
 	fs.StringVar(&f.jsonPath, "json", "", "also write every run's summary and per-request records as JSON to this file")
-	fs.StringVar(&f.plotPath, "plot", defaultPlot, "write an SVG plot of TTFT per request to this file (empty: none)")
+	fs.StringVar(&f.plotPath, "plot", defaultPlot, "write an SVG plot of TTFT per request to this file, and beside it the TTFT CDF (NAME-cdf.svg) and the prompt tokens computed against the optimum (NAME-prefill.svg) (empty: none)")
+	fs.BoolVar(&f.wide, "wide", false, "print every column of the table (about 220 characters wide), not only those the comparison is read by; the JSON has them all")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar (it is drawn only when stderr is a terminal)")
 }
 
@@ -102,5 +104,11 @@ func (f *servingFlags) serve(m *model.Model, configs []namedConfig, reqs []workl
 	if err != nil {
 		return err
 	}
-	return report(stdout, runs, fmt.Sprintf("TTFT per request, %s (%d requests)", f.name, len(reqs)), f.jsonPath, f.plotPath)
+	return report(stdout, runs, f.reportOptions(fmt.Sprintf("%s (%d requests)", f.name, len(reqs))))
+}
+
+// reportOptions are the flags' say on what report writes; what names the
+// workload for the plots' titles.
+func (f *servingFlags) reportOptions(what string) reportOptions {
+	return reportOptions{what: what, jsonPath: f.jsonPath, plotPath: f.plotPath, wide: f.wide}
 }

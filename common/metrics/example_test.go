@@ -22,6 +22,6 @@ func Example() {
 	}
 	metrics.WriteTable(os.Stdout, []metrics.Summary{run.Summary()})
 	// Output:
-	// name          reqs  failed  TTFT p50 (ms)  TTFT p99 (ms)  ITL p50 (ms)  ITL p99 (ms)  E2E p50 (ms)  E2E p99 (ms)  out (tok/s)  prefill (tok)  of optimum (%)  hit (%)  evicted  CoW  peak blocks  max running  preempted
-	// prefix-cache     2       0          100.0          400.0          20.0          25.0         125.0         440.0          2.5           1176               -     46.5        0    0            0            0          0
+	// name          failed  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  out tok/s  prefill tok  of optimum %  hit %
+	// prefix-cache       0        100.0        400.0        20.0        2.5         1176             -   46.5
 }
