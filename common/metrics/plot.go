@@ -45,7 +45,7 @@ func rgb(v uint32) color.Color {
 }
 
 var (
-	gridColor = rgb(0xE4E4E4)
+	gridColor = rgb(0xD8D8D8)
 	axisColor = rgb(0x777777)
 	sans      = font.Font{Typeface: "Liberation", Variant: "Sans"}
 )
@@ -226,7 +226,7 @@ func WritePrefillPlot(w io.Writer, runs []*Run, title string) error {
 		offset vg.Point
 	}{
 		{counts, 10, draw.YCenter, vg.Point{X: 5}},
-		{names, 11, draw.YBottom, vg.Point{Y: thick/2 + 2}},
+		{names, 11, draw.YBottom, vg.Point{Y: thick/2 + 4}},
 	} {
 		if len(l.xy.XYs) == 0 {
 			continue
