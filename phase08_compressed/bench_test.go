@@ -53,7 +53,7 @@ func BenchmarkPitfallThreeComparesPerDescent(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("width=%d/lookup", width), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
-				tr.MatchLen(queries[i%16])
+				tr.MatchLen("", queries[i%16])
 			}
 		})
 	}

@@ -63,7 +63,7 @@ func wideTrie(tb testing.TB, width int) (*trie.Trie, [][]int32) {
 		for j := range width {
 			q := cachetest.Join(cachetest.Tokens(100_000*(i+1), 64), cachetest.Tokens(1000*(j+1), 64))
 			id := i*width + j
-			if _, err := pool.Open(id, q); err != nil {
+			if _, err := pool.Open(id, "", q); err != nil {
 				tb.Fatal(err)
 			}
 			if err := pool.Grow(id, len(q)); err != nil {
@@ -88,7 +88,7 @@ func TestPitfallThreeComparesPerDescent(t *testing.T) {
 			shape := tr.Shape()
 			for _, q := range queries {
 				compares := 0
-				if have, want := matchByScanning(shape, q, 16, &compares), tr.MatchLen(q); have != want || want != 128 {
+				if have, want := matchByScanning(shape, q, 16, &compares), tr.MatchLen("", q); have != want || want != 128 {
 					t.Fatalf("match of a cached 128-token query: scanning %d, trie %d; want 128", have, want)
 				}
 				if want := 1 + 2*(width+1); compares != want {
@@ -97,7 +97,7 @@ func TestPitfallThreeComparesPerDescent(t *testing.T) {
 				// The production trie, counted: one comparison per level,
 				// whatever the width.
 				before := tr.Comparisons()
-				tr.MatchLen(q)
+				tr.MatchLen("", q)
 				if have := tr.Comparisons() - before; have != 2 {
 					t.Fatalf("the trie's comparisons for a 2-level match: have %d; want 2", have)
 				}

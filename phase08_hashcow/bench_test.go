@@ -61,7 +61,7 @@ func BenchmarkMatchHash(b *testing.B) {
 			hc.Finish(0)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				if _, got := hc.Cache.Match(i+1, prompt); got != n {
+				if _, got := hc.Cache.Match(i+1, "", prompt); got != n {
 					b.Fatalf("matched %d tokens; want %d", got, n)
 				}
 				hc.Cache.Release(i + 1)

@@ -48,7 +48,7 @@ func newForkDriver(t testing.TB, m *model.Model, blocks, blockSize int, cache fu
 // was sampled from.
 func (d *forkDriver) run(prompt []int32, n, maxTokens int, s engine.Sampling) (tokens [][]int32, logits [][][]float32, err error) {
 	p := d.pool
-	cached, err := p.Open(0, prompt)
+	cached, err := p.Open(0, "", prompt)
 	if err != nil {
 		return nil, nil, err
 	}

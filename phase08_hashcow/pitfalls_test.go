@@ -204,11 +204,11 @@ func TestPitfallStaleKeyDeletesTheNewOwner(t *testing.T) {
 		stale := h.Pool.Allocator().Total() - h.Pool.Allocator().NumFree()
 		require.Equal(t, 2, stale, "both blocks cached")
 		require.Equal(t, 1, h.Cache.Evict(1))
-		require.Equal(t, 4, h.Pool.MatchLen(b), "evicting the stale block kept the new owner's key")
-		require.Equal(t, 0, h.Pool.MatchLen(a))
+		require.Equal(t, 4, h.Pool.MatchLen("", b), "evicting the stale block kept the new owner's key")
+		require.Equal(t, 0, h.Pool.MatchLen("", a))
 		h.Start(3, tokens(700, 4)) // reuses the freed block
 		h.Release(3)
-		require.Equal(t, 4, h.Pool.MatchLen(b))
+		require.Equal(t, 4, h.Pool.MatchLen("", b))
 	})
 }
 
@@ -221,7 +221,7 @@ func TestPitfallFullPrefixHit(t *testing.T) {
 		d := newForkDriver(t, m, 16, 4, blockhash.PrefixCache)
 		_, _, err := d.run(prompt, 1, 2, engine.Sampling{})
 		require.NoError(t, err)
-		cached, err := d.pool.Open(1, prompt)
+		cached, err := d.pool.Open(1, "", prompt)
 		require.NoError(t, err)
 		require.Equal(t, 16, cached)
 		// Starting the prefill at the first uncached token leaves no row

@@ -62,7 +62,7 @@ func (s *trustingIndex) walk(tokens []int32) []int32 {
 	return blocks
 }
 
-func (s *trustingIndex) Match(seq int, tokens []int32) ([]int32, int) {
+func (s *trustingIndex) Match(seq int, salt string, tokens []int32) ([]int32, int) {
 	blocks := s.walk(tokens)
 	for _, b := range blocks {
 		s.a.Incref(b)
@@ -72,9 +72,9 @@ func (s *trustingIndex) Match(seq int, tokens []int32) ([]int32, int) {
 	return blocks, len(blocks) * s.bs
 }
 
-func (s *trustingIndex) MatchLen(tokens []int32) int { return len(s.walk(tokens)) * s.bs }
+func (s *trustingIndex) MatchLen(salt string, tokens []int32) int { return len(s.walk(tokens)) * s.bs }
 
-func (s *trustingIndex) Insert(seq int, tokens []int32, pages []int32, lent int) int {
+func (s *trustingIndex) Insert(seq int, salt string, tokens []int32, pages []int32, lent int) int {
 	key := blockhash.Root
 	for i := 0; (i+1)*s.bs <= len(tokens); i++ {
 		block := tokens[i*s.bs : (i+1)*s.bs]

@@ -116,7 +116,7 @@ func TestFullyCachedPromptRunsOneTokenAndKeepsTheSharedBlock(t *testing.T) {
 
 	// Again, with a marker in the last slot of the cached prompt.
 	tree := e.Pool().Cache().(*radix.Tree)
-	blocks, _ := tree.Match(-1, prompt)
+	blocks, _ := tree.Match(-1, "", prompt)
 	last := blocks[3]*4 + 3
 	tree.Release(-1)
 	const marker = 12345

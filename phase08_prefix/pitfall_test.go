@@ -69,7 +69,7 @@ func sameBits(a, b []float32) bool {
 // idle) and returns the tokens it found cached.
 func open(t *testing.T, e *engine.Engine, key int, prompt []int32) int {
 	t.Helper()
-	cached, err := e.Pool().Open(key, prompt)
+	cached, err := e.Pool().Open(key, "", prompt)
 	require.NoError(t, err)
 	require.NoError(t, e.Pool().Grow(key, len(prompt)))
 	t.Cleanup(func() { e.Pool().Release(key) })
@@ -239,19 +239,19 @@ type lateRecord struct {
 	aborted   int // sequences released before their first commit
 }
 
-func (l *lateRecord) Match(seq int, tokens []int32) ([]int32, int) {
+func (l *lateRecord) Match(seq int, salt string, tokens []int32) ([]int32, int) {
 	l.next++
 	l.ids[seq] = l.next
-	return l.Tree.Match(l.next, tokens)
+	return l.Tree.Match(l.next, salt, tokens)
 }
 
-func (l *lateRecord) Insert(seq int, tokens, pages []int32, lent int) int {
+func (l *lateRecord) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	if _, ok := l.ids[seq]; !ok {
 		l.next++
 		l.ids[seq] = l.next
 	}
 	l.committed[seq] = true
-	return l.Tree.Insert(l.ids[seq], tokens, pages, lent)
+	return l.Tree.Insert(l.ids[seq], salt, tokens, pages, lent)
 }
 
 func (l *lateRecord) Release(seq int) {
@@ -348,11 +348,11 @@ type sharesPartialBlock struct {
 	readers map[int]bool // sequences it was lent to
 }
 
-func (s *sharesPartialBlock) Insert(seq int, tokens, pages []int32, lent int) int {
+func (s *sharesPartialBlock) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	if s.readers[seq] { // the last lent page is the partial block, not the tree's
-		return s.Tree.Insert(seq, tokens, pages[:lent-1], lent-1) + 1
+		return s.Tree.Insert(seq, salt, tokens, pages[:lent-1], lent-1) + 1
 	}
-	n := s.Tree.Insert(seq, tokens, pages, lent)
+	n := s.Tree.Insert(seq, salt, tokens, pages, lent)
 	if full := len(tokens) / s.bs; len(tokens)%s.bs != 0 && s.prompt == nil && n == full {
 		s.prompt, s.block = append([]int32(nil), tokens...), pages[full]
 		s.a.Incref(s.block)
@@ -361,8 +361,8 @@ func (s *sharesPartialBlock) Insert(seq int, tokens, pages []int32, lent int) in
 	return n
 }
 
-func (s *sharesPartialBlock) Match(seq int, tokens []int32) ([]int32, int) {
-	blocks, n := s.Tree.Match(seq, tokens)
+func (s *sharesPartialBlock) Match(seq int, salt string, tokens []int32) ([]int32, int) {
+	blocks, n := s.Tree.Match(seq, salt, tokens)
 	if s.prompt != nil && n == len(s.prompt)/s.bs*s.bs && len(tokens) >= len(s.prompt) && slices.Equal(tokens[:len(s.prompt)], s.prompt) {
 		s.a.Incref(s.block)
 		s.holds++

@@ -23,6 +23,12 @@ type Request struct {
 	// diverge at their first token; sample i uses seed Sampling.Seed+i, so
 	// it equals a single-sample request with that seed.
 	N int
+	// CacheSalt names the tenant whose prefix cache the request may use
+	// (the cache_salt of vLLM's API). The request reuses only KV committed
+	// by requests with the same salt, and its own KV is cached under it, so
+	// no tenant's time to first token reveals another's prompts. "" is the
+	// shared cache of unsalted requests.
+	CacheSalt string
 }
 
 // samples returns the number of samples r asks for.

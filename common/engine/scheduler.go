@@ -95,12 +95,12 @@ func (e *Engine) chunk(s *sequence, budget int) (int, bool) {
 func (e *Engine) admit(s *sequence) bool {
 	charge := len(s.tokens)
 	if e.cfg.Admission == AdmitCostAware {
-		charge -= e.pool.MatchLen(s.tokens)
+		charge -= e.pool.MatchLen(s.req.CacheSalt, s.tokens)
 	}
 	if e.pool.BlocksFor(charge)*e.pool.BlockSize() > e.pool.FreeTokens() {
 		return false
 	}
-	cached, err := e.pool.Open(s.key, s.tokens)
+	cached, err := e.pool.Open(s.key, s.req.CacheSalt, s.tokens)
 	if err != nil {
 		panic(err) // ids are unique among live requests by Submit's check
 	}

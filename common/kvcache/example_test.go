@@ -13,7 +13,7 @@ func ExamplePool() {
 	p, _ := kvcache.NewPool(cpu.New(), kvcache.Config{Layers: 1, KVDim: 8, Blocks: 4, BlockSize: 4})
 	defer p.Close()
 
-	_, _ = p.Open(1, nil)
+	_, _ = p.Open(1, "", nil)
 	_ = p.Grow(1, 6) // 6 tokens need 2 blocks of 4
 	fmt.Println("pages:", p.Pages(1))
 	fmt.Println("slots of positions 3..5:", p.Slots(nil, 1, 3, 3))
@@ -36,7 +36,7 @@ func ExamplePool_PrepareWrite() {
 	p, _ := kvcache.NewPool(cpu.New(), kvcache.Config{Layers: 1, KVDim: 8, Blocks: 4, BlockSize: 4})
 	defer p.Close()
 
-	_, _ = p.Open(1, nil)
+	_, _ = p.Open(1, "", nil)
 	_ = p.Grow(1, 6)
 	_ = p.Fork(1, 2)
 	fmt.Println("after fork:", p.Pages(1), p.Pages(2))

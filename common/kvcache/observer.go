@@ -11,7 +11,9 @@ import (
 // the cache is: it never asks the design anything but Holds.
 //
 // After every Commit it walks the committed sequence's full blocks, each
-// named by its chained vLLM block hash; a block the cache now holds
+// named by its chained vLLM block hash, salted with the sequence's cache
+// salt as vLLM salts it (the first block's extra keys): two tenants' equal
+// prompts are different hashes, as they are different cache entries; a block the cache now holds
 // (Holds > 0) that carries a hash not announced yet is announced with a
 // BlockStored. A hash stays announced while at least one block the cache
 // holds carries it (two sequences that computed the same prefix at once
@@ -46,6 +48,7 @@ type announced struct {
 	tokens []int32
 	depth  int     // block index in its chain
 	blocks []int32 // the blocks the cache holds that carry this hash
+	salted bool    // committed by a sequence with a cache salt
 }
 
 // runState lets consecutive new blocks of one commit share one BlockStored,
@@ -136,6 +139,10 @@ type CachedBlock struct {
 	Parent *kvevents.Hash
 	Tokens []int32
 	Block  int32 // a physical block holding its KV
+	// Salted marks a block of a chain committed under a cache salt. Its
+	// hash proves the salt only to whoever knows the salt; what copies
+	// the cache elsewhere must not hand it to an unsalted reader.
+	Salted bool
 }
 
 // Visit calls fn with every announced block, parents first, while holding
@@ -147,7 +154,7 @@ func (o *Observer) Visit(fn func(CachedBlock) error) error {
 	defer o.mu.Unlock()
 	for _, ev := range o.stateLocked()[1:] {
 		e := o.entries[ev.BlockHashes[0]]
-		if err := fn(CachedBlock{Hash: e.hash, Parent: e.parent, Tokens: e.tokens, Block: e.blocks[0]}); err != nil {
+		if err := fn(CachedBlock{Hash: e.hash, Parent: e.parent, Tokens: e.tokens, Block: e.blocks[0], Salted: e.salted}); err != nil {
 			return err
 		}
 	}
@@ -162,7 +169,7 @@ func (o *Observer) signal() {
 }
 
 // open and release forget a sequence's hashes: an id may come back as
-// another sequence.
+// another sequence, with another salt.
 func (o *Observer) open(id int) { delete(o.seqs, id) }
 
 func (o *Observer) release(id int) {
@@ -171,16 +178,18 @@ func (o *Observer) release(id int) {
 }
 
 // commit announces the blocks of sequence id's committed tokens that the
-// cache holds now and that carry a hash not announced yet.
-func (o *Observer) commit(id int, tokens []int32, pages []int32) {
+// cache holds now and that carry a hash not announced yet. salt is the
+// sequence's cache salt: it enters the first block's hash only, and every
+// later block inherits it through its parent.
+func (o *Observer) commit(id int, salt string, tokens []int32, pages []int32) {
 	bs := o.pool.blockSize
 	hs := o.seqs[id]
 	for i := len(hs); (i+1)*bs <= len(tokens) && i < len(pages); i++ {
-		parent := o.root
+		parent, s := o.root, salt
 		if i > 0 {
-			parent = hs[i-1]
+			parent, s = hs[i-1], ""
 		}
-		hs = append(hs, kvevents.HashBlock(parent, tokens[i*bs:(i+1)*bs], ""))
+		hs = append(hs, kvevents.HashBlock(parent, tokens[i*bs:(i+1)*bs], s))
 	}
 	o.seqs[id] = hs
 	o.settle()
@@ -194,7 +203,7 @@ func (o *Observer) commit(id int, tokens []int32, pages []int32) {
 		}
 		e := o.entries[h]
 		if e == nil {
-			e = &announced{hash: h, tokens: slices.Clone(tokens[i*bs : (i+1)*bs]), depth: i}
+			e = &announced{hash: h, tokens: slices.Clone(tokens[i*bs : (i+1)*bs]), depth: i, salted: salt != ""}
 			if i > 0 {
 				p := hs[i-1]
 				e.parent = &p

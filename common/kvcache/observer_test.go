@@ -153,7 +153,7 @@ func checkAgainstCache(t *testing.T, pool *kvcache.Pool, seen mirror, prompts []
 	t.Helper()
 	bs := pool.BlockSize()
 	for _, p := range prompts {
-		found := pool.MatchLen(p) / bs
+		found := pool.MatchLen("", p) / bs
 		for i, h := range kvevents.BlockHashes(p, bs, "")[:found] {
 			_, ok := seen[h]
 			require.True(t, ok, "block %d of a prompt MatchLen finds (%d blocks) is not announced", i, found)
@@ -165,7 +165,7 @@ func checkAgainstCache(t *testing.T, pool *kvcache.Pool, seen mirror, prompts []
 			continue
 		}
 		require.Equal(t, kvevents.BlockHashes(toks, bs, "")[len(toks)/bs-1], h, "the announced hash is vLLM's hash of its chain")
-		require.GreaterOrEqual(t, pool.MatchLen(toks), len(toks), "an announced chain %v is found whole (block %s, tokens %v)", toks, h, ev.TokenIDs)
+		require.GreaterOrEqual(t, pool.MatchLen("", toks), len(toks), "an announced chain %v is found whole (block %s, tokens %v)", toks, h, ev.TokenIDs)
 	}
 	require.NoError(t, pool.Observer().Visit(func(b kvcache.CachedBlock) error {
 		if pool.Cache().Holds(b.Block) == 0 {

@@ -62,6 +62,9 @@ type seqPages struct {
 	// lent is how many leading pages the prefix cache lent; the pool holds
 	// one allocator reference for each of pages[lent:] and none for the rest.
 	lent int
+	// salt is the cache salt the sequence was opened with: every commit of
+	// its KV goes under it, so it never lands in another tenant's cache.
+	salt string
 }
 
 // NewPool allocates the KV storage on be and returns an empty pool.
@@ -122,26 +125,28 @@ func (p *Pool) FreeTokens() int {
 // UsedBlocks returns the number of blocks with at least one holder.
 func (p *Pool) UsedBlocks() int { return p.alloc.Total() - p.alloc.NumFree() }
 
-// MatchLen returns how many prompt tokens a new sequence would find cached,
-// without taking anything (0 without a prefix cache).
-func (p *Pool) MatchLen(tokens []int32) int {
+// MatchLen returns how many prompt tokens a new sequence opened with salt
+// would find cached, without taking anything (0 without a prefix cache).
+func (p *Pool) MatchLen(salt string, tokens []int32) int {
 	if p.cache == nil {
 		return 0
 	}
-	return p.cache.MatchLen(tokens)
+	return p.cache.MatchLen(salt, tokens)
 }
 
-// Open starts a page table for sequence id. With a prefix cache the table
-// begins with the cached blocks of the longest matching prefix of prompt,
-// and cached is the number of tokens whose KV they already hold.
-func (p *Pool) Open(id int, prompt []int32) (cached int, err error) {
+// Open starts a page table for sequence id, whose request carries the cache
+// salt salt ("" for none). With a prefix cache the table begins with the
+// blocks of the longest prefix of prompt cached under the same salt, and
+// cached is the number of tokens whose KV they already hold. The pool keeps
+// the salt: the sequence's commits, and its forks', go under it.
+func (p *Pool) Open(id int, salt string, prompt []int32) (cached int, err error) {
 	if _, ok := p.seqs[id]; ok {
 		return 0, fmt.Errorf("kvcache: sequence %d already open", id)
 	}
-	s := &seqPages{}
+	s := &seqPages{salt: salt}
 	if p.cache != nil {
 		var blocks []int32
-		blocks, cached = p.cache.Match(id, prompt)
+		blocks, cached = p.cache.Match(id, salt, prompt)
 		s.pages = append(s.pages, blocks...)
 		s.lent = len(blocks)
 	}
@@ -155,7 +160,8 @@ func (p *Pool) Open(id int, prompt []int32) (cached int, err error) {
 // Fork opens sequence child sharing every page of parent: each owned page
 // gains a holder, so the first write into one of them copies it (see
 // PrepareWrite). Lent pages stay lent to the parent only; the child takes
-// its own allocator reference on them.
+// its own allocator reference on them. The child inherits the parent's
+// salt: it holds the parent's KV, which belongs to the parent's tenant.
 func (p *Pool) Fork(parent, child int) error {
 	s, ok := p.seqs[parent]
 	if !ok {
@@ -164,7 +170,7 @@ func (p *Pool) Fork(parent, child int) error {
 	if _, ok := p.seqs[child]; ok {
 		return fmt.Errorf("kvcache: sequence %d already open", child)
 	}
-	c := &seqPages{pages: append([]int32(nil), s.pages...)}
+	c := &seqPages{pages: append([]int32(nil), s.pages...), salt: s.salt}
 	for _, b := range c.pages {
 		p.alloc.Incref(b)
 	}
@@ -270,15 +276,16 @@ func (p *Pool) Slots(dst []int32, id, from, n int) []int32 {
 
 // Commit offers the KV of tokens (positions 0..len(tokens)-1 of sequence id,
 // already written) to the prefix cache, if there is one. Committing a longer
-// prefix of the same tokens later is expected (see PrefixCache.Insert).
+// prefix of the same tokens later is expected (see PrefixCache.Insert). They
+// go under the salt the sequence was opened with.
 func (p *Pool) Commit(id int, tokens []int32) {
 	if p.cache == nil {
 		return
 	}
 	s := p.seqs[id]
-	s.lent = p.cache.Insert(id, tokens, s.pages, s.lent)
+	s.lent = p.cache.Insert(id, s.salt, tokens, s.pages, s.lent)
 	if p.obs != nil {
-		p.obs.commit(id, tokens, s.pages)
+		p.obs.commit(id, s.salt, tokens, s.pages)
 	}
 }
 

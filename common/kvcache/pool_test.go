@@ -49,7 +49,7 @@ func TestAllocatorRefcounts(t *testing.T) {
 
 func TestPoolGrowSlotsRelease(t *testing.T) {
 	p := newTestPool(t, 8, 4)
-	_, err := p.Open(7, []int32{1, 2, 3, 4, 5})
+	_, err := p.Open(7, "", []int32{1, 2, 3, 4, 5})
 	require.NoError(t, err)
 	require.NoError(t, p.Grow(7, 5))
 	assert.Equal(t, []int32{0, 1}, p.Pages(7))
@@ -74,9 +74,9 @@ func TestPoolGrowSlotsRelease(t *testing.T) {
 
 func TestPoolGrowIsAtomicWhenOutOfBlocks(t *testing.T) {
 	p := newTestPool(t, 3, 2)
-	_, _ = p.Open(1, nil)
+	_, _ = p.Open(1, "", nil)
 	require.NoError(t, p.Grow(1, 4))
-	_, _ = p.Open(2, nil)
+	_, _ = p.Open(2, "", nil)
 	err := p.Grow(2, 4)
 	var oob *OutOfBlocksError
 	require.ErrorAs(t, err, &oob)
@@ -87,15 +87,15 @@ func TestPoolGrowIsAtomicWhenOutOfBlocks(t *testing.T) {
 
 func TestPoolDuplicateOpen(t *testing.T) {
 	p := newTestPool(t, 2, 2)
-	_, err := p.Open(1, nil)
+	_, err := p.Open(1, "", nil)
 	require.NoError(t, err)
-	_, err = p.Open(1, nil)
+	_, err = p.Open(1, "", nil)
 	require.ErrorContains(t, err, "already open")
 }
 
 func TestPoolForkCopyOnWrite(t *testing.T) {
 	p := newTestPool(t, 4, 2)
-	_, _ = p.Open(1, nil)
+	_, _ = p.Open(1, "", nil)
 	require.NoError(t, p.Grow(1, 3)) // blocks 0, 1; block 1 half full
 	k, v := p.Layer(0)
 	kd, vd := cpu.Data(k), cpu.Data(v)
@@ -128,7 +128,7 @@ func TestPoolForkCopyOnWrite(t *testing.T) {
 
 func TestAuditFindsLeaksAndDoubleFrees(t *testing.T) {
 	p := newTestPool(t, 4, 2)
-	_, _ = p.Open(1, nil)
+	_, _ = p.Open(1, "", nil)
 	require.NoError(t, p.Grow(1, 4))
 	pages := append([]int32(nil), p.Pages(1)...)
 
@@ -150,7 +150,7 @@ func TestAuditFindsLeaksAndDoubleFrees(t *testing.T) {
 
 func TestAuditFindsOverfreedBlock(t *testing.T) {
 	p := newTestPool(t, 4, 2)
-	_, _ = p.Open(1, nil)
+	_, _ = p.Open(1, "", nil)
 	require.NoError(t, p.Grow(1, 2))
 	p.alloc.Decref(p.Pages(1)[0]) // freed while the page table still names it
 	r := p.Audit()

@@ -22,25 +22,35 @@ package kvcache
 //
 // Audit checks the union: for every block, the allocator's count equals the
 // owned page-table entries that name it plus Holds(block).
+//
+// Salts. Match, MatchLen and Insert take the request's cache salt (its
+// cache_salt; "" for none). A salt names a tenant's private cache: a block
+// committed under one salt is never returned to a lookup under another, so
+// one tenant cannot learn from its time to first token that another sent
+// the same prompt. Same salt shares; different salts never share a block;
+// no salt shares only with no salt. Each design keeps salted prefixes apart
+// in its own way (a root per salt, a salted first key), and every split,
+// merge, eviction and copy must keep them apart too.
 type PrefixCache interface {
-	// Match finds the longest cached prefix of tokens a new sequence seq may
-	// reuse, takes whatever references the design needs to keep those blocks
-	// alive until Release(seq), and returns them. matched is the number of
-	// tokens whose KV the blocks hold; blocks cover ceil(matched/blockSize).
-	Match(seq int, tokens []int32) (blocks []int32, matched int)
+	// Match finds the longest prefix of tokens cached under salt that a new
+	// sequence seq may reuse, takes whatever references the design needs to
+	// keep those blocks alive until Release(seq), and returns them. matched
+	// is the number of tokens whose KV the blocks hold; blocks cover
+	// ceil(matched/blockSize).
+	Match(seq int, salt string, tokens []int32) (blocks []int32, matched int)
 
 	// MatchLen returns what Match would report for matched, with no side
 	// effects: no references, no LRU update. Cost-aware admission uses it.
-	MatchLen(tokens []int32) int
+	MatchLen(salt string, tokens []int32) int
 
 	// Insert offers the KV of tokens, held in pages (the sequence's page
-	// table), to the cache. lent is how many leading pages are already lent
+	// table), to the cache under salt, the salt seq matched with. lent is how many leading pages are already lent
 	// to seq. It returns the new lent count: pages the cache adopted stop
 	// being the pool's to release. The engine calls it after every finished
 	// prefill chunk and again when the sequence finishes, each time with a
 	// longer prefix of the same tokens, so it must accept repeats; only
 	// whole blocks may be cached.
-	Insert(seq int, tokens []int32, pages []int32, lent int) (newLent int)
+	Insert(seq int, salt string, tokens []int32, pages []int32, lent int) (newLent int)
 
 	// Release tells the cache that seq is gone; the cache drops whatever it
 	// took for seq in Match and Insert. The pool releases owned pages itself.

@@ -126,7 +126,9 @@ func (c *CacheFile) blockBytes() int {
 // and a rename, so a crash never leaves half a file under the name) and
 // returns how many blocks it wrote. It may run while the engine serves:
 // the observer keeps every block it lists from being freed until the copy
-// is done.
+// is done. Blocks cached under a cache salt are left out: the file does not
+// record salts, and a restore would commit them to the unsalted cache,
+// where every tenant could reuse them.
 func (c *CacheFile) Save() (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -135,6 +137,9 @@ func (c *CacheFile) Save() (int, error) {
 	k, v := make([]float32, n), make([]float32, n)
 	blocks := 0
 	err := c.Observer.Visit(func(b kvcache.CachedBlock) error {
+		if b.Salted {
+			return nil
+		}
 		body.Write(b.Hash[:])
 		if b.Parent != nil {
 			body.WriteByte(1)
@@ -322,8 +327,8 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, error) {
 		for _, b := range chain {
 			tokens = append(tokens, b.tokens...)
 		}
-		id := -1 - i // never an engine request id
-		cached, err := c.Pool.Open(id, tokens)
+		id := -1 - i                               // never an engine request id
+		cached, err := c.Pool.Open(id, "", tokens) // the file holds unsalted chains only (Save)
 		if err == nil {
 			err = c.Pool.Grow(id, len(tokens))
 		}

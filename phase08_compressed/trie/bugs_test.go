@@ -46,9 +46,9 @@ func buggyCache(b bug) cacheFactory {
 	return func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return &buggy{New(a, bs, DeepestFirst), b} }
 }
 
-func (b *buggy) Match(seq int, tokens []int32) ([]int32, int) {
+func (b *buggy) Match(seq int, salt string, tokens []int32) ([]int32, int) {
 	if b.bug != roundUp && b.bug != noIncref && b.bug != firstTokenKeys {
-		return b.Trie.Match(seq, tokens)
+		return b.Trie.Match(seq, salt, tokens)
 	}
 	var blocks []int32
 	matched := 0
@@ -76,9 +76,9 @@ func (b *buggy) Match(seq int, tokens []int32) ([]int32, int) {
 	return blocks, matched
 }
 
-func (b *buggy) MatchLen(tokens []int32) int {
+func (b *buggy) MatchLen(salt string, tokens []int32) int {
 	if b.bug != roundUp && b.bug != firstTokenKeys {
-		return b.Trie.MatchLen(tokens)
+		return b.Trie.MatchLen(salt, tokens)
 	}
 	matched := 0
 	for n := b.root; ; {
@@ -118,11 +118,11 @@ func (b *buggy) key(tokens []int32) uint64 {
 	return keyOf(tokens[:b.bs])
 }
 
-func (b *buggy) Insert(seq int, tokens, pages []int32, lent int) int {
+func (b *buggy) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	switch b.bug {
 	case noReparent, sharedChildren, headCopy, blocksByTokens, adoptDropsDups, firstTokenKeys, callersSlice:
 	default:
-		return b.Trie.Insert(seq, tokens, pages, lent)
+		return b.Trie.Insert(seq, salt, tokens, pages, lent)
 	}
 	b.clock++
 	end := alignDown(len(tokens), b.bs)

@@ -34,11 +34,13 @@ func (t *Trie) Evict(n int) int {
 		parent := v.n.parent
 		delete(parent.children, v.key)
 		switch {
-		case parent != t.root && len(parent.children) == 0 && t.lastSegmentIdle(parent):
+		case parent.parent != nil && len(parent.children) == 0 && t.lastSegmentIdle(parent):
 			start := v.start - len(parent.blocks)
 			heap.Push(q, victim{parent, keyOf(parent.tokens[:t.bs]), v.level - 1, start})
 		case len(parent.children) == 1:
 			single = append(single, parent)
+		case parent.parent == nil:
+			t.dropIfEmpty(parent) // a salt's last block is gone
 		}
 	}
 	// Merging waits until the heap is gone: it may hold the child a merge
@@ -69,7 +71,11 @@ func (t *Trie) trim(n *node, m int) int {
 // node whose subtree below it is idle, its idle trailing segments. It
 // walks the trie, O(cached blocks).
 func (t *Trie) Evictable() int {
-	blocks, _ := t.evictable(t.root)
+	blocks := 0
+	for _, r := range t.roots() {
+		b, _ := t.evictable(r)
+		blocks += b
+	}
 	return blocks
 }
 
@@ -133,7 +139,9 @@ func (t *Trie) victims() *victimQueue {
 			walk(c, level+1, start+len(c.blocks))
 		}
 	}
-	walk(t.root, 0, 0)
+	for _, r := range t.roots() {
+		walk(r, 0, 0)
+	}
 	heap.Init(q)
 	return q
 }

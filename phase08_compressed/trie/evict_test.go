@@ -102,7 +102,7 @@ func TestPoliciesPickDifferentVictims(t *testing.T) {
 			if have := tr.Evict(1); have != 1 {
 				t.Fatalf("Evict(1): have %d freed; want 1", have)
 			}
-			have := map[string]int{"Y": tr.MatchLen(y), "X+T1": tr.MatchLen(t1), "X+T2": tr.MatchLen(t2)}
+			have := map[string]int{"Y": tr.MatchLen("", y), "X+T1": tr.MatchLen("", t1), "X+T2": tr.MatchLen("", t2)}
 			if diff := cmp.Diff(tc.want, have); diff != "" {
 				t.Fatalf("cached tokens after Evict(1) (-want +have):\n%s", diff)
 			}
@@ -143,7 +143,7 @@ func TestEvictMergesAChainLeftWithOneChild(t *testing.T) {
 		if have := tr.Evict(5); have != 1 {
 			t.Fatalf("Evict(5) with X lent: have %d; want B's 1", have)
 		}
-		if have := pool.MatchLen(x); have != 8 {
+		if have := pool.MatchLen("", x); have != 8 {
 			t.Fatalf("MatchLen(X): have %d; want 8", have)
 		}
 		pool.Release(3)
@@ -197,10 +197,10 @@ func TestEvictFreesAMergedLeafSegmentBySegment(t *testing.T) {
 	if have := tr.Evict(3); have != 3 {
 		t.Fatalf("Evict(3): have %d", have)
 	}
-	if have := pool.MatchLen(cat(x, b)); have != 8 {
+	if have := pool.MatchLen("", cat(x, b)); have != 8 {
 		t.Fatalf("MatchLen(X B): have %d; want 8 (only B's block went)", have)
 	}
-	if have := pool.MatchLen(w); have != 0 {
+	if have := pool.MatchLen("", w); have != 0 {
 		t.Fatalf("MatchLen(W): have %d; want 0", have)
 	}
 	audit(t, pool, "after evicting")

@@ -31,7 +31,7 @@ func Example() {
 	// serve does what the engine does for a request, minus the model:
 	// match, grow the page table, (compute the rest), commit, release.
 	serve := func(id int, prompt []int32) {
-		cached, _ := pool.Open(id, prompt)
+		cached, _ := pool.Open(id, "", prompt)
 		if err := pool.Grow(id, len(prompt)); err != nil {
 			panic(err)
 		}

@@ -37,7 +37,7 @@ func newPool(t testing.TB, blocks, bs int, p Policy, wrap func(*Trie) kvcache.Pr
 // grow the page table to hold tokens. It returns the cached token count.
 func open(t testing.TB, pool *kvcache.Pool, id int, tokens []int32) int {
 	t.Helper()
-	cached, err := pool.Open(id, tokens)
+	cached, err := pool.Open(id, "", tokens)
 	require.NoError(t, err)
 	require.NoError(t, pool.Grow(id, len(tokens)))
 	return cached

@@ -11,10 +11,14 @@ import "slices"
 // reference) and adopts nothing: seq keeps its references and the pool
 // releases them, so Insert returns lent unchanged. Calling it again with a
 // longer sequence (prompt, then prompt and output) extends the path.
-func (t *Trie) Insert(seq int, tokens, pages []int32, lent int) (newLent int) {
+// Everything goes into salt's trie, the one seq matched in.
+func (t *Trie) Insert(seq int, salt string, tokens, pages []int32, lent int) (newLent int) {
 	t.clock++
 	end := alignDown(len(tokens), t.bs)
-	n, done := t.root, 0
+	if end == 0 {
+		return lent // no whole block: make no root for nothing
+	}
+	n, done := t.rootOf(salt, true), 0
 	for done < end {
 		rest := tokens[done:end]
 		child, k := t.step(n, rest)
@@ -120,15 +124,15 @@ func (t *Trie) merge(n *node) {
 	}
 }
 
-// mergeable reports whether n can absorb its only child: n is not the
-// root, has exactly one child, and has no holders of its own — each of its
+// mergeable reports whether n can absorb its only child: n is not a
+// root (merging a root into a child would join two salts' tries), has exactly one child, and has no holders of its own — each of its
 // blocks has as many references as the child's first block, so every
 // sequence reading n reads on into the child. That is seed 004's rule
 // (merge a node nobody references on its own). The joins would keep the
 // trie correct without it; with it, the users of a merged node all went
 // the whole way, so its one count and last use describe all of it.
 func (t *Trie) mergeable(n *node) bool {
-	if n == t.root || len(n.children) != 1 {
+	if n.parent == nil || len(n.children) != 1 {
 		return false
 	}
 	var c *node

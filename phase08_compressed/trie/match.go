@@ -6,7 +6,8 @@ import (
 	"unsafe"
 )
 
-// Match finds the longest block-aligned cached prefix of tokens, lends its
+// Match finds the longest block-aligned prefix of tokens cached under salt
+// (in salt's trie), lends its
 // blocks to sequence seq (one allocator reference each, dropped by
 // Release) and marks every node it reached as used now. matched is
 // len(blocks) × block size. A match may end inside a node: the node's
@@ -14,14 +15,14 @@ import (
 //
 // The returned slice is the trie's own record for Release; the caller
 // copies it (the pool appends it to the page table) and must not keep it.
-func (t *Trie) Match(seq int, tokens []int32) (blocks []int32, matched int) {
+func (t *Trie) Match(seq int, salt string, tokens []int32) (blocks []int32, matched int) {
 	if _, ok := t.lent[seq]; ok {
 		panic(fmt.Sprintf("trie: sequence %d matched twice without a Release", seq))
 	}
 	t.clock++
 	t.queried += len(tokens)
 	blocks = t.spareList()
-	for n := t.root; ; {
+	for n := t.rootOf(salt, false); n != nil; {
 		child, k := t.step(n, tokens[matched:])
 		if k == 0 {
 			break
@@ -49,9 +50,9 @@ func (t *Trie) Match(seq int, tokens []int32) (blocks []int32, matched int) {
 
 // MatchLen returns the matched count Match would return for tokens, without
 // lending anything or touching recency.
-func (t *Trie) MatchLen(tokens []int32) int {
+func (t *Trie) MatchLen(salt string, tokens []int32) int {
 	matched := 0
-	for n := t.root; ; {
+	for n := t.rootOf(salt, false); n != nil; {
 		child, k := t.step(n, tokens[matched:])
 		matched += k
 		if k == 0 || k < len(child.tokens) {
@@ -59,6 +60,7 @@ func (t *Trie) MatchLen(tokens []int32) int {
 		}
 		n = child
 	}
+	return 0 // salt has no trie
 }
 
 // Release drops the references Match took for seq. Releasing a sequence

@@ -152,7 +152,7 @@ func TestPitfallEvictionLoopNeverStops(t *testing.T) {
 		// scheduler handles (it preempts or waits).
 		pool, _ := newPool(t, 4, 4, DeepestFirst, nil)
 		open(t, pool, 1, toks(0, 16))
-		_, err := pool.Open(2, toks(100, 4))
+		_, err := pool.Open(2, "", toks(100, 4))
 		require.NoError(t, err)
 		var oob *kvcache.OutOfBlocksError
 		require.True(t, errors.As(pool.Grow(2, 4), &oob))
@@ -217,8 +217,8 @@ func TestPitfallMergeTakesChildRefCount(t *testing.T) {
 		seen.leaves = nil
 		require.Equal(t, 1, tr.Evict(1))
 		require.Contains(t, seen.leaves, Leaf{Depth: 3, Level: 1, LastUse: 8, Refs: 4}, "the merged leaf as the policy saw it")
-		require.Equal(t, 12, pool.MatchLen(merged), "P and B kept")
-		require.Equal(t, 0, pool.MatchLen(w), "W went first")
+		require.Equal(t, 12, pool.MatchLen("", merged), "P and B kept")
+		require.Equal(t, 0, pool.MatchLen("", w), "W went first")
 		audit(t, pool, "after evicting W")
 	})
 }

@@ -32,7 +32,7 @@ func TestPitfallRoundUpClaimsDivergedTokens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pool, _ := newPool(t, 8, 2, DeepestFirst, tc.wrap)
 			run(t, pool, 1, []int32{1, 2, 3, 5})
-			blocks, matched := pool.Cache().Match(2, []int32{1, 2, 3, 99})
+			blocks, matched := pool.Cache().Match(2, "", []int32{1, 2, 3, 99})
 			if matched != tc.matched || !slices.Equal(blocks, tc.blocks) {
 				t.Fatalf("Match([1 2 3 99]): have (%v, %d); want (%v, %d)", blocks, matched, tc.blocks, tc.matched)
 			}
@@ -83,19 +83,19 @@ func TestPitfallSplitWithoutReparent(t *testing.T) {
 		// it from the head's map, where it is not: it stays in the tail's.
 		require.Equal(t, 1, pool.Cache().Evict(1))
 		require.Equal(t, 0, pool.Allocator().Refs(3), "C's block is free")
-		require.Equal(t, 8, tr.MatchLen(ac), "the trie still finds C")
+		require.Equal(t, 8, tr.MatchLen("", ac), "the trie still finds C")
 		// The free block goes to the next sequence that needs one, and
 		// the trie lends it as C's KV.
 		open(t, pool, 4, toks(700, 2))
 		require.Equal(t, []int32{3}, pool.Pages(4))
-		blocks, _ := tr.Match(5, ac)
+		blocks, _ := tr.Match(5, "", ac)
 		require.Equal(t, []int32{0, 1, 2, 3}, blocks, "block 3 now holds sequence 4's KV")
 	})
 	t.Run("re-parented", func(t *testing.T) {
 		pool, tr := splitFixture(t, nil)
 		require.NoError(t, checkStructure(tr))
 		require.Equal(t, 1, pool.Cache().Evict(1))
-		require.Equal(t, 6, tr.MatchLen(ac), "C is gone, its parent stays")
+		require.Equal(t, 6, tr.MatchLen("", ac), "C is gone, its parent stays")
 		audit(t, pool, "after evicting C")
 	})
 }
@@ -139,12 +139,12 @@ func TestPitfallSplitSharesChildrenMap(t *testing.T) {
 		head := tr.root.children[keyOf([]int32{0, 1})]
 		tail := head.children[keyOf([]int32{2, 3})]
 		require.Same(t, tail, tail.children[keyOf([]int32{2, 3})], "the tail is its own child: a cycle")
-		require.Equal(t, 4, tr.MatchLen(skipsTail), "C is found right below the head")
+		require.Equal(t, 4, tr.MatchLen("", skipsTail), "C is found right below the head")
 	})
 	t.Run("fresh map", func(t *testing.T) {
 		_, tr := splitFixture(t, nil)
 		require.NoError(t, checkStructure(tr))
-		require.Equal(t, 2, tr.MatchLen(skipsTail))
+		require.Equal(t, 2, tr.MatchLen("", skipsTail))
 	})
 }
 
@@ -152,8 +152,8 @@ func TestPitfallAssignToNodeCopy(t *testing.T) {
 	skipsTail := []int32{0, 1, 50, 51}
 	t.Run("copy", func(t *testing.T) {
 		pool, tr := splitFixture(t, with(headCopy))
-		require.Equal(t, 4, tr.MatchLen(skipsTail), "C still hangs right below the shortened head")
-		require.Equal(t, 2, tr.MatchLen(toks(0, 6)), "A's tail tokens are found nowhere")
+		require.Equal(t, 4, tr.MatchLen("", skipsTail), "C still hangs right below the shortened head")
+		require.Equal(t, 2, tr.MatchLen("", toks(0, 6)), "A's tail tokens are found nowhere")
 		// The tail's blocks (1 and 2) are listed by no reachable node:
 		// nothing can ever evict them.
 		tr.Evict(tr.Evictable())
@@ -162,8 +162,8 @@ func TestPitfallAssignToNodeCopy(t *testing.T) {
 	})
 	t.Run("node", func(t *testing.T) {
 		pool, tr := splitFixture(t, nil)
-		require.Equal(t, 2, tr.MatchLen(skipsTail))
-		require.Equal(t, 6, tr.MatchLen(toks(0, 6)))
+		require.Equal(t, 2, tr.MatchLen("", skipsTail))
+		require.Equal(t, 6, tr.MatchLen("", toks(0, 6)))
 		tr.Evict(tr.Evictable())
 		require.Equal(t, 16, pool.Allocator().NumFree())
 	})
@@ -175,16 +175,16 @@ func TestPitfallRangeOverMapKeys(t *testing.T) {
 		pool, tr := newPool(t, 8, 2, DeepestFirst, with(rangeKeys))
 		run(t, pool, 1, x)
 		require.Equal(t, 2, pool.Cache().Evict(2))
-		require.Equal(t, 4, tr.MatchLen(x), "the evicted node was never removed")
+		require.Equal(t, 4, tr.MatchLen("", x), "the evicted node was never removed")
 		open(t, pool, 2, toks(100, 4)) // takes the two freed blocks
-		blocks, _ := tr.Match(3, x)
+		blocks, _ := tr.Match(3, "", x)
 		require.ElementsMatch(t, pool.Pages(2), blocks, "x's match lends sequence 2's blocks")
 	})
 	t.Run("nodes", func(t *testing.T) {
 		pool, tr := newPool(t, 8, 2, DeepestFirst, nil)
 		run(t, pool, 1, x)
 		require.Equal(t, 2, pool.Cache().Evict(2))
-		require.Equal(t, 0, tr.MatchLen(x))
+		require.Equal(t, 0, tr.MatchLen("", x))
 		require.NoError(t, checkStructure(tr))
 	})
 }
@@ -195,13 +195,13 @@ func TestPitfallBlocksSlicedByTokenCount(t *testing.T) {
 	t.Run("by tokens", func(t *testing.T) {
 		_, tr := splitFixture(t, with(blocksByTokens))
 		require.ErrorContains(t, checkStructure(tr), "2 tokens for 2 blocks")
-		blocks, matched := tr.Match(9, query)
+		blocks, matched := tr.Match(9, "", query)
 		require.Equal(t, 4, matched)
 		require.Equal(t, []int32{0, 2}, blocks, "block 2 holds tokens 4 and 5, lent for 2 and 3")
 	})
 	t.Run("by blocks", func(t *testing.T) {
 		_, tr := splitFixture(t, nil)
-		blocks, matched := tr.Match(9, query)
+		blocks, matched := tr.Match(9, "", query)
 		require.Equal(t, 4, matched)
 		require.Equal(t, []int32{0, 1}, blocks)
 	})
@@ -351,13 +351,13 @@ type promptOnly struct {
 	first map[int]int
 }
 
-func (p *promptOnly) Insert(seq int, tokens, pages []int32, lent int) int {
+func (p *promptOnly) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	if n, ok := p.first[seq]; ok {
 		tokens = tokens[:n] // BUG: the finish commit keeps only the prompt
 	} else {
 		p.first[seq] = len(tokens)
 	}
-	return p.Trie.Insert(seq, tokens, pages, lent)
+	return p.Trie.Insert(seq, salt, tokens, pages, lent)
 }
 
 func TestPitfallPromptOnlyInsertAtFinish(t *testing.T) {
@@ -400,8 +400,8 @@ func TestPitfallFirstTokenKeysCollide(t *testing.T) {
 		pool, tr := newPool(t, 8, 2, DeepestFirst, with(firstTokenKeys))
 		run(t, pool, 1, x)
 		run(t, pool, 2, y)
-		require.Equal(t, 4, pool.Cache().MatchLen(y))
-		require.Equal(t, 0, pool.Cache().MatchLen(x), "y replaced x in the root's map")
+		require.Equal(t, 4, pool.Cache().MatchLen("", y))
+		require.Equal(t, 0, pool.Cache().MatchLen("", x), "y replaced x in the root's map")
 		require.Equal(t, 4, tr.Stats().Blocks, "blocks the trie holds")
 		require.Equal(t, 2, reachableBlocks(tr.Shape()), "blocks of nodes it can reach")
 		pool.Cache().Evict(pool.Cache().Evictable())
@@ -411,8 +411,8 @@ func TestPitfallFirstTokenKeysCollide(t *testing.T) {
 		pool, tr := newPool(t, 8, 2, DeepestFirst, nil)
 		run(t, pool, 1, x)
 		run(t, pool, 2, y)
-		require.Equal(t, 4, tr.MatchLen(x))
-		require.Equal(t, 4, tr.MatchLen(y))
+		require.Equal(t, 4, tr.MatchLen("", x))
+		require.Equal(t, 4, tr.MatchLen("", y))
 		tr.Evict(tr.Evictable())
 		require.Equal(t, 8, pool.Allocator().NumFree())
 	})
@@ -444,7 +444,7 @@ func TestPitfallWholeNodeEvictionOvershoots(t *testing.T) {
 			pool, _ := newPool(t, 16, 4, DeepestFirst, tc.wrap)
 			run(t, pool, 1, system)
 			require.Equal(t, tc.freed, pool.Cache().Evict(1), "blocks freed when one was asked for")
-			require.Equal(t, tc.cached, pool.Cache().MatchLen(system), "system prompt tokens still cached")
+			require.Equal(t, tc.cached, pool.Cache().MatchLen("", system), "system prompt tokens still cached")
 		})
 	}
 }
@@ -468,7 +468,7 @@ func TestPitfallInsertKeepsCallersSlice(t *testing.T) {
 			prompt := toks(0, 8)
 			run(t, pool, 1, prompt)
 			prompt[5] = 99
-			require.Equal(t, tc.want, pool.Cache().MatchLen(prompt))
+			require.Equal(t, tc.want, pool.Cache().MatchLen("", prompt))
 		})
 	}
 }
@@ -490,7 +490,7 @@ func TestPitfallEvictableCountsPinnedAncestors(t *testing.T) {
 	t.Run("every idle block", func(t *testing.T) {
 		pool := setup(t, with(countAllUnpinned))
 		require.Equal(t, 3*2, pool.FreeTokens(), "one free block and P's two, the pool is told")
-		_, err := pool.Open(3, toks(300, 6))
+		_, err := pool.Open(3, "", toks(300, 6))
 		require.NoError(t, err)
 		var oob *kvcache.OutOfBlocksError
 		require.True(t, errors.As(pool.Grow(3, 6), &oob), "a 3-block prompt the pool was told fits cannot grow")
@@ -498,7 +498,7 @@ func TestPitfallEvictableCountsPinnedAncestors(t *testing.T) {
 	t.Run("whole subtrees", func(t *testing.T) {
 		pool := setup(t, nil)
 		require.Equal(t, 1*2, pool.FreeTokens(), "one free block")
-		_, err := pool.Open(3, toks(300, 2))
+		_, err := pool.Open(3, "", toks(300, 2))
 		require.NoError(t, err)
 		require.NoError(t, pool.Grow(3, 2))
 	})
@@ -523,7 +523,7 @@ func TestPitfallPointerIntoHeapSlice(t *testing.T) {
 			run(t, pool, 1, x)
 			run(t, pool, 2, y)
 			require.Equal(t, 2, pool.Cache().Evict(2))
-			require.Equal(t, tc.yCached, tr.MatchLen(y), "y's tokens still cached")
+			require.Equal(t, tc.yCached, tr.MatchLen("", y), "y's tokens still cached")
 			pool.Cache().Evict(100)
 			require.Equal(t, tc.freeBlocks, pool.Allocator().NumFree(), "free blocks after evicting all")
 		})

@@ -225,7 +225,7 @@ func newCache004(a *kvcache.Allocator, bs int) *cache004 {
 	return &cache004{t: newTree004(), a: a, bs: bs, lent: map[int][]int32{}, holds: map[int32]int{}}
 }
 
-func (c *cache004) Match(seq int, tokens []int32) ([]int32, int) {
+func (c *cache004) Match(seq int, salt string, tokens []int32) ([]int32, int) {
 	_, matched, blocks := c.t.match(tokens)
 	for _, b := range blocks {
 		c.a.Incref(b)
@@ -235,9 +235,9 @@ func (c *cache004) Match(seq int, tokens []int32) ([]int32, int) {
 	return blocks, matched
 }
 
-func (c *cache004) MatchLen(tokens []int32) int { _, m, _ := c.t.match(tokens); return m }
+func (c *cache004) MatchLen(salt string, tokens []int32) int { _, m, _ := c.t.match(tokens); return m }
 
-func (c *cache004) Insert(seq int, tokens, pages []int32, lent int) int {
+func (c *cache004) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	before := c.t.root.count()
 	leaf := c.t.insert(tokens, pages[:(len(tokens)+c.bs-1)/c.bs], c.bs)
 	if c.t.root.count() > before { // a new leaf: the tree takes its blocks

@@ -11,7 +11,7 @@ type Shape struct {
 	Children []Shape
 }
 
-// Shape returns a snapshot of the whole trie.
+// Shape returns a snapshot of the unsalted trie (salted roots are left out).
 func (t *Trie) Shape() Shape { return shapeOf(t.root) }
 
 func shapeOf(n *node) Shape {

@@ -44,7 +44,7 @@ func TestSplitAtEveryOffset(t *testing.T) {
 				}
 				require.NoError(t, checkStructure(tr))
 				for _, q := range [][]int32{a, cat(a, c), b} {
-					if have, want := tr.MatchLen(q), len(q)/bs*bs; have != want {
+					if have, want := tr.MatchLen("", q), len(q)/bs*bs; have != want {
 						t.Fatalf("MatchLen(%v): have %d; want %d", q, have, want)
 					}
 				}

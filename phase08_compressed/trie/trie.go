@@ -17,6 +17,12 @@
 //     decrefs blocks nobody else holds. No ownership counter lives in the
 //     nodes (their use counts are history, for the Priority policy).
 //
+// A request's cache salt picks the trie it lives in: there is one root per
+// salt, the unsalted root being the "" salt's, and a descent, a split, a
+// merge or an eviction never crosses from one root's subtree into
+// another's, so tenants never share a block (docs/phase08_compressed.md,
+// "Tenants").
+//
 // A Trie implements kvcache.PrefixCache; the pool is its only caller.
 package trie
 
@@ -33,7 +39,10 @@ type Trie struct {
 	alloc  *kvcache.Allocator
 	bs     int    // tokens per block
 	policy Policy // which evictable leaf loses blocks first
-	root   *node  // holds no tokens and is never evicted
+	root   *node  // the unsalted root: holds no tokens and is never evicted
+	// salted holds the root of each other salt's trie. A salted root goes
+	// once its last child does, so a salt no longer used costs nothing.
+	salted map[string]*node
 
 	// holds[b] counts the allocator references on block b that the trie
 	// took: one if a node lists b, plus one per sequence b is lent to.
@@ -68,8 +77,9 @@ type node struct {
 	// children maps keyOf(child.tokens) to the child. Siblings never
 	// share a first block: those would have been one node.
 	children map[uint64]*node
-	parent   *node // nil only at the root
-	lastUse  int64 // clock of the last Match or Insert that reached it
+	parent   *node  // nil only at a root
+	salt     string // the cache salt of a root; empty below the roots
+	lastUse  int64  // clock of the last Match or Insert that reached it
 	// joins lists, ascending, the indices in blocks where a merged child's
 	// blocks begin (see merge). Eviction treats each segment between joins
 	// as the node it was: it trims a segment only once those after it are
@@ -98,6 +108,7 @@ func New(a *kvcache.Allocator, blockSize int, policy Policy) *Trie {
 		bs:     blockSize,
 		policy: policy,
 		root:   &node{},
+		salted: make(map[string]*node),
 		holds:  make([]int32, a.Total()),
 		lent:   make(map[int][]int32),
 	}
@@ -139,6 +150,37 @@ func (t *Trie) drop(blocks []int32) {
 		}
 		t.holds[b]--
 		t.alloc.Decref(b)
+	}
+}
+
+// rootOf returns the root of salt's trie; nil if salt has none and create
+// is false.
+func (t *Trie) rootOf(salt string, create bool) *node {
+	if salt == "" {
+		return t.root
+	}
+	r := t.salted[salt]
+	if r == nil && create {
+		r = &node{salt: salt}
+		t.salted[salt] = r
+	}
+	return r
+}
+
+// roots returns every root: the unsalted one first, then the salted ones.
+func (t *Trie) roots() []*node {
+	out := make([]*node, 0, 1+len(t.salted))
+	out = append(out, t.root)
+	for _, r := range t.salted {
+		out = append(out, r)
+	}
+	return out
+}
+
+// dropIfEmpty forgets salted root r once nothing hangs under it.
+func (t *Trie) dropIfEmpty(r *node) {
+	if r != t.root && r.parent == nil && len(r.children) == 0 {
+		delete(t.salted, r.salt)
 	}
 }
 

@@ -38,11 +38,11 @@ func TestMatch(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if have := tr.MatchLen(tc.query); have != tc.matched {
+			if have := tr.MatchLen("", tc.query); have != tc.matched {
 				t.Fatalf("MatchLen: have %d; want %d", have, tc.matched)
 			}
 			seq := 100 + i
-			blocks, matched := tr.Match(seq, tc.query)
+			blocks, matched := tr.Match(seq, "", tc.query)
 			if matched != tc.matched || !cmp.Equal(blocks, tc.blocks, equateEmpty) {
 				t.Fatalf("Match: have (%v, %d); want (%v, %d)", blocks, matched, tc.blocks, tc.matched)
 			}
@@ -63,8 +63,8 @@ func TestMatchLendsAReferencePerBlock(t *testing.T) {
 			t.Fatalf("block %d before any match: have %d references; want 1 (the trie's)", b, have)
 		}
 	}
-	tr.Match(7, toks(0, 6))
-	tr.Match(8, toks(0, 4))
+	tr.Match(7, "", toks(0, 6))
+	tr.Match(8, "", toks(0, 4))
 	for b, want := range map[int32]int{0: 3, 1: 3, 2: 2} {
 		if have := a.Refs(b); have != want {
 			t.Fatalf("block %d after two matches: have %d references; want %d", b, have, want)

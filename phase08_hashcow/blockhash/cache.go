@@ -12,6 +12,14 @@
 // hash collision nor a block recycled since it was indexed can hand out the
 // wrong KV.
 //
+// A request's cache salt keeps tenants apart in one index: the salt is
+// mixed into the key of a prompt's first block only (SaltRoot), and later
+// blocks inherit it through the chain, as vLLM's block hashes do. The key
+// is again only a hint: a first block also records its salt, and the check
+// every hit passes compares it, so neither a collision nor a chain from
+// another salt can reach a block another tenant cached
+// (docs/phase08_hashcow.md, "Tenants").
+//
 // Ownership is the allocator's count: the index holds one reference on each
 // block it caches and every sequence using a block holds one more. A block
 // only the index holds (count 1) is reclaimable; the cache keeps those in an
@@ -63,11 +71,14 @@ type blockInfo struct {
 	// parent is the serial of the block before this one in its prompt; 0
 	// for a first block.
 	parent uint64
-	key    uint64 // the key it was cached under
-	used   int64  // clock of the last Match or Insert that went through it
-	depth  int32  // its index in the prompt, in blocks
-	users  int32  // sequences holding it through Match
-	inLRU  int32  // its position in lru, or -1
+	// salt is the cache salt a first block was cached under; later blocks
+	// leave it empty, their parent's serial carries it.
+	salt  string
+	key   uint64 // the key it was cached under
+	used  int64  // clock of the last Match or Insert that went through it
+	depth int32  // its index in the prompt, in blocks
+	users int32  // sequences holding it through Match
+	inLRU int32  // its position in lru, or -1
 }
 
 // Option configures a Cache.

@@ -103,7 +103,7 @@ func TestEvictionTakesTheTailFirst(t *testing.T) {
 			t.Fatalf("Evict(1): have %d; want 1", n)
 		}
 		h.Audit("after evicting one block")
-		if have := h.Pool.MatchLen(prompt); have != want {
+		if have := h.Pool.MatchLen("", prompt); have != want {
 			t.Fatalf("MatchLen after eviction: have %d; want %d", have, want)
 		}
 	}
@@ -203,16 +203,16 @@ func TestPitfallCommitContinuesFromAnOrphanedBlock(t *testing.T) {
 	h.CommitPrefix(1, 5)
 	h.Finish(2)
 	require.Equal(t, 1, h.Cache.Evict(1))
-	require.Equal(t, 0, h.Pool.MatchLen(prompt), "B's [1 3] was the block evicted")
+	require.Equal(t, 0, h.Pool.MatchLen("", prompt), "B's [1 3] was the block evicted")
 	require.Equal(t, 0, h.Start(3, prompt))
 	h.Commit(3)
-	require.Equal(t, 6, h.Pool.MatchLen(prompt), "after C's commit")
+	require.Equal(t, 6, h.Pool.MatchLen("", prompt), "after C's commit")
 	h.Prefill(1, 6)
 	h.CommitPrefix(1, 6)
-	require.Equal(t, 6, h.Pool.MatchLen(prompt), "after A's commit")
+	require.Equal(t, 6, h.Pool.MatchLen("", prompt), "after A's commit")
 	require.Equal(t, 4, h.Cache.Stats().Blocks, "cached blocks: C's three and A's orphaned [3 1]")
 	h.Release(1)
 	h.Release(3)
 	require.Equal(t, 1, h.Cache.Evict(1))
-	require.Equal(t, 6, h.Pool.MatchLen(prompt), "the orphaned block goes first")
+	require.Equal(t, 6, h.Pool.MatchLen("", prompt), "the orphaned block goes first")
 }

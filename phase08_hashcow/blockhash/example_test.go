@@ -21,13 +21,13 @@ func Example() {
 	defer pool.Close()
 
 	first := []int32{1, 2, 3, 4, 5, 6, 7, 8, 100, 101}
-	cached, _ := pool.Open(1, first)
+	cached, _ := pool.Open(1, "", first)
 	_ = pool.Grow(1, len(first)) // the forward would write the KV of first here
 	pool.Commit(1, first)        // index its two full blocks
 	fmt.Println("first request reused", cached, "tokens")
 
 	second := []int32{1, 2, 3, 4, 5, 6, 7, 8, 200}
-	cached, _ = pool.Open(2, second)
+	cached, _ = pool.Open(2, "", second)
 	_ = pool.Grow(2, len(second))
 	fmt.Println("second request reused", cached, "tokens")
 	fmt.Println("holders of the first block:", pool.Allocator().Refs(pool.Pages(2)[0]))

@@ -21,6 +21,19 @@ type HashFunc func(parent uint64, tokens []int32) uint64
 // prefix.
 const Root uint64 = 14695981039346656037
 
+// SaltRoot returns the parent key of the first block of a prompt whose
+// request carries cache salt salt: Root without a salt, else Root folded
+// with the xxHash of the salt's bytes. Only the first block's key sees the
+// salt; every later key chains from it, so a whole salted prompt keys
+// apart from the same tokens unsalted. It is stable across processes, as
+// XXHash is, so it suits every HashFunc.
+func SaltRoot(salt string) uint64 {
+	if salt == "" {
+		return Root
+	}
+	return fold(Root, xxhash.Sum64String(salt))
+}
+
 // FNV1a continues a 64-bit FNV-1a hash from state parent over the tokens'
 // bytes, little-endian. Because FNV-1a is a running state, chaining it block
 // by block gives exactly the hash of the whole prefix: the chain costs

@@ -96,7 +96,7 @@ func TestDefaultCacheHashIsMapHash(t *testing.T) {
 			prompt := cachetest.Tokens(7, 10)
 			h.Start(1, prompt)
 			h.Finish(1)
-			require.Equal(t, 8, h.Pool.MatchLen(prompt))
+			require.Equal(t, 8, h.Pool.MatchLen("", prompt))
 		})
 	}
 }

@@ -13,22 +13,25 @@ package blockhash
 // evicted since, and continuing from it would make every later block's
 // parent check fail against the entries a walk does reach (PITFALLS.md,
 // "Continuing a chain from an orphaned block").
-func (c *Cache) Insert(seq int, tokens []int32, pages []int32, lent int) int {
+//
+// The blocks go under salt, the one seq matched with: its first key starts
+// from SaltRoot(salt) and its first block records salt.
+func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent int) int {
 	c.clock++
-	key, parent := Root, uint64(0)
+	key, parent := SaltRoot(salt), uint64(0)
 	for i := 0; (i+1)*c.bs <= len(tokens); i++ {
 		b, block := pages[i], tokens[i*c.bs:(i+1)*c.bs]
 		mine := &c.blocks[b]
-		if mine.serial != 0 {
-			key = mine.key // its tokens and prefix are seq's: the same key
+		if mine.serial != 0 && mine.salt == salt {
+			key = mine.key // its tokens, prefix and salt are seq's: the same key
 		} else {
 			key = c.hash(key, block)
 		}
 		have, ok := c.index.get(key)
 		switch {
-		case ok && have == b && mine.parent == parent:
+		case ok && have == b && mine.parent == parent && mine.salt == salt:
 			// Lent by Match, or inserted before: already reachable.
-		case ok && have != b && c.holds(have, parent, block):
+		case ok && have != b && c.holds(have, parent, salt, block):
 			// Computed twice (two prompts admitted before either was
 			// cached): the reachable copy stands, seq's stays its own. If
 			// seq's copy is cached too, it is orphaned; reclaim it first.
@@ -48,14 +51,14 @@ func (c *Cache) Insert(seq int, tokens []int32, pages []int32, lent int) int {
 			if mine.serial != 0 {
 				// Cached under a parent that is gone: hang it under this
 				// one. Its serial stays, so its children stay its own.
-				mine.parent = parent
+				mine.parent, mine.key, mine.salt = parent, key, salt
 				c.index.put(key, b)
 			} else {
-				c.add(b, key, parent, i, block)
+				c.add(b, key, parent, salt, i, block)
 			}
 		}
 		c.touch(b)
-		parent = c.blocks[b].serial
+		parent, salt = c.blocks[b].serial, "" // later blocks inherit the salt
 	}
 	return lent
 }
@@ -67,11 +70,12 @@ func (c *Cache) forget(b int32) {
 	c.lru.fix(b)
 }
 
-// add caches block b under key.
-func (c *Cache) add(b int32, key, parent uint64, depth int, block []int32) {
+// add caches block b under key; salt is a first block's cache salt ("" for
+// later blocks).
+func (c *Cache) add(b int32, key, parent uint64, salt string, depth int, block []int32) {
 	c.alloc.Incref(b)
 	c.serial++
-	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, depth: int32(depth), inLRU: -1}
+	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, salt: salt, key: key, depth: int32(depth), inLRU: -1}
 	copy(c.tokensOf(b), block)
 	c.index.put(key, b)
 	c.pinned = append(c.pinned, b) // seq holds it too

@@ -23,7 +23,7 @@ func Example() {
 
 	system := []int32{1, 2, 3, 4, 5, 6, 7, 8}
 	first := append(system[:8:8], 20, 21)
-	cached, _ := pool.Open(1, first)
+	cached, _ := pool.Open(1, "", first)
 	pool.Grow(1, len(first)) // the engine now computes the KV of all 10 tokens
 	pool.Commit(1, first)
 	fmt.Println("first request: cached", cached, "pages", pool.Pages(1))
@@ -31,7 +31,7 @@ func Example() {
 	fmt.Println("tree after it ends:", tree.Cached(), "blocks,", tree.Evictable(), "evictable")
 
 	second := append(system[:8:8], 30, 31, 32)
-	cached, _ = pool.Open(2, second)
+	cached, _ = pool.Open(2, "", second)
 	pool.Grow(2, len(second))
 	fmt.Println("second request: cached", cached, "pages", pool.Pages(2))
 	fmt.Println("evictable while it runs:", tree.Evictable())

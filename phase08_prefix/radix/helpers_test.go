@@ -36,7 +36,7 @@ func newPoolWith(t *testing.T, blocks, bs int, wrap func(*Tree) kvcache.PrefixCa
 // how many tokens it found cached.
 func start(t *testing.T, p *kvcache.Pool, seq int, prompt []int32) int {
 	t.Helper()
-	cached, err := p.Open(seq, prompt)
+	cached, err := p.Open(seq, "", prompt)
 	require.NoError(t, err)
 	require.NoError(t, p.Grow(seq, len(prompt)))
 	requireClean(t, p)

@@ -57,7 +57,7 @@ func (t *Tree) unuse(n *node) {
 // the parent is there, else at the back, as the most recently used.
 func (t *Tree) rest(n *node) {
 	at := &t.lru
-	if p := n.parent; p.users == 0 && p != &t.root {
+	if p := n.parent; p.users == 0 && p.depth > 0 {
 		at = p
 	}
 	n.prev, n.next = at.prev, at

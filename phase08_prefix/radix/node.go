@@ -20,6 +20,8 @@ type node struct {
 	// prev and next link the node into the tree's lru ring while users == 0,
 	// and mean nothing otherwise.
 	prev, next *node
+	// salt names the tree a root belongs to; only roots (depth 0) set it.
+	salt string
 }
 
 // label returns a string that shares block's memory: a map key for looking
@@ -68,9 +70,13 @@ func (t *Tree) removeLeaf(n *node) (freed bool) {
 	if len(n.children) > 0 || n.users > 0 {
 		panic("radix: removing a node that is in use")
 	}
-	delete(n.parent.children, label(n.tokens))
-	if n.parent.recent == n {
-		n.parent.recent = nil
+	p := n.parent
+	delete(p.children, label(n.tokens))
+	if p.recent == n {
+		p.recent = nil
+	}
+	if p.depth == 0 && p.salt != "" && len(p.children) == 0 {
+		delete(t.salted, p.salt) // a salt's last block: its tree goes too
 	}
 	t.byBlock[n.block] = nil
 	t.nodes--

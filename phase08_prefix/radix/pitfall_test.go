@@ -17,7 +17,7 @@ import (
 // from Match included.
 type recounting struct{ *Tree }
 
-func (r recounting) Insert(seq int, tokens, pages []int32, lent int) int {
+func (r recounting) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	t := r.Tree
 	n, bs := &t.root, t.blockSize
 	for i := 0; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
@@ -71,7 +71,7 @@ func TestPitfallInsertRecountsMatchedNodes(t *testing.T) {
 // sequence cached first, instead of caching the blocks after it.
 type stopping struct{ *Tree }
 
-func (s stopping) Insert(seq int, tokens, pages []int32, lent int) int {
+func (s stopping) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	t := s.Tree
 	n, bs := &t.root, t.blockSize
 	if h := t.held[seq]; h != nil {
@@ -112,7 +112,7 @@ func TestPitfallInsertStopsAtADuplicateBlock(t *testing.T) {
 			p.Release(1)
 			p.Release(2)
 			requireClean(t, p)
-			if have := tree.MatchLen(b); have != tt.want {
+			if have := tree.MatchLen("", b); have != tt.want {
 				t.Fatalf("MatchLen(b) after b finished: have %d; want %d", have, tt.want)
 			}
 		})
@@ -123,8 +123,8 @@ func TestPitfallInsertStopsAtADuplicateBlock(t *testing.T) {
 // label instead of a copy of it.
 type aliasing struct{ *Tree }
 
-func (a aliasing) Insert(seq int, tokens, pages []int32, lent int) int {
-	n := a.Tree.Insert(seq, tokens, pages, lent)
+func (a aliasing) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
+	n := a.Tree.Insert(seq, salt, tokens, pages, lent)
 	for c := a.held[seq]; c != &a.root; c = c.parent {
 		i := c.depth - 1
 		block := tokens[i*a.blockSize : (i+1)*a.blockSize]
@@ -160,10 +160,10 @@ func TestPitfallLabelAliasesTheCallersPrompt(t *testing.T) {
 			buf := seq(0, 64)
 			serve(t, p, 1, buf)
 			buf[0] = 99 // the caller reuses its buffer for another prompt
-			if have := tree.MatchLen(seq(0, 64)); have != tt.served {
+			if have := tree.MatchLen("", seq(0, 64)); have != tt.served {
 				t.Fatalf("MatchLen of the served prompt: have %d; want %d", have, tt.served)
 			}
-			if have := tree.MatchLen(buf); tt.reused >= 0 && have != tt.reused {
+			if have := tree.MatchLen("", buf); tt.reused >= 0 && have != tt.reused {
 				t.Fatalf("MatchLen of a prompt never served: have %d; want %d", have, tt.reused)
 			}
 		})
@@ -175,7 +175,7 @@ func TestPitfallLabelAliasesTheCallersPrompt(t *testing.T) {
 // another sequence cached first, and those cached after them.
 type pinning struct{ *Tree }
 
-func (p pinning) Insert(seq int, tokens, pages []int32, lent int) int {
+func (p pinning) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	t := p.Tree
 	n, bs := &t.root, t.blockSize
 	if h := t.held[seq]; h != nil {
@@ -266,7 +266,7 @@ func TestPitfallEvictCountsNodesAsFreedBlocks(t *testing.T) {
 			p.Commit(2, b) // b's last block is cached, but b still owns it
 			p.Release(1)
 			// 2 blocks free, 4 evictable of which 3 would free memory.
-			_, err := p.Open(3, seq(500, 20))
+			_, err := p.Open(3, "", seq(500, 20))
 			require.NoError(t, err)
 			err = p.Grow(3, 20) // 5 blocks
 			if (err == nil) != tt.fits {

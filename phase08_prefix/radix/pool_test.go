@@ -65,7 +65,7 @@ func TestPoolIntegration(t *testing.T) {
 		p, tree := newPool(t, 8, 4)
 		serve(t, p, 1, seq(0, 16))
 		start(t, p, 2, seq(0, 16)) // pins all four cached blocks
-		_, err := p.Open(3, seq(500, 20))
+		_, err := p.Open(3, "", seq(500, 20))
 		require.NoError(t, err)
 		require.Error(t, p.Grow(3, 20), "5 blocks with 4 free and none evictable")
 		p.Release(3)

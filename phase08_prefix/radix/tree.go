@@ -15,6 +15,12 @@
 // it; the node counts its readers instead (users), and a node with users is
 // never evicted.
 //
+// Salted prefixes live in separate trees: the tree has one root per cache
+// salt, the unsalted root being the "" salt's. A lookup starts at its
+// salt's root and can only reach nodes some sequence with the same salt
+// inserted, so no descent, eviction or adoption ever moves a block between
+// tenants (see docs/phase08_prefix.md, "Tenants").
+//
 // Tree implements kvcache.PrefixCache; the pool is its only caller.
 package radix
 
@@ -28,7 +34,11 @@ import (
 type Tree struct {
 	alloc     *kvcache.Allocator
 	blockSize int
-	root      node // sentinel: no block, no label, depth 0
+	root      node // sentinel of the unsalted tree: no block, no label, depth 0
+	// salted holds the root of each salt's tree but the unsalted one. A
+	// root goes when its last child is evicted, so salts no longer used
+	// cost nothing.
+	salted map[string]*node
 
 	// held maps each sequence to the deepest node it uses. A sequence uses
 	// the nodes whose blocks it reads as lent pages, which always form a
@@ -58,15 +68,34 @@ func NewTree(a *kvcache.Allocator, blockSize int) *Tree {
 	if blockSize <= 0 {
 		panic(fmt.Sprintf("radix: block size must be positive, have %d", blockSize))
 	}
-	t := &Tree{alloc: a, blockSize: blockSize, held: map[int]*node{}, byBlock: make([]*node, a.Total())}
+	t := &Tree{alloc: a, blockSize: blockSize, held: map[int]*node{}, byBlock: make([]*node, a.Total()), salted: map[string]*node{}}
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
 	return t
 }
 
-// find returns the deepest node whose path is a prefix of tokens (the root
-// when not even the first block is cached). It changes nothing.
-func (t *Tree) find(tokens []int32) *node {
-	n := &t.root
+// rootOf returns the root of salt's tree, or nil if nothing was ever
+// inserted under salt (or all of it was evicted). With create it makes the
+// root instead of returning nil.
+func (t *Tree) rootOf(salt string, create bool) *node {
+	if salt == "" {
+		return &t.root
+	}
+	r := t.salted[salt]
+	if r == nil && create {
+		r = &node{salt: salt}
+		t.salted[salt] = r
+	}
+	return r
+}
+
+// find returns the deepest node of salt's tree whose path is a prefix of
+// tokens (the root when not even the first block is cached, nil when salt
+// has no tree). It changes nothing.
+func (t *Tree) find(salt string, tokens []int32) *node {
+	n := t.rootOf(salt, false)
+	if n == nil {
+		return nil
+	}
 	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
 		c := n.child(tokens[:bs])
 		if c == nil {
@@ -80,19 +109,28 @@ func (t *Tree) find(tokens []int32) *node {
 // MatchLen returns how many leading tokens Match would find cached: a
 // multiple of the block size. It takes no references and leaves recency
 // alone, so admission may ask as often as it likes.
-func (t *Tree) MatchLen(tokens []int32) int { return t.find(tokens).depth * t.blockSize }
+func (t *Tree) MatchLen(salt string, tokens []int32) int {
+	n := t.find(salt, tokens)
+	if n == nil {
+		return 0
+	}
+	return n.depth * t.blockSize
+}
 
-// Match finds the longest cached block-aligned prefix of tokens, records seq
-// as a user of every node on it until Release(seq), and returns their
+// Match finds the longest block-aligned prefix of tokens cached under salt,
+// records seq as a user of every node on it until Release(seq), and returns their
 // blocks in position order and the number of tokens they hold. A prompt
 // that is all whole blocks may match entirely; the engine then recomputes
 // its last token for the logits. The slice is valid until the next Match.
-func (t *Tree) Match(seq int, tokens []int32) (blocks []int32, matched int) {
+func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matched int) {
 	if _, ok := t.held[seq]; ok {
 		panic(fmt.Sprintf("radix: sequence %d matched again before its release", seq))
 	}
 	blocks = t.blocks[:0]
-	n := &t.root
+	n := t.rootOf(salt, false)
+	if n == nil {
+		return blocks, 0
+	}
 	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
 		c := n.child(tokens[:bs])
 		if c == nil {
@@ -105,7 +143,7 @@ func (t *Tree) Match(seq int, tokens []int32) (blocks []int32, matched int) {
 		blocks = append(blocks, c.block)
 		n = c
 	}
-	if n != &t.root {
+	if n.depth > 0 {
 		t.held[seq] = n
 	}
 	t.blocks = blocks
@@ -124,10 +162,11 @@ func (t *Tree) Match(seq int, tokens []int32) (blocks []int32, matched int) {
 // the page table, the tree adopts nothing after it. It still caches the
 // later blocks, each with an allocator reference of its own; seq does not
 // read those nodes, so they have no user and may be evicted while seq runs.
-func (t *Tree) Insert(seq int, tokens []int32, pages []int32, lent int) (newLent int) {
+// Everything goes into salt's tree, the one seq matched in.
+func (t *Tree) Insert(seq int, salt string, tokens []int32, pages []int32, lent int) (newLent int) {
 	n := t.held[seq]
 	if n == nil {
-		n = &t.root
+		n = t.rootOf(salt, true)
 	}
 	if n.depth != lent {
 		panic(fmt.Sprintf("radix: sequence %d has %d pages lent, the tree lent it %d", seq, lent, n.depth))
@@ -150,6 +189,9 @@ func (t *Tree) Insert(seq int, tokens []int32, pages []int32, lent int) (newLent
 		t.held[seq] = n
 		lent++
 	}
+	if n.depth == 0 && n.salt != "" && len(n.children) == 0 {
+		delete(t.salted, n.salt) // nothing to cache: keep no empty tree
+	}
 	return lent
 }
 
@@ -161,7 +203,7 @@ func (t *Tree) Release(seq int) {
 		return
 	}
 	delete(t.held, seq)
-	for ; n != &t.root; n = n.parent { // deepest first; lru.go says why
+	for ; n.depth > 0; n = n.parent { // deepest first; lru.go says why
 		t.unuse(n)
 	}
 }

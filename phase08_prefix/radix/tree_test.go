@@ -34,10 +34,10 @@ func TestMatch(t *testing.T) {
 			if tt.served != nil {
 				pages = serve(t, p, 1, tt.served)
 			}
-			if have := tree.MatchLen(tt.query); have != tt.want {
+			if have := tree.MatchLen("", tt.query); have != tt.want {
 				t.Fatalf("MatchLen: have %d; want %d", have, tt.want)
 			}
-			blocks, matched := tree.Match(2, tt.query)
+			blocks, matched := tree.Match(2, "", tt.query)
 			if matched != tt.want {
 				t.Fatalf("Match: have %d tokens; want %d", matched, tt.want)
 			}
@@ -67,7 +67,7 @@ func TestRefcountLifecycle(t *testing.T) {
 	serve(t, p, 1, prompt)
 	users := func() []int {
 		var out []int
-		for n := tree.find(prompt); n != &tree.root; n = n.parent {
+		for n := tree.find("", prompt); n != &tree.root; n = n.parent {
 			out = append([]int{n.users}, out...)
 		}
 		return out
@@ -106,10 +106,10 @@ func TestEvictLeastRecentlyUsedFirst(t *testing.T) {
 	if n := tree.Evict(1); n != 1 {
 		t.Fatalf("evicted: have %d; want 1", n)
 	}
-	if have := tree.MatchLen(y); have != 4 {
+	if have := tree.MatchLen("", y); have != 4 {
 		t.Fatalf("MatchLen(y) after evicting one block: have %d; want 4 (y's leaf was the oldest)", have)
 	}
-	if have := tree.MatchLen(x); have != 8 {
+	if have := tree.MatchLen("", x); have != 8 {
 		t.Fatalf("MatchLen(x) after evicting one block: have %d; want 8", have)
 	}
 	requireClean(t, p)
@@ -180,7 +180,7 @@ func TestInsertAfterAnotherSequenceCachedTheSameBlocks(t *testing.T) {
 			t.Fatalf("page %d: contains %v, refs %d; want true, 2 (the sequence's and the tree's)", page, tree.Contains(page), p.Allocator().Refs(page))
 		}
 	}
-	if have := tree.MatchLen(b); have != 16 {
+	if have := tree.MatchLen("", b); have != 16 {
 		t.Fatalf("MatchLen(b): have %d; want 16", have)
 	}
 	if have := tree.Evictable(); have != 2 {
@@ -189,7 +189,7 @@ func TestInsertAfterAnotherSequenceCachedTheSameBlocks(t *testing.T) {
 	p.Release(1)
 	p.Release(2)
 	requireClean(t, p)
-	if have := tree.MatchLen(b); have != 16 {
+	if have := tree.MatchLen("", b); have != 16 {
 		t.Fatalf("MatchLen(b) after both ended: have %d; want 16", have)
 	}
 	if freed := tree.Evict(100); freed != 5 || p.Allocator().NumFree() != 32 {
@@ -226,11 +226,11 @@ func TestMisuseIsLoud(t *testing.T) {
 		do   func(p *Tree)
 	}{
 		{"match twice without release", func(tree *Tree) {
-			tree.Match(7, seq(0, 8))
-			tree.Match(7, seq(0, 8))
+			tree.Match(7, "", seq(0, 8))
+			tree.Match(7, "", seq(0, 8))
 		}},
 		{"insert claiming more lent pages than the tree lent", func(tree *Tree) {
-			tree.Insert(7, seq(0, 8), []int32{0, 1}, 1)
+			tree.Insert(7, "", seq(0, 8), []int32{0, 1}, 1)
 		}},
 	}
 	for _, tt := range tests {

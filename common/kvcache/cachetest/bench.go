@@ -27,7 +27,7 @@ func Benchmarks(b *testing.B, f Factory) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				_, got := h.Cache.Match(i+1, prompt)
+				_, got := h.Cache.Match(i+1, "", prompt)
 				if got != n {
 					b.Fatalf("matched %d tokens; want %d", got, n)
 				}
@@ -43,7 +43,7 @@ func Benchmarks(b *testing.B, f Factory) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if got := h.Cache.MatchLen(prompt); got != n {
+				if got := h.Cache.MatchLen("", prompt); got != n {
 					b.Fatalf("matched %d tokens; want %d", got, n)
 				}
 			}
@@ -58,7 +58,7 @@ func Benchmarks(b *testing.B, f Factory) {
 		b.ResetTimer()
 		for i := 0; b.Loop(); i++ {
 			prompt[0] = int32(1_000_000 + i) // a new prompt every time
-			if _, err := h.Pool.Open(i, prompt); err != nil {
+			if _, err := h.Pool.Open(i, "", prompt); err != nil {
 				b.Fatal(err)
 			}
 			if err := h.Pool.Grow(i, n); err != nil {
@@ -78,7 +78,7 @@ func Benchmarks(b *testing.B, f Factory) {
 		fill := func() {
 			for range seqs {
 				prompt := Tokens(10_000_000+next*n, n)
-				if _, err := h.Pool.Open(next, prompt); err != nil {
+				if _, err := h.Pool.Open(next, "", prompt); err != nil {
 					b.Fatal(err)
 				}
 				if err := h.Pool.Grow(next, n); err != nil {

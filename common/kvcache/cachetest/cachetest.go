@@ -8,7 +8,10 @@
 // After every operation it checks the pool's ownership audit, and whenever a
 // sequence reuses cached blocks it checks their contents: a cached block must
 // hold exactly the KV that computing the new prompt would have written.
-// That one check catches every way of sharing the wrong block.
+// That one check catches every way of sharing the wrong block. A sequence
+// may carry a cache salt (StartSalted, AdmitSalted); the fingerprints then
+// start from the salt, so a block committed under one salt and lent under
+// another fails the same check: tenants' caches must never meet.
 //
 // Watch wraps a cache with checks of what no commit may do to what is
 // already cached, and Ops drives a cache the way an engine does from a
@@ -16,7 +19,9 @@
 package cachetest
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"kvlab/common/kvcache"
@@ -37,6 +42,8 @@ type Harness struct {
 	prompts map[int][]int32
 	// written is how many leading positions of each open sequence hold KV.
 	written map[int]int
+	// salts holds each open sequence's cache salt ("" for none).
+	salts map[int]string
 }
 
 // NewHarness returns a pool of blocks×blockSize slots using the cache f builds.
@@ -47,7 +54,7 @@ func NewHarness(t testing.TB, f Factory, blocks, blockSize int) *Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	return &Harness{T: t, Pool: p, Cache: p.Cache(), BlockSize: blockSize, prompts: map[int][]int32{}, written: map[int]int{}}
+	return &Harness{T: t, Pool: p, Cache: p.Cache(), BlockSize: blockSize, prompts: map[int][]int32{}, written: map[int]int{}, salts: map[int]string{}}
 }
 
 // Fingerprint is the value the simulated prefill writes for the token at
@@ -72,6 +79,24 @@ func fold(h uint64, tokens []int32) uint64 {
 
 func fingerprintOf(h uint64) float32 { return float32(h>>40) + 1 } // never 0, the value of an unwritten slot
 
+// saltState is the FNV-1a state a sequence's fingerprints start from: the
+// plain offset basis without a salt (so Fingerprint holds for unsalted
+// sequences), else the basis folded with the salt's bytes and their
+// count. Real KV does not depend on the salt; the simulated KV does so that
+// a block lent across salts holds the wrong fingerprint, and CheckKV
+// reports the leak like any other wrong block.
+func saltState(salt string) uint64 {
+	h := uint64(fnvOffset)
+	if salt == "" {
+		return h
+	}
+	for i := 0; i < len(salt); i++ {
+		h ^= uint64(salt[i])
+		h *= fnvPrime
+	}
+	return fold(h, []int32{int32(len(salt))})
+}
+
 // Audit fails the test if block ownership is broken.
 func (h *Harness) Audit(when string) {
 	h.T.Helper()
@@ -86,7 +111,13 @@ func (h *Harness) Audit(when string) {
 // when the pool cannot hold the prompt (nothing is left open then).
 func (h *Harness) Start(id int, prompt []int32) int {
 	h.T.Helper()
-	cached := h.Admit(id, prompt)
+	return h.StartSalted(id, "", prompt)
+}
+
+// StartSalted is Start for a request that carries cache salt salt.
+func (h *Harness) StartSalted(id int, salt string, prompt []int32) int {
+	h.T.Helper()
+	cached := h.AdmitSalted(id, salt, prompt)
 	if cached >= 0 {
 		h.Prefill(id, len(prompt))
 	}
@@ -100,7 +131,14 @@ func (h *Harness) Start(id int, prompt []int32) int {
 // when the pool cannot hold the prompt (nothing is left open then).
 func (h *Harness) Admit(id int, prompt []int32) int {
 	h.T.Helper()
-	cached, err := h.Pool.Open(id, prompt)
+	return h.AdmitSalted(id, "", prompt)
+}
+
+// AdmitSalted is Admit for a request that carries cache salt salt: the
+// cache may lend it only blocks committed under the same salt.
+func (h *Harness) AdmitSalted(id int, salt string, prompt []int32) int {
+	h.T.Helper()
+	cached, err := h.Pool.Open(id, salt, prompt)
 	if err != nil {
 		h.T.Fatalf("open %d: %v", id, err)
 	}
@@ -116,8 +154,27 @@ func (h *Harness) Admit(id int, prompt []int32) int {
 	}
 	h.prompts[id] = prompt
 	h.written[id] = cached
+	h.salts[id] = salt
 	h.CheckKV(id, cached)
 	return cached
+}
+
+// Fork opens sequence child as a copy of parent, as an engine does for the
+// samples of one prompt: the pool shares every page (Pool.Fork), and the
+// child's first write into a shared page copies it. The child keeps the
+// parent's salt. The parent's KV must be written.
+func (h *Harness) Fork(parent, child int) {
+	h.T.Helper()
+	if h.written[parent] < len(h.prompts[parent]) {
+		h.T.Fatalf("fork of sequence %d with KV for %d of its %d tokens: prefill it first", parent, h.written[parent], len(h.prompts[parent]))
+	}
+	if err := h.Pool.Fork(parent, child); err != nil {
+		h.T.Fatalf("fork %d → %d: %v", parent, child, err)
+	}
+	h.prompts[child] = slices.Clone(h.prompts[parent])
+	h.written[child] = h.written[parent]
+	h.salts[child] = h.salts[parent]
+	h.Audit(fmt.Sprintf("after fork %d → %d", parent, child))
 }
 
 // Prefill computes sequence id's positions up to to (a prefill chunk): it
@@ -149,7 +206,7 @@ func (h *Harness) Write(id, from, to int) {
 	k, _ := h.Pool.Layer(0)
 	kd := cpu.Data(k)
 	tokens := h.prompts[id]
-	state := fold(fnvOffset, tokens[:from])
+	state := fold(saltState(h.salts[id]), tokens[:from])
 	for i, slot := range h.Pool.Slots(nil, id, from, to-from) {
 		state = fold(state, tokens[from+i:from+i+1])
 		kd[slot] = fingerprintOf(state)
@@ -167,6 +224,12 @@ func (h *Harness) Extend(id int, more []int32) bool {
 	if err := h.Pool.Grow(id, len(next)); err != nil {
 		return false
 	}
+	// A fork's first write into a shared block copies it, which may find
+	// the pool full, as Grow may.
+	var full *kvcache.OutOfBlocksError
+	if err := h.Pool.PrepareWrite(id, old, len(next)-old); errors.As(err, &full) {
+		return false
+	}
 	h.prompts[id] = next
 	h.Write(id, old, len(next))
 	h.written[id] = len(next)
@@ -175,18 +238,18 @@ func (h *Harness) Extend(id int, more []int32) bool {
 }
 
 // CheckKV fails the test unless the first n positions of sequence id hold
-// the fingerprints of its own prefix.
+// the fingerprints of its own prefix under its own salt.
 func (h *Harness) CheckKV(id, n int) {
 	h.T.Helper()
 	k, _ := h.Pool.Layer(0)
 	kd := cpu.Data(k)
 	tokens := h.prompts[id]
-	state := uint64(fnvOffset)
+	state := saltState(h.salts[id])
 	for p, slot := range h.Pool.Slots(nil, id, 0, n) {
 		state = fold(state, tokens[p:p+1])
 		if have, want := kd[slot], fingerprintOf(state); have != want {
-			h.T.Fatalf("sequence %d position %d (slot %d): have KV %v; want %v — a cached block holds another prefix's KV",
-				id, p, slot, have, want)
+			h.T.Fatalf("sequence %d (salt %q) position %d (slot %d): have KV %v; want %v — a cached block holds another prefix's KV, or another salt's",
+				id, h.salts[id], p, slot, have, want)
 		}
 	}
 }
@@ -221,8 +284,12 @@ func (h *Harness) Release(id int) {
 	h.Pool.Release(id)
 	delete(h.prompts, id)
 	delete(h.written, id)
+	delete(h.salts, id)
 	h.Audit(fmt.Sprintf("after release of %d", id))
 }
+
+// Salt returns sequence id's cache salt.
+func (h *Harness) Salt(id int) string { return h.salts[id] }
 
 // Tokens returns n tokens base, base+1, ...: distinct runs for distinct bases.
 func Tokens(base, n int) []int32 {

@@ -2,13 +2,13 @@ package cachetest
 
 import (
 	"testing"
-	"unsafe"
 
 	"kvlab/common/kvcache"
 )
 
 // naive is the simplest correct prefix cache: a map from every cached
-// block-aligned prefix to the block holding its last block's KV. It holds
+// block-aligned prefix, named together with its salt (saltKey), to the
+// block holding its last block's KV. It holds
 // one allocator reference per entry and one per user, evicts only entries
 // no descendant depends on, and exists to prove the suite passable.
 type naive struct {
@@ -32,27 +32,20 @@ func newNaive(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
 	return &naive{a: a, bs: bs, entries: map[string]*naiveEntry{}, users: map[int][]int32{}, holds: map[int32]int{}}
 }
 
-func key(tokens []int32) string {
-	if len(tokens) == 0 {
-		return ""
-	}
-	return string(unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*len(tokens)))
-}
-
-func (c *naive) match(tokens []int32) (blocks []int32, keys []string) {
+func (c *naive) match(salt string, tokens []int32) (blocks []int32, keys []string) {
 	for end := c.bs; end <= len(tokens); end += c.bs {
-		e, ok := c.entries[key(tokens[:end])]
+		e, ok := c.entries[saltKey(salt, tokens[:end])]
 		if !ok {
 			break
 		}
 		blocks = append(blocks, e.block)
-		keys = append(keys, key(tokens[:end]))
+		keys = append(keys, saltKey(salt, tokens[:end]))
 	}
 	return blocks, keys
 }
 
-func (c *naive) Match(seq int, tokens []int32) ([]int32, int) {
-	blocks, keys := c.match(tokens)
+func (c *naive) Match(seq int, salt string, tokens []int32) ([]int32, int) {
+	blocks, keys := c.match(salt, tokens)
 	c.clock++
 	for i, b := range blocks {
 		c.incref(b)
@@ -62,16 +55,16 @@ func (c *naive) Match(seq int, tokens []int32) ([]int32, int) {
 	return blocks, len(blocks) * c.bs
 }
 
-func (c *naive) MatchLen(tokens []int32) int {
-	blocks, _ := c.match(tokens)
+func (c *naive) MatchLen(salt string, tokens []int32) int {
+	blocks, _ := c.match(salt, tokens)
 	return len(blocks) * c.bs
 }
 
-func (c *naive) Insert(seq int, tokens []int32, pages []int32, lent int) int {
+func (c *naive) Insert(seq int, salt string, tokens []int32, pages []int32, lent int) int {
 	c.clock++
 	parent := ""
 	for i := 0; (i+1)*c.bs <= len(tokens); i++ {
-		k := key(tokens[:(i+1)*c.bs])
+		k := saltKey(salt, tokens[:(i+1)*c.bs])
 		if e, ok := c.entries[k]; ok {
 			e.lastUse = c.clock
 		} else {

@@ -11,7 +11,7 @@ func Run(t *testing.T, f Factory) {
 	const bs = 4
 	t.Run("EmptyCacheMatchesNothing", func(t *testing.T) {
 		h := NewHarness(t, f, 16, bs)
-		requireInt(t, "MatchLen on an empty cache", h.Pool.MatchLen(Tokens(0, 10)), 0)
+		requireInt(t, "MatchLen on an empty cache", h.Pool.MatchLen("", Tokens(0, 10)), 0)
 		requireInt(t, "cached tokens on an empty cache", h.Start(1, Tokens(0, 10)), 0)
 		requireInt(t, "evictable blocks", h.Cache.Evictable(), 0)
 		h.Release(1)
@@ -23,7 +23,7 @@ func Run(t *testing.T, f Factory) {
 		a := Tokens(100, 10)
 		h.Start(1, a)
 		h.Finish(1)
-		requireInt(t, "MatchLen of the committed prompt", h.Pool.MatchLen(a), 8)
+		requireInt(t, "MatchLen of the committed prompt", h.Pool.MatchLen("", a), 8)
 		requireInt(t, "cached tokens for a longer prompt", h.Start(2, Join(a, Tokens(500, 5))), 8)
 		h.Release(2)
 	})
@@ -91,14 +91,14 @@ func Run(t *testing.T, f Factory) {
 		h.Finish(2)
 		ev := h.Cache.Evictable()
 		for range 5 {
-			requireInt(t, "MatchLen(x)", h.Pool.MatchLen(x), 8)
+			requireInt(t, "MatchLen(x)", h.Pool.MatchLen("", x), 8)
 		}
 		requireInt(t, "evictable blocks after MatchLen", h.Cache.Evictable(), ev)
 		h.Audit("after MatchLen")
 		// x is the least recently used; MatchLen must not have refreshed it.
 		requireInt(t, "blocks evicted", h.Cache.Evict(2), 2)
-		requireInt(t, "MatchLen(y) after evicting 2 blocks", h.Pool.MatchLen(y), 8)
-		if n := h.Pool.MatchLen(x); n >= 8 {
+		requireInt(t, "MatchLen(y) after evicting 2 blocks", h.Pool.MatchLen("", y), 8)
+		if n := h.Pool.MatchLen("", x); n >= 8 {
 			t.Fatalf("MatchLen(x) after eviction: have %d; want < 8 (x was least recently used)", n)
 		}
 		h.Audit("after eviction")
@@ -114,7 +114,7 @@ func Run(t *testing.T, f Factory) {
 		h.Start(3, x) // a real match: x is now the most recently used
 		h.Release(3)
 		requireInt(t, "blocks evicted", h.Cache.Evict(2), 2)
-		requireInt(t, "MatchLen(x) after evicting 2 blocks", h.Pool.MatchLen(x), 8)
+		requireInt(t, "MatchLen(x) after evicting 2 blocks", h.Pool.MatchLen("", x), 8)
 	})
 
 	t.Run("LiveBlocksAreNeverEvicted", func(t *testing.T) {
@@ -135,7 +135,7 @@ func Run(t *testing.T, f Factory) {
 		requireInt(t, "evictable blocks left", h.Cache.Evictable(), 0)
 		h.CheckKV(1, 12)
 		h.CheckKV(2, 16)
-		requireInt(t, "MatchLen of the live prompt", h.Pool.MatchLen(a), 12)
+		requireInt(t, "MatchLen of the live prompt", h.Pool.MatchLen("", a), 12)
 		h.Release(1)
 		h.Release(2)
 	})
@@ -204,14 +204,95 @@ func Run(t *testing.T, f Factory) {
 		h.Cache.Evict(1)
 		h.Start(3, prompt)
 		h.Commit(3)
-		requireInt(t, "MatchLen once C committed", h.Pool.MatchLen(prompt), 6)
+		requireInt(t, "MatchLen once C committed", h.Pool.MatchLen("", prompt), 6)
 		h.Prefill(1, 6)
 		h.CommitPrefix(1, 6)
-		requireInt(t, "MatchLen once A committed", h.Pool.MatchLen(prompt), 6)
+		requireInt(t, "MatchLen once A committed", h.Pool.MatchLen("", prompt), 6)
 		h.Release(3)
 		h.Release(1)
 		h.Cache.Evict(h.Cache.Evictable())
 		requireInt(t, "free blocks after draining", h.Pool.Allocator().NumFree(), 16)
+	})
+
+	t.Run("SaltsNeverShare", func(t *testing.T) {
+		// Same salt shares; different salts never share a block; no salt
+		// shares only with no salt. A lent block under the wrong salt also
+		// fails CheckKV: the harness's KV depends on the salt.
+		h := NewHarness(t, Watch(t, f), 32, bs)
+		a := Tokens(100, 12)
+		h.Start(1, a)
+		h.Finish(1) // unsalted
+		requireInt(t, "cached tokens under salt x for an unsalted commit", h.StartSalted(2, "x", a), 0)
+		h.Finish(2) // now cached under x too
+		requireInt(t, "cached tokens under salt y", h.StartSalted(3, "y", a), 0)
+		h.Release(3)
+		requireInt(t, "MatchLen under x", h.Pool.MatchLen("x", a), 12)
+		requireInt(t, "MatchLen under y", h.Pool.MatchLen("y", a), 0)
+		requireInt(t, "MatchLen unsalted", h.Pool.MatchLen("", a), 12)
+		requireInt(t, "cached tokens under x, same salt", h.StartSalted(4, "x", Join(a, Tokens(7, 2))), 12)
+		requireInt(t, "cached tokens unsalted", h.Start(5, a), 12)
+		h.Release(4)
+		h.Release(5)
+		// A salt that is a prefix of another, or looks like tokens, is
+		// still another salt.
+		requireInt(t, "MatchLen under a longer salt", h.Pool.MatchLen("xx", a), 0)
+		h.Cache.Evict(h.Cache.Evictable())
+		requireInt(t, "free blocks after draining", h.Pool.Allocator().NumFree(), 32)
+	})
+
+	t.Run("SaltsStayApartThroughSplitsAndEvictions", func(t *testing.T) {
+		// Tenants commit prompts that share and diverge at every block
+		// boundary, interleaved, so that designs split, merge and evict
+		// around each other; after each step no lookup may cross salts.
+		h := NewHarness(t, Watch(t, f), 20, bs)
+		base := Tokens(0, 16)
+		salts := []string{"", "p", "q"}
+		id := 0
+		for round := range 6 {
+			for i, salt := range salts {
+				cut := 4 * ((round + i) % 4)
+				prompt := Join(base[:cut], Tokens(1000*(round+1)+i, 4+4*(round%2)))
+				want := 0
+				if round > 0 {
+					want = -1 // something may be cached; how much depends on eviction
+				}
+				got := h.StartSalted(id, salt, prompt)
+				if want == 0 && got != 0 {
+					t.Fatalf("round 0, salt %q: cached %d tokens of a prompt no one with that salt committed", salt, got)
+				}
+				if got >= 0 {
+					h.Finish(id)
+				}
+				id++
+				h.Cache.Evict(round % 3)
+				h.Audit("after evicting")
+			}
+		}
+		for _, salt := range []string{"r", "pq", "P"} {
+			requireInt(t, "MatchLen of the shared base under an unused salt "+salt, h.Pool.MatchLen(salt, base), 0)
+		}
+	})
+
+	t.Run("ForkKeepsItsSalt", func(t *testing.T) {
+		// A forked sample holds its parent's blocks and writes its own
+		// copies of the shared last block: both are the parent's tenant's.
+		h := NewHarness(t, Watch(t, f), 32, bs)
+		prompt := Tokens(100, 10)
+		h.StartSalted(1, "x", prompt)
+		h.Commit(1)
+		h.Fork(1, 2)
+		if !h.Extend(2, Tokens(500, 6)) {
+			t.Fatal("extend failed with a roomy pool")
+		}
+		h.Finish(2)
+		h.Finish(1)
+		child := Join(prompt, Tokens(500, 6))
+		requireInt(t, "MatchLen of the fork's tokens unsalted", h.Pool.MatchLen("", child), 0)
+		requireInt(t, "MatchLen of the fork's tokens under another salt", h.Pool.MatchLen("y", child), 0)
+		if got := h.StartSalted(3, "x", child); got < 8 {
+			t.Fatalf("cached tokens of the fork's tokens under its own salt: have %d; want ≥ 8", got)
+		}
+		h.Release(3)
 	})
 
 	t.Run("EngineLikeOperations", func(t *testing.T) {

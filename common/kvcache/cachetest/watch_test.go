@@ -35,13 +35,13 @@ type forgetful struct {
 
 func (c *forgetful) drop() {
 	for end := c.bs; end <= len(c.prompt); end += c.bs {
-		delete(c.entries, key(c.prompt[:end])) // its reference leaks: Watch must speak first
+		delete(c.entries, saltKey("", c.prompt[:end])) // its reference leaks: Watch must speak first
 	}
 }
 
-func (c *forgetful) Insert(seq int, tokens, pages []int32, lent int) int {
-	lent = c.naive.Insert(seq, tokens, pages, lent)
-	if c.onInsert && key(tokens) != key(c.prompt) {
+func (c *forgetful) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
+	lent = c.naive.Insert(seq, salt, tokens, pages, lent)
+	if c.onInsert && keyOf(tokens) != keyOf(c.prompt) {
 		c.drop()
 	}
 	return lent
@@ -82,7 +82,7 @@ func TestWatchCatchesACommitThatLowersMatchLen(t *testing.T) {
 	}
 	require.Equal(t, "", watchFailure(t, false, -1, story), "a correct cache")
 	require.Equal(t,
-		"cache invariant: commit of 8 tokens by sequence 2 lowered MatchLen of the earlier commit [100 101 102 103 104 105 106 107] from 8 to 0, evicting nothing",
+		"cache invariant: commit of 8 tokens by sequence 2 lowered MatchLen of the earlier commit [100 101 102 103 104 105 106 107] (salt \"\") from 8 to 0, evicting nothing",
 		watchFailure(t, true, -1, story))
 }
 
