@@ -21,6 +21,7 @@ type genRequest struct {
 	n         int
 	ignoreEOS bool
 	stop      []string // stop strings; the text stops before the first one found
+	cacheSalt string   // the tenant's cache salt, "" for none
 }
 
 // piece is new output of one sample: the text that became final and the
@@ -75,7 +76,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		}
 	}
 	res := &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
-	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS})
+	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt})
 	if errors.Is(err, engine.ErrStopped) {
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
 	}

@@ -25,6 +25,9 @@ type llamaRequest struct {
 	// when the server runs with --prefix-caching; the field is accepted and
 	// echoed, not obeyed per request.
 	CachePrompt *bool `json:"cache_prompt"`
+	// CacheSalt keeps this request's cached KV apart from other tenants',
+	// as on the OpenAI endpoints.
+	CacheSalt string `json:"cache_salt"`
 	// IDSlot picks one of llama-server's slots, each with its own KV. This
 	// engine has no slots: it batches every request over one paged pool.
 	// The id is accepted and reported back so slot-aware clients work.
@@ -66,7 +69,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults()}
+	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults(), cacheSalt: q.CacheSalt}
 	g.maxTokens = h.es.ContextLimit()
 	if q.NPredict != nil {
 		switch n := *q.NPredict; {

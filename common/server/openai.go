@@ -30,6 +30,9 @@ type openAIRequest struct {
 	// whatever the model says, and return the generated token ids.
 	IgnoreEOS      bool `json:"ignore_eos"`
 	ReturnTokenIDs bool `json:"return_token_ids"`
+	// CacheSalt is vLLM's cache_salt: requests reuse cached KV only of
+	// requests with the same salt (engine.Request.CacheSalt).
+	CacheSalt string `json:"cache_salt"`
 }
 
 // completionRequest is a /v1/completions body.
@@ -104,6 +107,7 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	}
 	g.stop = stop
 	g.ignoreEOS = q.IgnoreEOS
+	g.cacheSalt = q.CacheSalt
 	return nil
 }
 
