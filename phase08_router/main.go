@@ -185,7 +185,7 @@ func (p *policyFlags) tokenizer() (*tokenizer.Tokenizer, error) {
 func (p *policyFlags) newRouter(ctx context.Context, name string, urls []string, blockSize int, tok *tokenizer.Tokenizer) (*router.Router, *router.KVIndex, error) {
 	var kv *router.KVIndex
 	if name == "kv-events" {
-		kv = router.NewKVIndex(blockSize, "")
+		kv = router.NewKVIndex(blockSize)
 	}
 	pol, err := router.NewPolicy(name, p.threshold, p.maxTree, kv)
 	if err != nil {

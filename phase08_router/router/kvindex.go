@@ -21,14 +21,12 @@ type KVIndex struct {
 	held      map[int]map[kvevents.Hash]struct{} // replica → hashes it holds
 	live      map[int]bool                       // replica → a batch arrived since the last Reset
 	blockSize int                                // from the events; the configured one until then
-	salt      string
 }
 
 // NewKVIndex returns an empty index. blockSize is the replicas' block size
-// until their events say otherwise; salt is mixed into every request's
-// hashes as the replicas mix theirs ("" for none).
-func NewKVIndex(blockSize int, salt string) *KVIndex {
-	return &KVIndex{held: map[int]map[kvevents.Hash]struct{}{}, live: map[int]bool{}, blockSize: blockSize, salt: salt}
+// until their events say otherwise.
+func NewKVIndex(blockSize int) *KVIndex {
+	return &KVIndex{held: map[int]map[kvevents.Hash]struct{}{}, live: map[int]bool{}, blockSize: blockSize}
 }
 
 // Apply folds one batch of replica's events into the index, in order.
@@ -92,14 +90,16 @@ func (x *KVIndex) BlockSize() int {
 }
 
 // Match returns, for each replica in cands, how many leading tokens of
-// prompt it holds: its run of leading block hashes, times the block size.
-// A block counts only if every block before it counts too, as only a
-// chain from the first block can be reused.
-func (x *KVIndex) Match(prompt []int32, cands []Candidate) map[int]int {
+// key's prompt it holds: its run of leading block hashes, times the block
+// size. The hashes are computed with key's salt, as the replica computed
+// its own, so another tenant's blocks never count. A block counts only if
+// every block before it counts too, as only a chain from the first block
+// can be reused.
+func (x *KVIndex) Match(key Key, cands []Candidate) map[int]int {
 	x.mu.Lock()
-	bs, salt := x.blockSize, x.salt
+	bs := x.blockSize
 	x.mu.Unlock()
-	hashes := kvevents.BlockHashes(prompt, bs, salt)
+	hashes := kvevents.BlockHashes(key.Tokens, bs, key.Salt)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := map[int]int{}
@@ -135,12 +135,12 @@ func NewKVEvents(index *KVIndex, threshold float64) Policy {
 
 func (p *kvEventsPolicy) Name() string { return "kv-events" }
 
-func (p *kvEventsPolicy) Pick(prompt []int32, cands []Candidate) Decision {
-	return pickByMatch(&p.rot, prompt, cands, p.index.Match(prompt, cands), p.index.Blocks, p.threshold, "kv-match")
+func (p *kvEventsPolicy) Pick(key Key, cands []Candidate) Decision {
+	return pickByMatch(&p.rot, key.Tokens, cands, p.index.Match(key, cands), p.index.Blocks, p.threshold, "kv-match")
 }
 
 // Routed learns nothing: the replica's own events will say what it stored.
-func (p *kvEventsPolicy) Routed([]int32, int) {}
+func (p *kvEventsPolicy) Routed(Key, int) {}
 
 // Down forgets the replica's blocks; if it comes back its snapshot says
 // what it holds then.

@@ -23,47 +23,47 @@ func stored(tokens []int32, blockSize int) kvevents.Event {
 }
 
 func TestKVIndexScoresLeadingBlocks(t *testing.T) {
-	x := NewKVIndex(4, "")
+	x := NewKVIndex(4)
 	a := seq(1, 16) // 4 blocks
 	x.Apply(0, kvevents.Batch{Events: []kvevents.Event{stored(a, 4)}})
 	x.Apply(1, kvevents.Batch{Events: []kvevents.Event{stored(a[:8], 4)}})
-	assert.Equal(t, map[int]int{0: 16, 1: 8}, x.Match(cat(a, seq(90, 3)), idle(3)))
+	assert.Equal(t, map[int]int{0: 16, 1: 8}, x.Match(Key{Tokens: cat(a, seq(90, 3))}, idle(3)))
 
 	// A removed middle block breaks the chain: the blocks after it cannot
 	// be reused even though the replica still holds them.
 	hashes := kvevents.BlockHashes(a, 4, "")
 	x.Apply(0, kvevents.Batch{Events: []kvevents.Event{{Type: kvevents.BlockRemoved, BlockHashes: hashes[1:2]}}})
-	assert.Equal(t, map[int]int{0: 4, 1: 8}, x.Match(a, idle(3)))
+	assert.Equal(t, map[int]int{0: 4, 1: 8}, x.Match(Key{Tokens: a}, idle(3)))
 	assert.Equal(t, 3, x.Blocks(0))
 
 	// The same tokens at another position hash differently: the hash of
 	// block 1 covers block 0 too.
-	assert.Empty(t, x.Match(a[4:], idle(3)))
+	assert.Empty(t, x.Match(Key{Tokens: a[4:]}, idle(3)))
 
 	x.Apply(1, kvevents.Batch{Events: []kvevents.Event{{Type: kvevents.AllBlocksCleared}}})
-	assert.Equal(t, map[int]int{0: 4}, x.Match(a, idle(3)))
+	assert.Equal(t, map[int]int{0: 4}, x.Match(Key{Tokens: a}, idle(3)))
 	x.Reset(0)
-	assert.Empty(t, x.Match(a, idle(3)))
+	assert.Empty(t, x.Match(Key{Tokens: a}, idle(3)))
 	assert.False(t, x.Live(0))
 }
 
 func TestKVEventsPolicyRoutesToTheReplicaThatHoldsThePrefix(t *testing.T) {
-	x := NewKVIndex(4, "")
+	x := NewKVIndex(4)
 	p := NewKVEvents(x, 0.5)
 	sysA, sysB := seq(100, 32), seq(200, 32)
 	x.Apply(0, kvevents.Batch{Events: []kvevents.Event{stored(sysB, 4)}})
 	x.Apply(2, kvevents.Batch{Events: []kvevents.Event{stored(sysA, 4)}})
 
-	assert.Equal(t, Decision{Replica: 2, Matched: 32, Reason: "kv-match"}, p.Pick(cat(sysA, seq(1, 6)), idle(3)))
-	assert.Equal(t, Decision{Replica: 0, Matched: 32, Reason: "kv-match"}, p.Pick(cat(sysB, seq(1, 6)), idle(3)))
+	assert.Equal(t, Decision{Replica: 2, Matched: 32, Reason: "kv-match"}, p.Pick(Key{Tokens: cat(sysA, seq(1, 6))}, idle(3)))
+	assert.Equal(t, Decision{Replica: 0, Matched: 32, Reason: "kv-match"}, p.Pick(Key{Tokens: cat(sysB, seq(1, 6))}, idle(3)))
 	// Nobody holds it: the least-loaded replica, and among the idle ones
 	// the one holding the fewest blocks.
-	assert.Equal(t, Decision{Replica: 1, Reason: "least-load"}, p.Pick(seq(300, 20), idle(3)))
+	assert.Equal(t, Decision{Replica: 1, Reason: "least-load"}, p.Pick(Key{Tokens: seq(300, 20)}, idle(3)))
 	// Routing teaches it nothing; only the replica's events do.
-	p.Routed(seq(300, 20), 1)
-	assert.Equal(t, "least-load", p.Pick(seq(300, 20), idle(3)).Reason)
+	p.Routed(Key{Tokens: seq(300, 20)}, 1)
+	assert.Equal(t, "least-load", p.Pick(Key{Tokens: seq(300, 20)}, idle(3)).Reason)
 	p.Down(2)
-	assert.Equal(t, "least-load", p.Pick(cat(sysA, seq(1, 6)), idle(3)).Reason)
+	assert.Equal(t, "least-load", p.Pick(Key{Tokens: cat(sysA, seq(1, 6))}, idle(3)).Reason)
 }
 
 // TestSubscribeFollowsAFakeEventStream serves /v1/kv_events from a fake
@@ -94,7 +94,7 @@ func TestSubscribeFollowsAFakeEventStream(t *testing.T) {
 	}))
 	t.Cleanup(rep.Close)
 
-	x := NewKVIndex(16, "") // the events teach it the replicas' block size
+	x := NewKVIndex(16) // the events teach it the replicas' block size
 	// The index is read in the callback, right after the batch is applied:
 	// once the stream breaks the subscriber forgets it all.
 	type seen struct {
@@ -105,7 +105,7 @@ func TestSubscribeFollowsAFakeEventStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
-		Subscribe(ctx, nil, rep.URL, 0, x, 10*time.Millisecond, func(b kvevents.Batch) { got <- seen{b.TS, x.Match(prompt, idle(1))} })
+		Subscribe(ctx, nil, rep.URL, 0, x, 10*time.Millisecond, func(b kvevents.Batch) { got <- seen{b.TS, x.Match(Key{Tokens: prompt}, idle(1))} })
 		close(done)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -134,7 +134,7 @@ func TestSubscribeFollowsAFakeEventStream(t *testing.T) {
 func TestKVEventsPolicyOverRealReplicas(t *testing.T) {
 	tm := loadTestModel(t)
 	reps := []*realReplica{startReplica(t, tm, replicaConfig(8), true), startReplica(t, tm, replicaConfig(8), true), startReplica(t, tm, replicaConfig(8), true)}
-	x := NewKVIndex(16, "") // wrong on purpose: the replicas' events say 4
+	x := NewKVIndex(16) // wrong on purpose: the replicas' events say 4
 	rt, url := startRouter(t, Options{Replicas: []string{reps[0].url, reps[1].url, reps[2].url}, Policy: NewKVEvents(x, 0.5)})
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)

@@ -35,8 +35,8 @@ func TestPitfall30RouteKeysAreTheExactTokenStreams(t *testing.T) {
 		a := RouteKey(tm.tok, "/v1/completions", jsonBody(t, map[string]any{"prompt": p[0]}))
 		b := RouteKey(tm.tok, "/v1/completions", jsonBody(t, map[string]any{"prompt": p[1]}))
 		// The key is what the replica will compute from the same text.
-		require.Equal(t, tm.tok.EncodePrompt(p[0]), a)
-		require.Equal(t, tm.tok.EncodePrompt(p[1]), b)
+		require.Equal(t, Key{Tokens: tm.tok.EncodePrompt(p[0])}, a)
+		require.Equal(t, Key{Tokens: tm.tok.EncodePrompt(p[1])}, b)
 		assert.NotEqual(t, a, b, "%q and %q are different prompts and must have different keys", p[0], p[1])
 	}
 
@@ -159,8 +159,8 @@ type recordingPolicy struct {
 	decisions []Decision
 }
 
-func (p *recordingPolicy) Pick(prompt []int32, cands []Candidate) Decision {
-	d := p.Policy.Pick(prompt, cands)
+func (p *recordingPolicy) Pick(key Key, cands []Candidate) Decision {
+	d := p.Policy.Pick(key, cands)
 	p.mu.Lock()
 	p.decisions = append(p.decisions, d)
 	p.mu.Unlock()

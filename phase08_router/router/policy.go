@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -31,8 +32,8 @@ type Decision struct {
 // the fleet. Implementations are safe for concurrent use.
 type Policy interface {
 	Name() string
-	Pick(prompt []int32, cands []Candidate) Decision
-	Routed(prompt []int32, replica int)
+	Pick(key Key, cands []Candidate) Decision
+	Routed(key Key, replica int)
 	Down(replica int)
 }
 
@@ -47,13 +48,13 @@ func NewRoundRobin() Policy { return &roundRobin{} }
 
 func (p *roundRobin) Name() string { return "round-robin" }
 
-func (p *roundRobin) Pick(_ []int32, cands []Candidate) Decision {
+func (p *roundRobin) Pick(_ Key, cands []Candidate) Decision {
 	k := p.next.Add(1) - 1
 	return Decision{Replica: cands[k%uint64(len(cands))].Replica, Reason: "round-robin"}
 }
 
-func (p *roundRobin) Routed([]int32, int) {}
-func (p *roundRobin) Down(int)            {}
+func (p *roundRobin) Routed(Key, int) {}
+func (p *roundRobin) Down(int)        {}
 
 // leastLoad sends each request to the replica with the fewest requests in
 // flight. Among equally loaded replicas it rotates, so that requests sent
@@ -66,12 +67,12 @@ func NewLeastLoad() Policy { return &leastLoad{} }
 
 func (p *leastLoad) Name() string { return "least-load" }
 
-func (p *leastLoad) Pick(_ []int32, cands []Candidate) Decision {
+func (p *leastLoad) Pick(_ Key, cands []Candidate) Decision {
 	return Decision{Replica: p.rot.leastLoaded(cands), Reason: "least-load"}
 }
 
-func (p *leastLoad) Routed([]int32, int) {}
-func (p *leastLoad) Down(int)            {}
+func (p *leastLoad) Routed(Key, int) {}
+func (p *leastLoad) Down(int)        {}
 
 // rotor breaks ties between equally good replicas by taking them in turn.
 type rotor struct{ n atomic.Uint64 }
@@ -105,26 +106,63 @@ func (r *rotor) best(cands []Candidate, key func(Candidate) [2]int) int {
 // at least threshold of the prompt, and to the least-loaded replica
 // otherwise. What the tree holds is a guess: the replica may have evicted
 // the prefix since.
+//
+// There is one tree per cache salt: a replica never lends one tenant's KV
+// to another, so a prefix routed for one salt says nothing about another's.
 type prefixPolicy struct {
-	tree      *Tree
 	threshold float64
+	maxTokens int
 	rot       rotor
+
+	mu    sync.Mutex
+	trees map[string]*Tree // by cache salt; "" for requests without one
 }
 
-// NewPrefix returns the prefix policy: its tree remembers at most
+// NewPrefix returns the prefix policy: each salt's tree remembers at most
 // maxTokens tokens per replica, evicting least recently routed leaves.
 func NewPrefix(threshold float64, maxTokens int) Policy {
-	return &prefixPolicy{tree: NewTree(maxTokens), threshold: threshold}
+	return &prefixPolicy{threshold: threshold, maxTokens: maxTokens, trees: map[string]*Tree{}}
 }
 
 func (p *prefixPolicy) Name() string { return "prefix" }
 
-func (p *prefixPolicy) Pick(prompt []int32, cands []Candidate) Decision {
-	return pickByMatch(&p.rot, prompt, cands, p.tree.Match(prompt), p.tree.Size, p.threshold, "prefix-match")
+// tree returns salt's tree, making it on first use.
+func (p *prefixPolicy) tree(salt string) *Tree {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.trees[salt]
+	if t == nil {
+		t = NewTree(p.maxTokens)
+		p.trees[salt] = t
+	}
+	return t
 }
 
-func (p *prefixPolicy) Routed(prompt []int32, replica int) { p.tree.Insert(prompt, replica) }
-func (p *prefixPolicy) Down(replica int)                   { p.tree.Remove(replica) }
+func (p *prefixPolicy) Pick(key Key, cands []Candidate) Decision {
+	return pickByMatch(&p.rot, key.Tokens, cands, p.tree(key.Salt).Match(key.Tokens), p.size, p.threshold, "prefix-match")
+}
+
+func (p *prefixPolicy) Routed(key Key, replica int) { p.tree(key.Salt).Insert(key.Tokens, replica) }
+
+// Down forgets replica in every salt's tree.
+func (p *prefixPolicy) Down(replica int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.trees {
+		t.Remove(replica)
+	}
+}
+
+// size is what replica holds over all salts, for balancing new prefixes.
+func (p *prefixPolicy) size(replica int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, t := range p.trees {
+		n += t.Size(replica)
+	}
+	return n
+}
 
 // pickByMatch routes to the replica with the longest match, ties to the
 // less loaded, when the match is at least threshold of the prompt. Below

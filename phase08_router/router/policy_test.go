@@ -38,20 +38,20 @@ func TestRoundRobinTakesReplicasInTurn(t *testing.T) {
 	p := NewRoundRobin()
 	var got []int
 	for range 7 {
-		got = append(got, p.Pick(nil, idle(3)).Replica)
+		got = append(got, p.Pick(Key{}, idle(3)).Replica)
 	}
 	assert.Equal(t, []int{0, 1, 2, 0, 1, 2, 0}, got)
 	// Only the healthy replicas are candidates.
-	assert.Contains(t, []int{0, 2}, p.Pick(nil, []Candidate{{Replica: 0}, {Replica: 2}}).Replica)
+	assert.Contains(t, []int{0, 2}, p.Pick(Key{}, []Candidate{{Replica: 0}, {Replica: 2}}).Replica)
 }
 
 func TestLeastLoadPicksTheIdlestAndRotatesTies(t *testing.T) {
 	p := NewLeastLoad()
-	assert.Equal(t, 1, p.Pick(nil, []Candidate{{0, 3}, {1, 1}, {2, 2}}).Replica)
+	assert.Equal(t, 1, p.Pick(Key{}, []Candidate{{0, 3}, {1, 1}, {2, 2}}).Replica)
 	// Requests sent one at a time see every load at 0; they still spread.
 	seen := map[int]int{}
 	for range 6 {
-		seen[p.Pick(nil, idle(3)).Replica]++
+		seen[p.Pick(Key{}, idle(3)).Replica]++
 	}
 	assert.Equal(t, map[int]int{0: 2, 1: 2, 2: 2}, seen)
 }
@@ -60,33 +60,33 @@ func TestPrefixPolicyFollowsTheLongestMatchAboveTheThreshold(t *testing.T) {
 	p := NewPrefix(0.5, 0)
 	sysA, sysB := seq(1000, 64), seq(2000, 64)
 	a1 := cat(sysA, seq(1, 8))
-	d := p.Pick(a1, idle(3))
+	d := p.Pick(Key{Tokens: a1}, idle(3))
 	assert.Equal(t, "least-load", d.Reason, "nothing routed yet")
-	p.Routed(a1, d.Replica)
+	p.Routed(Key{Tokens: a1}, d.Replica)
 	home := d.Replica
 
 	// Same system prompt, another user: 64 of 72 tokens match.
 	a2 := cat(sysA, seq(100, 8))
-	d2 := p.Pick(a2, idle(3))
+	d2 := p.Pick(Key{Tokens: a2}, idle(3))
 	assert.Equal(t, Decision{Replica: home, Matched: 64, Reason: "prefix-match"}, d2)
 
 	// The same prompt on a busier home still goes home: the match decides,
 	// load only breaks ties.
 	busy := idle(3)
 	busy[home].Load = 5
-	assert.Equal(t, home, p.Pick(a2, busy).Replica)
+	assert.Equal(t, home, p.Pick(Key{Tokens: a2}, busy).Replica)
 
 	// A different system prompt matches nothing: least-load.
 	b := cat(sysB, seq(1, 8))
-	assert.Equal(t, "least-load", p.Pick(b, busy).Reason)
+	assert.Equal(t, "least-load", p.Pick(Key{Tokens: b}, busy).Reason)
 
 	// A short match (8 of 72 tokens) is under the threshold.
 	short := cat(sysA[:8], seq(5000, 64))
-	assert.Equal(t, "least-load", p.Pick(short, idle(3)).Reason)
+	assert.Equal(t, "least-load", p.Pick(Key{Tokens: short}, idle(3)).Reason)
 
 	// A replica that goes down is forgotten.
 	p.Down(home)
-	assert.Equal(t, "least-load", p.Pick(a2, idle(3)).Reason)
+	assert.Equal(t, "least-load", p.Pick(Key{Tokens: a2}, idle(3)).Reason)
 }
 
 func TestTreeMatchesPerReplica(t *testing.T) {

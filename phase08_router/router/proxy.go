@@ -15,8 +15,18 @@ import (
 	"kvlab/common/tokenizer"
 )
 
-// RouteKey returns the token ids a replica will compute for the request
-// body sent to path: what the policies route on. A text prompt is encoded
+// Key is what a request is routed on: its tenant's cache salt and the
+// token ids the replica will compute. Replicas never share KV between
+// salts, so two tenants' identical prompts are different keys, and the
+// router must not send one tenant after the other's prefix.
+type Key struct {
+	Salt   string
+	Tokens []int32
+}
+
+// RouteKey returns the key of the request body sent to path: its
+// cache_salt (as the replica reads it) and the token ids the replica will
+// compute. A text prompt is encoded
 // as the replica encodes it (EncodePrompt, with BOS), a chat rendered with
 // the model's template, token ids taken as they are. Nothing is normalised
 // — not whitespace, not timestamps: two prompts that differ by one byte
@@ -24,23 +34,32 @@ import (
 // a request where its prefix is not (PITFALLS.md, entry 30). It returns
 // nil when the body has no prompt it can read; such a request is routed by
 // load alone, and the replica answers it with the error it deserves.
-func RouteKey(tok *tokenizer.Tokenizer, path string, body []byte) []int32 {
+func RouteKey(tok *tokenizer.Tokenizer, path string, body []byte) Key {
 	var q struct {
-		Prompt   json.RawMessage `json:"prompt"`
-		Messages []struct {
+		CacheSalt string          `json:"cache_salt"`
+		Prompt    json.RawMessage `json:"prompt"`
+		Messages  []struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
 	if json.Unmarshal(body, &q) != nil {
-		return nil
+		return Key{}
 	}
+	return Key{Salt: q.CacheSalt, Tokens: routeTokens(tok, path, q.Prompt, q.Messages)}
+}
+
+// routeTokens returns the token ids of a prompt or a chat, or nil.
+func routeTokens(tok *tokenizer.Tokenizer, path string, prompt json.RawMessage, messages []struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}) []int32 {
 	if path == "/v1/chat/completions" {
-		if tok == nil || !tok.HasChatTemplate() || len(q.Messages) == 0 {
+		if tok == nil || !tok.HasChatTemplate() || len(messages) == 0 {
 			return nil
 		}
-		msgs := make([]tokenizer.Message, len(q.Messages))
-		for i, m := range q.Messages {
+		msgs := make([]tokenizer.Message, len(messages))
+		for i, m := range messages {
 			text, ok := contentText(m.Content)
 			if !ok {
 				return nil
@@ -57,7 +76,7 @@ func RouteKey(tok *tokenizer.Tokenizer, path string, body []byte) []int32 {
 		}
 		return ids
 	}
-	return promptKey(tok, q.Prompt)
+	return promptKey(tok, prompt)
 }
 
 // promptKey reads a completions prompt: a string, token ids, or a
@@ -168,7 +187,7 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 
 // forward makes one attempt at replica i: it sends the body as it came and
 // relays the answer.
-func (rt *Router) forward(w http.ResponseWriter, r *http.Request, i int, path string, body []byte, key []int32) (outcome, error) {
+func (rt *Router) forward(w http.ResponseWriter, r *http.Request, i int, path string, body []byte, key Key) (outcome, error) {
 	rep := rt.replicas[i]
 	rt.addLoad(i, 1)
 	defer rt.addLoad(i, -1)
