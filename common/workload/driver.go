@@ -17,7 +17,10 @@ type RunOptions struct {
 	Name string
 	// Progress receives a progress bar; nil for none.
 	Progress io.Writer
-	// Clock defaults to the wall clock.
+	// Clock defaults to the wall clock. A clock that implements
+	// StepObserver (StepClock) keeps virtual time: it needs an engine that
+	// Run steps, not a Waiter, and the engine's own timestamps (Token.At)
+	// are ignored.
 	Clock Clock
 }
 
@@ -64,6 +67,10 @@ func Run(eng Engine, reqs []Request, opt RunOptions) (*metrics.Run, error) {
 	clock := opt.Clock
 	if clock == nil {
 		clock = realClock{}
+	}
+	observer, virtual := clock.(StepObserver)
+	if _, waits := eng.(Waiter); virtual && waits {
+		return nil, errors.New("workload: a virtual (step) clock needs an engine that Run steps; this one makes progress on its own (Waiter)")
 	}
 	run := &metrics.Run{Name: opt.Name, Requests: make([]metrics.RequestRecord, len(reqs))}
 	states, index, err := planRequests(reqs, run.Requests)
@@ -145,6 +152,9 @@ func Run(eng Engine, reqs []Request, opt RunOptions) (*metrics.Run, error) {
 			} else {
 				events = eng.Step()
 			}
+			if virtual {
+				observer.Stepped()
+			}
 			stepped := since()
 			for _, ev := range events {
 				i, ok := index[ev.ID]
@@ -156,7 +166,7 @@ func Run(eng Engine, reqs []Request, opt RunOptions) (*metrics.Run, error) {
 					return nil, fmt.Errorf("workload: engine produced a token for request %d, which is not running", ev.ID)
 				}
 				at := stepped
-				if !ev.At.IsZero() {
+				if !ev.At.IsZero() && !virtual {
 					at = ev.At.Sub(start)
 				}
 				if ev.Err != nil {
