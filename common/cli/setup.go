@@ -12,6 +12,7 @@ import (
 	"github.com/pkg/profile"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache"
 	"kvlab/common/model"
 	"kvlab/kernels"
 	"kvlab/kernels/cpu"
@@ -28,6 +29,7 @@ type runtimeFlags struct {
 	admission  string
 	commit     string
 	noCache    bool
+	share      float64 // -tenant-cache-share; 0: no cap
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
@@ -47,6 +49,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	fs.IntVar(&f.eng.MaxContext, "max-context", 0, "context limit in tokens; 0: the model's max_position_embeddings")
 	fs.BoolVar(&f.eng.ChunkedPrefill, "chunked-prefill", f.eng.ChunkedPrefill, "split prompts into chunks under the step budget (false: whole-prompt prefill)")
 	fs.BoolVar(&f.eng.Audit, "audit", false, "check KV block ownership after every step (slow; for debugging)")
+	fs.Float64Var(&f.share, "tenant-cache-share", 0, "with a prefix cache, the most of the cached blocks one cache salt keeps when the pool must evict, e.g. 0.5 (0: no cap)")
 	if v.PrefixCache != nil {
 		fs.StringVar(&f.admission, "admission", "cost-aware", "how admission charges a prompt: conservative (whole prompt) or cost-aware (prompt − cached prefix)")
 		fs.BoolVar(&f.noCache, "no-cache", false, "run without the prefix cache (the phase-7 baseline)")
@@ -59,6 +62,15 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 	c := f.eng
 	if v.PrefixCache != nil && !f.noCache {
 		c.PrefixCache = v.PrefixCache
+	}
+	if f.share < 0 || f.share > 1 {
+		return c, fmt.Errorf("-tenant-cache-share: %v is not in [0, 1] (0: no cap)", f.share)
+	}
+	if f.share > 0 {
+		if c.PrefixCache == nil {
+			return c, fmt.Errorf("-tenant-cache-share: caps a prefix cache's per-salt share, and this run has none (serve needs -prefix-caching; phase08 compares the designs uncapped: run one design's bench or serve with it)")
+		}
+		c.PrefixCache = kvcache.ShareCapped(c.PrefixCache, f.share)
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
 		return c, fmt.Errorf("-chunked-prefill=false: a prefix cache requires chunked prefill (whole-prompt prefill attends only to the prompt's own tokens); drop the flag, or run without the cache")
