@@ -24,6 +24,9 @@ func CheckAttend(out, q, k, v Tensor, seqs []AttnSeq, sh AttnShape, local bool) 
 	if hd <= 0 || sh.NumHeads <= 0 || sh.NumKVHeads <= 0 || sh.NumHeads%sh.NumKVHeads != 0 {
 		return fmt.Errorf("bad shape %+v", sh)
 	}
+	if sh.Window < 0 || !(sh.SoftCap >= 0) {
+		return fmt.Errorf("bad window %d or soft cap %v", sh.Window, sh.SoftCap)
+	}
 	if !local && sh.BlockSize <= 0 {
 		return fmt.Errorf("block size %d", sh.BlockSize)
 	}

@@ -28,7 +28,9 @@ type Tensor interface {
 // query tensor. Its context after this step holds CtxLen tokens, so query row
 // i sits at position CtxLen-QLen+i and attends to positions 0..that position
 // (causal). A decode is QLen == 1; a prefill chunk is QLen > 1; both may be
-// mixed freely in one call.
+// mixed freely in one call. With a sliding window (AttnShape.Window = W > 0)
+// the query at position p sees only positions p-W+1..p: itself and the W-1
+// before it.
 type AttnSeq struct {
 	QStart int
 	QLen   int
@@ -45,6 +47,25 @@ type AttnShape struct {
 	HeadDim    int     // features per head
 	BlockSize  int     // tokens per KV block
 	Scale      float32 // multiplier on q·k, usually 1/sqrt(HeadDim)
+	// Window, when > 0, limits each query to the Window most recent
+	// positions, its own included: a query at position p sees keys at
+	// positions in (p-Window, p]. HuggingFace's sliding-window mask is the
+	// same (key j visible when j > p - sliding_window). 0 means no window:
+	// every position up to p.
+	Window int
+	// SoftCap, when > 0, caps every scaled score s as SoftCap·tanh(s/SoftCap)
+	// before the softmax (Gemma's attn_logit_softcapping). 0 leaves the
+	// scores alone.
+	SoftCap float32
+}
+
+// Visible returns the first position a query at position pos sees under
+// window (0 = no window): max(0, pos-window+1).
+func Visible(pos, window int) int {
+	if window <= 0 {
+		return 0
+	}
+	return max(0, pos-window+1)
 }
 
 // Backend is the set of operations the model and the KV pool use.
@@ -115,4 +136,20 @@ type Backend interface {
 	// ArgmaxRows returns, for every row of x, the column of its largest value
 	// (the smallest such column on ties).
 	ArgmaxRows(x Tensor) []int32
+}
+
+// GemmaOps are the element-wise operations Gemma-3 needs beyond Backend.
+// They are a separate interface so that a backend without them still runs
+// Llama and Qwen3; model.Load refuses a Gemma-3 checkpoint on such a backend.
+type GemmaOps interface {
+	// GELUTanhMul computes dst = gelu_tanh(gate) * up element-wise, where
+	// gelu_tanh(x) = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), the
+	// approximation HuggingFace calls gelu_pytorch_tanh.
+	GELUTanhMul(dst, gate, up Tensor)
+	// SoftCap replaces every element x of t by limit·tanh(x/limit), in place.
+	SoftCap(t Tensor, limit float32)
+	// Scale multiplies every element of t by s in place, then, when round is
+	// not nil, replaces each product p by round(p) (Gemma's embedding scale,
+	// computed in the embedding's dtype).
+	Scale(t Tensor, s float32, round func(float32) float32)
 }

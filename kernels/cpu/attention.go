@@ -125,10 +125,15 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		kv0, kv1 := part*sh.NumKVHeads/parts, (part+1)*sh.NumKVHeads/parts
 		seq := &seqs[qu.seq]
 		pos := seq.CtxLen - seq.QLen + int(qu.i)
-		rows := call.tables[qu.seq][:pos-call.bases[qu.seq]+1]
+		// The visible keys: positions first..pos, in position order. A
+		// window only moves the first one; the keys it keeps are visited in
+		// the same order as without it.
+		base := call.bases[qu.seq]
+		first := max(kernels.Visible(pos, sh.Window), base)
+		rows := call.tables[qu.seq][first-base : pos-base+1]
 		row := seq.QStart + int(qu.i)
 		attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, rows,
-			kv0*group, kv1*group, group, hd, sh.Scale, &call.scratch[w])
+			kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, &call.scratch[w])
 	})
 }
 
@@ -156,7 +161,7 @@ func headStride(hd int) int {
 
 // attendRow computes query heads [h0, h1) of one query row: for each head,
 // dst = softmax(scale·q·Kᵀ)·V over the keys at rows[0], rows[1], ... in that
-// (position) order. q and dst are whole rows (all heads); k and v have row
+// (position) order, each scaled score soft-capped first when limit > 0. q and dst are whole rows (all heads); k and v have row
 // stride ld and query head h reads KV head h/group.
 //
 // For each head, every score is one whole dot product in the order of
@@ -165,7 +170,7 @@ func headStride(hd int) int {
 // the keys in position order (attnkern.go), so the result depends only on
 // the query and the visited keys and values: not on where they are stored,
 // nor on which other heads or rows share the call.
-func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd int, scale float32, sc *attnScratch) {
+func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd int, scale, limit float32, sc *attnScratch) {
 	nh, n, stride := h1-h0, len(rows), headStride(hd)
 	ks := &kern
 
@@ -176,6 +181,11 @@ func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd i
 		scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at, rows, ld, hd)
 		for t := range hs {
 			hs[t] *= scale
+		}
+		if limit > 0 {
+			for t, s := range hs {
+				hs[t] = softCap(s, limit)
+			}
 		}
 	}
 

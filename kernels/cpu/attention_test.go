@@ -88,7 +88,8 @@ func (f *attnFixture) place(t *testing.T, be *cpu.Backend, rng *rand.Rand, specs
 	}
 }
 
-// denseAttention is plain causal attention in float64 over contiguous
+// denseAttention is plain causal attention (with sh's window and soft cap,
+// if any) in float64 over contiguous
 // per-sequence keys and values: the reference Attend must match.
 func denseAttention(q []float32, keys, vals [][]float32, seqs []kernels.AttnSeq, sh kernels.AttnShape) []float64 {
 	hd, qCols, kvCols := sh.HeadDim, sh.NumHeads*sh.HeadDim, sh.NumKVHeads*sh.HeadDim
@@ -101,15 +102,27 @@ func denseAttention(q []float32, keys, vals [][]float32, seqs []kernels.AttnSeq,
 			for h := range sh.NumHeads {
 				qh := q[row*qCols+h*hd : row*qCols+(h+1)*hd]
 				kvOff := (h / group) * hd
+				// A window hides every key at or before pos-Window.
+				first := 0
+				if sh.Window > 0 && pos-sh.Window+1 > 0 {
+					first = pos - sh.Window + 1
+				}
 				scores := make([]float64, pos+1)
 				maxScore := math.Inf(-1)
 				for j := range scores {
+					if j < first {
+						scores[j] = math.Inf(-1)
+						continue
+					}
 					k := keys[s][j*kvCols+kvOff:]
 					var dot float64
 					for d := range hd {
 						dot += float64(qh[d]) * float64(k[d])
 					}
 					scores[j] = dot * float64(sh.Scale)
+					if c := float64(sh.SoftCap); c > 0 {
+						scores[j] = c * math.Tanh(scores[j]/c)
+					}
 					maxScore = math.Max(maxScore, scores[j])
 				}
 				var sum float64

@@ -42,6 +42,11 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	if err := kernels.CheckAttend(out, q, k, v, seqs, sh, local); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %v", op, err))
 	}
+	// The kernel attends to every position up to the query's: a sliding
+	// window or a soft cap (Gemma-3) would be silently ignored, so refuse.
+	if sh.Window != 0 || sh.SoftCap != 0 {
+		panic(fmt.Sprintf("cuda: %s: sliding-window attention (window %d) and attention soft-capping (%v) are not implemented on the CUDA backend; run Gemma-3 on the CPU backend", op, sh.Window, sh.SoftCap))
+	}
 	hd := sh.HeadDim
 	if hd > attnHeadDims[len(attnHeadDims)-1] {
 		panic(fmt.Sprintf("cuda: %s: head dim %d exceeds the kernel's limit of %d", op, hd, attnHeadDims[len(attnHeadDims)-1]))
