@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -275,4 +276,36 @@ func TestProgressBarOnlyOnATerminal(t *testing.T) {
 	defer f.Close()
 	assert.False(t, isTerminal(f), "a file is not a terminal")
 	assert.False(t, isTerminal(&bytes.Buffer{}))
+}
+
+// Every subcommand, and phase08's Compare, answers -h with its usage on
+// stderr and exit code 0, under its own name.
+func TestHelpOnEverySubcommand(t *testing.T) {
+	v := Variant{Name: "phase08_prefix", Summary: "test", PrefixCache: nil}
+	for name := range commands {
+		var stdout, stderr bytes.Buffer
+		code := Main(v, []string{name, "-h"}, &stdout, &stderr)
+		if code != 0 || !strings.Contains(stderr.String(), "Usage of phase08_prefix "+name) || stdout.Len() != 0 {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", name, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code := Compare(nil, []string{"-h"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stderr.String(), "Usage: phase08 [flags]") || strings.Contains(stderr.String(), "Usage of compare") || stdout.Len() != 0 {
+		t.Errorf("phase08 -h: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// bench's -max-tokens means what generate's does: every request asks for
+// that many tokens.
+func TestBenchMaxTokensSetsTheOutputRange(t *testing.T) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var sf servingFlags
+	sf.register(fs, nil, "")
+	if err := fs.Parse([]string{"-max-tokens", "7"}); err != nil {
+		t.Fatal(err)
+	}
+	if sf.params.OutputMin != 7 || sf.params.OutputMax != 7 {
+		t.Errorf("-max-tokens 7 gave the range [%d, %d]", sf.params.OutputMin, sf.params.OutputMax)
+	}
 }

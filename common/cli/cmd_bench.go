@@ -54,6 +54,9 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		if compare != nil && *compare {
 			return fmt.Errorf("-compare runs engines in this process; with -url, run bench once per server (or phase08 -servers)")
 		}
+		if err := sf.wallClockOnly("-url"); err != nil {
+			return err
+		}
 		return runBenchURL(hf, &rf, &sf, stdout, stderr)
 	}
 	stop, err := rf.startProfiles()
@@ -79,14 +82,14 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 }
 
 // benchOne runs reqs through a fresh engine and returns the metrics.
-func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Request, progress io.Writer) (*metrics.Run, error) {
+func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Request, clock workload.Clock, progress io.Writer) (*metrics.Run, error) {
 	e, err := engine.New(m, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
 	d := &driven{e: e, cached: map[int]int{}}
-	run, err := workload.Run(d, reqs, workload.RunOptions{Name: name, Progress: progress})
+	run, err := workload.Run(d, reqs, workload.RunOptions{Name: name, Progress: progress, Clock: clock})
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 	maxTokens := fs.Int("max-tokens", 16, "tokens to generate")
 	temperature := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
 	topP := fs.Float64("top-p", 1, "nucleus sampling threshold in (0, 1]")
-	seed := fs.Uint64("seed", 0, "sampling seed")
+	seed := fs.Int64("seed", 0, "sampling seed (an int64, like bench's workload -seed)")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past end-of-sequence tokens")
 	n := fs.Int("n", 1, "number of samples; they share the prompt's KV blocks, and sample i uses seed+i")
 	if err := parse(fs, args); err != nil {
@@ -48,7 +48,7 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 	}
 	res, err := runOne(v, &rf, engine.Request{
 		Prompt: ids, MaxTokens: *maxTokens, IgnoreEOS: *ignoreEOS, N: *n,
-		Sampling: engine.Sampling{Temperature: *temperature, TopP: *topP, Seed: *seed},
+		Sampling: engine.Sampling{Temperature: *temperature, TopP: *topP, Seed: uint64(*seed)},
 	})
 	if err != nil {
 		return err

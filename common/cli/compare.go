@@ -38,6 +38,9 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	}
 	rf.admission, rf.commit = *admission, *commit
 	if srv.servers != "" {
+		if err := sf.wallClockOnly("-servers"); err != nil {
+			return err
+		}
 		return compareHTTP(fs, variants, srv, &rf, &sf, stdout, stderr)
 	}
 	stop, err := rf.startProfiles()

@@ -25,14 +25,15 @@ type namedConfig struct {
 
 // runConfigs serves reqs once per configuration, each on a fresh engine
 // and with the same arrival times, and returns the runs in order.
-func runConfigs(m *model.Model, configs []namedConfig, workloadName string, reqs []workload.Request, progress, log io.Writer) ([]*metrics.Run, error) {
+// newClock gives each run its clock (nil: the wall clock).
+func runConfigs(m *model.Model, configs []namedConfig, workloadName string, reqs []workload.Request, newClock func() workload.Clock, progress, log io.Writer) ([]*metrics.Run, error) {
 	var runs []*metrics.Run
 	for i, c := range configs {
 		// Start each configuration from a collected heap, so one run's
 		// garbage is not billed to the next.
 		runtime.GC()
 		fmt.Fprintf(log, "[%d/%d] %s: %s, %d requests\n", i+1, len(configs), c.name, workloadName, len(reqs))
-		run, err := benchOne(m, c.cfg, c.name, reqs, progress)
+		run, err := benchOne(m, c.cfg, c.name, reqs, newClock(), progress)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
@@ -53,6 +54,8 @@ type reportOptions struct {
 	// wide prints every column of the table, not only those the comparison
 	// is read by.
 	wide bool
+	// note is printed under the table (which clock the times come from).
+	note string
 }
 
 // plotPaths derives the TTFT CDF's and the prefill plot's files from the
@@ -78,6 +81,9 @@ func report(stdout io.Writer, runs []*metrics.Run, o reportOptions) error {
 		metrics.WriteWideTable(stdout, rows)
 	} else {
 		metrics.WriteTable(stdout, rows)
+	}
+	if o.note != "" {
+		fmt.Fprintln(stdout, o.note)
 	}
 	if o.jsonPath != "" {
 		if err := writeFile(o.jsonPath, func(w io.Writer) error { return metrics.WriteJSON(w, runs) }); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"kvlab/common/model"
@@ -20,6 +21,7 @@ type servingFlags struct {
 	plotPath string
 	wide     bool
 	quiet    bool
+	clock    string
 }
 
 // register adds the flags to fs. The workload's own defaults depend on its
@@ -29,9 +31,15 @@ func (f *servingFlags) register(fs *flag.FlagSet, args []string, defaultPlot str
 	fs.String("workload", f.name, "workload: "+strings.Join(workload.Names(), ", "))
 	f.params = BenchDefaults(f.name)
 	f.params.RegisterFlags(fs)
+	fs.Func("max-tokens", "tokens every request generates, as generate's -max-tokens: sets -output-min and -output-max both to this (they draw a range)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		f.params.OutputMin, f.params.OutputMax = n, n
+		return err
+	})
 	fs.StringVar(&f.jsonPath, "json", "", "also write every run's summary and per-request records as JSON to this file")
 	fs.StringVar(&f.plotPath, "plot", defaultPlot, "write an SVG plot of TTFT per request to this file, and beside it the TTFT CDF (NAME-cdf.svg) and the prompt tokens computed against the optimum (NAME-prefill.svg) (empty: none)")
 	fs.BoolVar(&f.wide, "wide", false, "print every column of the table (about 220 characters wide), not only those the comparison is read by; the JSON has them all")
+	fs.StringVar(&f.clock, "clock", "wall", "wall, or step:DURATION (e.g. step:5ms): a virtual clock that advances DURATION per engine step, so arrivals interleave with steps the same way on every machine and every count is reproducible (times are then virtual, not measured)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar (it is drawn only when stderr is a terminal)")
 }
 
@@ -99,12 +107,29 @@ func isTerminal(w io.Writer) bool {
 
 // serve runs every configuration on the same requests and reports them.
 func (f *servingFlags) serve(m *model.Model, configs []namedConfig, reqs []workload.Request, stdout, stderr io.Writer) error {
-	progress := f.progress(stderr)
-	runs, err := runConfigs(m, configs, f.name, reqs, progress, stderr)
+	newClock, err := workload.ParseClock(f.clock)
 	if err != nil {
 		return err
 	}
-	return report(stdout, runs, f.reportOptions(fmt.Sprintf("%s (%d requests)", f.name, len(reqs))))
+	progress := f.progress(stderr)
+	runs, err := runConfigs(m, configs, f.name, reqs, newClock, progress, stderr)
+	if err != nil {
+		return err
+	}
+	o := f.reportOptions(fmt.Sprintf("%s (%d requests)", f.name, len(reqs)))
+	if newClock() != nil {
+		o.note = fmt.Sprintf("times: virtual (-clock %s), not measured: every engine step counts as %s", f.clock, strings.TrimPrefix(f.clock, "step:"))
+	}
+	return report(stdout, runs, o)
+}
+
+// wallClockOnly refuses -clock step for a command whose engines run in
+// other processes: a virtual clock needs engines this process steps.
+func (f *servingFlags) wallClockOnly(what string) error {
+	if f.clock != "" && f.clock != "wall" {
+		return fmt.Errorf("-clock %s: a virtual clock needs engines run in this process; drop %s or the -clock flag", f.clock, what)
+	}
+	return nil
 }
 
 // reportOptions are the flags' say on what report writes; what names the
