@@ -80,3 +80,7 @@ bench-decode: bench-cpu ## same as bench-cpu
 phase08-router: ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance
 	$(GO) build -o $(BIN)/ ./phase08_prefix ./phase08_router
 	$(BIN)/phase08_router bench $(ARGS)
+
+.PHONY: docs-numbers
+docs-numbers: ## regenerate the docs' deterministic numbers between their <!-- numbers:NAME --> markers (virtual clock; about a minute)
+	$(GO) run ./internal/docnumbers/cmd/docnumbers $(ARGS)
