@@ -172,7 +172,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero eps", `{"architectures": ["LlamaForCausalLM"], ` + base + `, "rms_norm_eps": 0}`, "rms_norm_eps"},
 		{"negative theta", `{"architectures": ["LlamaForCausalLM"], ` + base + `, "rope_theta": -1}`, "rope_theta"},
 		{"unknown rope type", `{"architectures": ["LlamaForCausalLM"], ` + base + `, "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, `rope_scaling.rope_type is "yarn"`},
-		{"unknown old rope type", `{"architectures": ["LlamaForCausalLM"], ` + base + `, "rope_scaling": {"type": "linear", "factor": 4}}`, `rope_scaling.rope_type is "linear"`},
+		{"unknown old rope type", `{"architectures": ["LlamaForCausalLM"], ` + base + `, "rope_scaling": {"type": "dynamic", "factor": 4}}`, `rope_scaling.rope_type is "dynamic"`},
 		{"llama3 without factor", `{"architectures": ["LlamaForCausalLM"], ` + base + `, "rope_scaling": {"rope_type": "llama3",
 			"low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192}}`, "rope_scaling.factor"},
 		{"llama3 high <= low", `{"architectures": ["LlamaForCausalLM"], ` + base + `, "rope_scaling": {"rope_type": "llama3",

@@ -59,6 +59,13 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 		HeadDim:    hd,
 		Scale:      float32(1 / math.Sqrt(float64(hd))),
 	}
+	gemma := m.gemma != nil
+	if gemma {
+		// Gemma-3 scales scores by query_pre_attn_scalar^-1/2, not
+		// head_dim^-1/2 (the two agree in some sizes, not all).
+		shape.Scale = float32(1 / math.Sqrt(c.QueryPreAttnScalar))
+		shape.SoftCap = float32(c.AttnLogitSoftcapping)
+	}
 	if kv != nil {
 		shape.BlockSize = kv.BlockSize()
 	}
@@ -72,18 +79,22 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 	gate, up, act := be.View(sc.gate, 0, n), be.View(sc.up, 0, n), be.View(sc.act, 0, n)
 
 	be.Embed(x, m.embed, s.Tokens)
+	if gemma {
+		m.gemma.Scale(x, m.embedScale, m.embedRound)
+	}
 	for l, w := range m.layers {
+		shape.Window = w.window
 		// Attention sublayer.
 		be.RMSNorm(h, x, w.inNorm, eps)
 		be.MatMulT(q, h, w.wq)
 		be.MatMulT(k, h, w.wk)
 		be.MatMulT(v, h, w.wv)
-		if w.qNorm != nil { // Qwen3: normalise each head before rotating it
+		if w.qNorm != nil { // Qwen3, Gemma-3: normalise each head before rotating it
 			be.RMSNormHeads(q, w.qNorm, hd, eps)
 			be.RMSNormHeads(k, w.kNorm, hd, eps)
 		}
-		be.RoPE(q, s.Pos, hd, m.invFreq)
-		be.RoPE(k, s.Pos, hd, m.invFreq)
+		be.RoPE(q, s.Pos, hd, w.invFreq)
+		be.RoPE(k, s.Pos, hd, w.invFreq)
 		var kc, vc kernels.Tensor
 		if kv != nil {
 			kc, vc = kv.Layer(l)
@@ -95,14 +106,29 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 			be.Attend(att, q, kc, vc, s.Seqs, shape)
 		}
 		be.MatMulT(h, att, w.wo)
+		if gemma {
+			// Gemma normalises each sublayer's output before adding it.
+			be.RMSNorm(h, h, w.postNorm, eps)
+		}
 		be.Add(x, h)
 
 		// MLP sublayer.
-		be.RMSNorm(h, x, w.postNorm, eps)
+		if gemma {
+			be.RMSNorm(h, x, w.preFFNorm, eps)
+		} else {
+			be.RMSNorm(h, x, w.postNorm, eps)
+		}
 		be.MatMulT(gate, h, w.wGate)
 		be.MatMulT(up, h, w.wUp)
-		be.SiLUMul(act, gate, up)
+		if gemma {
+			m.gemma.GELUTanhMul(act, gate, up)
+		} else {
+			be.SiLUMul(act, gate, up)
+		}
 		be.MatMulT(h, act, w.wDown)
+		if gemma {
+			be.RMSNorm(h, h, w.postFFNorm, eps)
+		}
 		be.Add(x, h)
 	}
 
@@ -117,6 +143,9 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 	be.GatherRows(xl, x, s.LogitRows)
 	be.RMSNorm(xl, xl, m.norm, eps)
 	be.MatMulT(logits, xl, m.lmHead)
+	if gemma && c.FinalLogitSoftcapping > 0 {
+		m.gemma.SoftCap(logits, float32(c.FinalLogitSoftcapping))
+	}
 	return logits
 }
 

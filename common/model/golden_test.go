@@ -48,7 +48,24 @@ func goldenCases() []goldenCase {
 	}
 	sharded := small(ArchQwen3, 104, "f16", false)
 	sharded.Shards = 2
+	// Gemma-3 with windows shorter than the 37-token prompt, so that the
+	// sliding layers' window decides the logits: two sliding layers of
+	// window 8 and a global one (sliding_window_pattern 3), and a scale
+	// (query_pre_attn_scalar 24) that head_dim 16 would get wrong.
+	gemma := small(ArchGemma3, 105, "f32", true)
+	gemma.Layers, gemma.SlidingWindow, gemma.SlidingWindowPattern = 3, 8, 3
+	gemma.QueryPreAttnScalar = 24
+	// bf16, untied, explicit layer_types (global first), window 5, linear
+	// RoPE scaling on the global layer, and both soft caps small enough to
+	// bend the values they cap.
+	gemmaCap := small(ArchGemma3, 106, "bf16", false)
+	gemmaCap.Layers, gemmaCap.SlidingWindow = 2, 5
+	gemmaCap.LayerTypes = []string{LayerFull, LayerSliding}
+	gemmaCap.RopeScaling = &RopeScaling{RopeType: "linear", Factor: 8}
+	gemmaCap.FinalSoftcap, gemmaCap.AttnSoftcap = 3, 1.5
 	return []goldenCase{
+		{"gemma3-f32-window8", gemma},
+		{"gemma3-bf16-untied-softcap-window5", gemmaCap},
 		{"llama-f32", small(ArchLlama, 101, "f32", true)},
 		{"qwen3-f32", small(ArchQwen3, 102, "f32", true)},
 		{"llama-bf16-untied", small(ArchLlama, 103, "bf16", false)},

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 
 	"kvlab/kernels"
 )
@@ -12,13 +13,18 @@ type Model struct {
 	Config Config
 
 	be      kernels.Backend
-	invFreq []float32
-	embed   kernels.Tensor // vocab × hidden
-	layers  []layer
-	norm    kernels.Tensor // 1 × hidden
-	lmHead  kernels.Tensor // vocab × hidden; the embeddings when tied
-	weights map[string]kernels.Tensor
-	scr     scratch
+	invFreq []float32 // RoPE of the global layers (every layer but Gemma-3's sliding ones)
+	// Gemma-3 only.
+	gemma      kernels.GemmaOps
+	invLocal   []float32 // RoPE of the sliding layers
+	embedScale float32   // sqrt(hidden_size) in the embeddings' dtype
+	embedRound func(float32) float32
+	embed      kernels.Tensor // vocab × hidden
+	layers     []layer
+	norm       kernels.Tensor // 1 × hidden
+	lmHead     kernels.Tensor // vocab × hidden; the embeddings when tied
+	weights    map[string]kernels.Tensor
+	scr        scratch
 }
 
 // layer holds one decoder layer's weights. Norm weights are 1×n tensors;
@@ -26,8 +32,13 @@ type Model struct {
 type layer struct {
 	inNorm, postNorm  kernels.Tensor
 	wq, wk, wv, wo    kernels.Tensor
-	qNorm, kNorm      kernels.Tensor // Qwen3 only
+	qNorm, kNorm      kernels.Tensor // Qwen3 and Gemma-3
 	wGate, wUp, wDown kernels.Tensor
+	// Gemma-3 only: the norms around the MLP. Gemma's postNorm normalises the
+	// attention output; Llama's and Qwen3's normalises the MLP's input.
+	preFFNorm, postFFNorm kernels.Tensor
+	window                int       // attention window; 0 = every position
+	invFreq               []float32 // this layer's RoPE frequencies
 }
 
 // bf16Holder is a backend that can hold a weight as bfloat16 and widen it
@@ -55,6 +66,14 @@ func Load(dir string, be kernels.Backend) (*Model, error) {
 	defer ck.Close()
 
 	m := &Model{Config: *cfg, be: be, invFreq: cfg.InvFreq(), weights: map[string]kernels.Tensor{}}
+	gemma := cfg.Arch == ArchGemma3
+	if gemma {
+		g, ok := be.(kernels.GemmaOps)
+		if !ok {
+			return nil, fmt.Errorf("%s: the %s backend lacks the operations Gemma-3 needs (kernels.GemmaOps)", cfg.Arch, be.Name())
+		}
+		m.gemma, m.invLocal = g, cfg.InvFreqLocal()
+	}
 	// One tensor at a time: the float32 host copy is dropped once uploaded,
 	// so peak host memory is the largest tensor, not the model.
 	for _, s := range weightSpecs(cfg) {
@@ -62,6 +81,23 @@ func Load(dir string, be kernels.Backend) (*Model, error) {
 		if err != nil {
 			m.Close()
 			return nil, err
+		}
+		if s.Kind == kindNormOffset {
+			// Gemma's RMSNorm multiplies by (1 + weight), computed in
+			// float32; adding the 1 once here lets the usual RMSNorm run.
+			for i, w := range ht.Data {
+				ht.Data[i] = 1 + w
+			}
+		}
+		if gemma && s.Name == nameEmbed {
+			// HuggingFace scales the embeddings by sqrt(hidden_size), a
+			// float32 rounded to the embeddings' dtype, and multiplies in
+			// that dtype.
+			dt := ht.DType
+			m.embedScale = RoundToDType(float32(math.Sqrt(float64(cfg.HiddenSize))), dt)
+			if dt != DTypeF32 {
+				m.embedRound = func(f float32) float32 { return RoundToDType(f, dt) }
+			}
 		}
 		rows, cols := 1, s.Shape[0]
 		if len(s.Shape) == 2 {
@@ -94,6 +130,15 @@ func Load(dir string, be kernels.Backend) (*Model, error) {
 			wGate:    w[layerName(l, "mlp.gate_proj")],
 			wUp:      w[layerName(l, "mlp.up_proj")],
 			wDown:    w[layerName(l, "mlp.down_proj")],
+			window:   cfg.LayerWindow(l),
+			invFreq:  m.invFreq,
+		}
+		if gemma {
+			m.layers[l].preFFNorm = w[layerName(l, "pre_feedforward_layernorm")]
+			m.layers[l].postFFNorm = w[layerName(l, "post_feedforward_layernorm")]
+			if cfg.LayerTypes[l] == LayerSliding {
+				m.layers[l].invFreq = m.invLocal
+			}
 		}
 	}
 	return m, nil

@@ -10,16 +10,41 @@ import "math"
 // rounded to float32 in the same order. The power itself is taken in float64
 // and rounded once, which is the correctly rounded float32 result; PyTorch's
 // float32 pow agrees except, rarely, by one unit in the last place.
+//
+// For Gemma-3 these are the frequencies of the global (full-attention)
+// layers; InvFreqLocal gives the sliding layers'.
 func (c *Config) InvFreq() []float32 {
-	half := c.HeadDim / 2
-	dim := float32(c.HeadDim)
-	inv := make([]float32, half)
+	inv := defaultInvFreq(c.RopeTheta, c.HeadDim)
+	if rs := c.RopeScaling; rs != nil {
+		switch rs.RopeType {
+		case "llama3":
+			llama3Scale(inv, rs)
+		case "linear":
+			// HuggingFace divides the float32 frequencies by the factor.
+			for i := range inv {
+				inv[i] /= float32(rs.Factor)
+			}
+		}
+	}
+	return inv
+}
+
+// InvFreqLocal returns the RoPE inverse frequencies of Gemma-3's sliding
+// layers: plain RoPE with theta rope_local_base_freq; rope_scaling applies
+// to the global layers only. For other architectures it is InvFreq.
+func (c *Config) InvFreqLocal() []float32 {
+	if c.Arch != ArchGemma3 {
+		return c.InvFreq()
+	}
+	return defaultInvFreq(c.RopeLocalBaseFreq, c.HeadDim)
+}
+
+func defaultInvFreq(theta float64, headDim int) []float32 {
+	dim := float32(headDim)
+	inv := make([]float32, headDim/2)
 	for i := range inv {
 		exp := float32(2*i) / dim
-		inv[i] = 1 / float32(math.Pow(c.RopeTheta, float64(exp)))
-	}
-	if rs := c.RopeScaling; rs != nil && rs.RopeType == "llama3" {
-		llama3Scale(inv, rs)
+		inv[i] = 1 / float32(math.Pow(theta, float64(exp)))
 	}
 	return inv
 }

@@ -35,6 +35,15 @@ type SynthOptions struct {
 	BOS          int32 // bos_token_id
 	EOS          int32 // eos_token_id
 	Shards       int   // > 1 writes that many shards plus model.safetensors.index.json
+
+	// Gemma-3 only.
+	SlidingWindow        int      // sliding_window
+	SlidingWindowPattern int      // sliding_window_pattern: every pattern-th layer is global
+	LayerTypes           []string // layer_types; nil derives them from the pattern
+	RopeLocalBase        float64  // rope_local_base_freq
+	QueryPreAttnScalar   float64  // query_pre_attn_scalar
+	FinalSoftcap         float64  // final_logit_softcapping; 0 writes null
+	AttnSoftcap          float64  // attn_logit_softcapping; 0 writes null
 }
 
 // DefaultSynth returns the options of a small model shaped like the real
@@ -48,6 +57,11 @@ func DefaultSynth(arch string) SynthOptions {
 		arch = ArchLlama
 	case "qwen3":
 		arch = ArchQwen3
+	case "gemma3":
+		arch = ArchGemma3
+	}
+	if arch == ArchGemma3 {
+		return defaultGemma3()
 	}
 	o := SynthOptions{
 		Arch:         arch,
@@ -83,6 +97,36 @@ func DefaultSynth(arch string) SynthOptions {
 	return o
 }
 
+// defaultGemma3 is DefaultSynth for Gemma-3: shaped like Gemma-3-1B at a
+// small size (one KV head, head_dim 64 = query_pre_attn_scalar, five
+// sliding layers of window 512 for each global one, RoPE theta 1000000 for
+// global layers and 10000 for sliding ones, no soft-capping), with
+// Gemma's token ids (bos 2, eos 1).
+func defaultGemma3() SynthOptions {
+	return SynthOptions{
+		Arch:                 ArchGemma3,
+		Seed:                 1,
+		Vocab:                4096,
+		Hidden:               256,
+		Intermediate:         768,
+		Layers:               6,
+		Heads:                4,
+		KVHeads:              1,
+		HeadDim:              64,
+		DType:                "f32",
+		Tied:                 true,
+		RopeTheta:            1000000,
+		RMSNormEps:           1e-6,
+		MaxPositions:         32768,
+		BOS:                  2,
+		EOS:                  1,
+		SlidingWindow:        512,
+		SlidingWindowPattern: 6,
+		RopeLocalBase:        10000,
+		QueryPreAttnScalar:   64,
+	}
+}
+
 // embedStd is the standard deviation of synthetic token embeddings.
 const embedStd = 0.02
 
@@ -102,7 +146,7 @@ func (o SynthOptions) Config() (*Config, error) {
 	}
 	c := &Config{
 		Arch:                  o.Arch,
-		ModelType:             map[string]string{ArchLlama: "llama", ArchQwen3: "qwen3"}[o.Arch],
+		ModelType:             map[string]string{ArchLlama: "llama", ArchQwen3: "qwen3", ArchGemma3: "gemma3_text"}[o.Arch],
 		VocabSize:             o.Vocab,
 		HiddenSize:            o.Hidden,
 		IntermediateSize:      o.Intermediate,
@@ -118,6 +162,25 @@ func (o SynthOptions) Config() (*Config, error) {
 		TorchDType:            dt.torch,
 		BOSTokenID:            o.BOS,
 		EOSTokenIDs:           []int32{o.EOS},
+	}
+	if o.Arch == ArchGemma3 {
+		c.gemma3 = gemma3{
+			SlidingWindow:         o.SlidingWindow,
+			LayerTypes:            o.LayerTypes,
+			RopeLocalBaseFreq:     o.RopeLocalBase,
+			QueryPreAttnScalar:    o.QueryPreAttnScalar,
+			FinalLogitSoftcapping: o.FinalSoftcap,
+			AttnLogitSoftcapping:  o.AttnSoftcap,
+		}
+		if c.LayerTypes == nil && o.SlidingWindowPattern > 0 {
+			c.LayerTypes = make([]string, o.Layers)
+			for i := range c.LayerTypes {
+				c.LayerTypes[i] = LayerSliding
+				if (i+1)%o.SlidingWindowPattern == 0 {
+					c.LayerTypes[i] = LayerFull
+				}
+			}
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("synthetic model: %w", err)
@@ -161,6 +224,8 @@ func SynthTensors(o SynthOptions) ([]*HostTensor, error) {
 				v = rng.NormFloat64() / math.Sqrt(float64(s.Shape[1]))
 			case kindNorm:
 				v = 1 + 0.1*rng.NormFloat64()
+			case kindNormOffset:
+				v = 0.1 * rng.NormFloat64()
 			}
 			data[i] = RoundToDType(float32(v), disk)
 		}
@@ -251,7 +316,9 @@ func writeShards(dir string, tensors []*HostTensor, n int, meta map[string]strin
 // read real checkpoints read these too.
 func hfConfigJSON(c *Config) map[string]any {
 	var scaling any // JSON null when absent, as in real files
-	if rs := c.RopeScaling; rs != nil {
+	if rs := c.RopeScaling; rs != nil && rs.RopeType == "linear" {
+		scaling = map[string]any{"rope_type": rs.RopeType, "factor": rs.Factor}
+	} else if rs != nil {
 		scaling = map[string]any{
 			"rope_type":                        rs.RopeType,
 			"factor":                           rs.Factor,
@@ -284,6 +351,9 @@ func hfConfigJSON(c *Config) map[string]any {
 		"initializer_range":       0.02,
 		"use_cache":               true,
 	}
+	if c.Arch == ArchGemma3 {
+		return gemma3ConfigJSON(c, m)
+	}
 	if c.Arch == ArchQwen3 {
 		m["use_sliding_window"] = false
 		m["sliding_window"] = nil
@@ -292,5 +362,44 @@ func hfConfigJSON(c *Config) map[string]any {
 		m["mlp_bias"] = false
 		m["pretraining_tp"] = 1
 	}
+	return m
+}
+
+// gemma3ConfigJSON turns the common keys m into a Gemma3TextConfig's
+// config.json: hidden_activation instead of hidden_act, the sliding-window
+// and soft-capping keys, and pad_token_id 0.
+func gemma3ConfigJSON(c *Config, m map[string]any) map[string]any {
+	delete(m, "hidden_act")
+	nullIfZero := func(v float64) any {
+		if v == 0 {
+			return nil
+		}
+		return v
+	}
+	pattern := 0 // sliding_window_pattern: the period of layer_types, if it has one
+	for p := 1; p <= len(c.LayerTypes) && pattern == 0; p++ {
+		ok := true
+		for i, lt := range c.LayerTypes {
+			if (lt == LayerFull) != ((i+1)%p == 0) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			pattern = p
+		}
+	}
+	m["hidden_activation"] = "gelu_pytorch_tanh"
+	m["rope_local_base_freq"] = c.RopeLocalBaseFreq
+	m["query_pre_attn_scalar"] = c.QueryPreAttnScalar
+	m["sliding_window"] = c.SlidingWindow
+	m["layer_types"] = c.LayerTypes
+	if pattern > 0 {
+		m["sliding_window_pattern"] = pattern
+	}
+	m["final_logit_softcapping"] = nullIfZero(c.FinalLogitSoftcapping)
+	m["attn_logit_softcapping"] = nullIfZero(c.AttnLogitSoftcapping)
+	m["pad_token_id"] = 0
+	m["cache_implementation"] = "hybrid"
 	return m
 }
