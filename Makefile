@@ -84,3 +84,7 @@ phase08-router: ## the router's four policies, each over three fresh replicas, o
 .PHONY: docs-numbers
 docs-numbers: ## regenerate the docs' deterministic numbers between their <!-- numbers:NAME --> markers (virtual clock; about a minute)
 	$(GO) run ./internal/docnumbers/cmd/docnumbers $(ARGS)
+
+.PHONY: phase08-leak
+phase08-leak: ## the TTFT side channel of a shared prefix cache, closed by cache salts; what salting costs; a per-tenant cache share against a noisy neighbour (about a minute)
+	$(GO) run ./phase08_leak $(ARGS)
