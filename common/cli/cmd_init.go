@@ -9,7 +9,7 @@ import (
 
 func runInitModel(v Variant, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(v, "init-model", stderr)
-	arch := fs.String("arch", "llama", "architecture: llama or qwen3")
+	arch := fs.String("arch", "llama", "architecture: llama, qwen3 or gemma3")
 	out := fs.String("out", "", "directory to write (required)")
 	seed := fs.Int64("seed", 0, "random seed; 0 keeps the architecture's default seed")
 	dtype := fs.String("dtype", "", "dtype on disk: f32, bf16 or f16 (default: the architecture default)")
@@ -32,8 +32,10 @@ func runInitModel(v Variant, args []string, stdout, stderr io.Writer) error {
 		o = model.DefaultSynth(model.ArchLlama)
 	case "qwen3":
 		o = model.DefaultSynth(model.ArchQwen3)
+	case "gemma3":
+		o = model.DefaultSynth(model.ArchGemma3)
 	default:
-		return fmt.Errorf("-arch: unknown architecture %q (want llama or qwen3)", *arch)
+		return fmt.Errorf("-arch: unknown architecture %q (want llama, qwen3 or gemma3)", *arch)
 	}
 	setIf := func(dst *int, v int) {
 		if v != 0 {
