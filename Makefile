@@ -82,7 +82,7 @@ phase08-router: ## the router's four policies, each over three fresh replicas, o
 	$(BIN)/phase08_router bench $(ARGS)
 
 .PHONY: docs-numbers
-docs-numbers: ## regenerate the docs' deterministic numbers between their <!-- numbers:NAME --> markers (virtual clock; about a minute)
+docs-numbers: ## regenerate the docs' deterministic numbers between their <!-- numbers:NAME --> markers (virtual clock; a few minutes)
 	$(GO) run ./internal/docnumbers/cmd/docnumbers $(ARGS)
 
 .PHONY: phase08-leak
