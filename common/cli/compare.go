@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+
+	"kvlab/common/kvcache"
 )
 
 // Compare runs the baseline engine and every variant in one process on the
@@ -52,6 +54,9 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// The baseline has no cache to cap; each design gets the share cap.
+	share := rf.share
+	rf.share = 0
 	base, err := rf.engineConfig(Variant{})
 	if err != nil {
 		return err
@@ -60,6 +65,9 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	for _, v := range variants {
 		c := base
 		c.PrefixCache = v.PrefixCache
+		if share > 0 {
+			c.PrefixCache = kvcache.ShareCapped(v.PrefixCache, share)
+		}
 		configs = append(configs, namedConfig{v.Name, c})
 	}
 	return sf.serve(m, configs, reqs, stdout, stderr)

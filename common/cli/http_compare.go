@@ -82,6 +82,9 @@ func compareHTTP(fs *flag.FlagSet, variants []Variant, srv serverFlags, rf *runt
 		if i > 0 {
 			name = variants[i-1].Name
 			args = append(args, "-prefix-caching", "-admission="+rf.admission)
+			if rf.share > 0 { // the designs' servers only: the baseline has no cache to cap
+				args = append(args, fmt.Sprintf("-tenant-cache-share=%v", rf.share))
+			}
 		}
 		fmt.Fprintf(stderr, "[%d/%d] %s: %s, %d requests over HTTP\n", i+1, len(bins), name, sf.name, len(reqs))
 		run, runNA, err := benchServer(ctx, bin, args, srv, rf.eng.BlockSize, name, reqs, progress, stderr)

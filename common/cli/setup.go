@@ -68,7 +68,7 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 	}
 	if f.share > 0 {
 		if c.PrefixCache == nil {
-			return c, fmt.Errorf("-tenant-cache-share: caps a prefix cache's per-salt share, and this run has none (serve needs -prefix-caching; phase08 compares the designs uncapped: run one design's bench or serve with it)")
+			return c, fmt.Errorf("-tenant-cache-share: caps a prefix cache's per-salt share, and this run has none (serve needs -prefix-caching)")
 		}
 		c.PrefixCache = kvcache.ShareCapped(c.PrefixCache, f.share)
 	}
