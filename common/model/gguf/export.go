@@ -130,7 +130,10 @@ func Export(dir string, w io.Writer) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	arch := map[string]string{model.ArchLlama: ArchLlama, model.ArchQwen3: ArchQwen3}[cfg.Arch]
+	arch, ok := map[string]string{model.ArchLlama: ArchLlama, model.ArchQwen3: ArchQwen3}[cfg.Arch]
+	if !ok {
+		return nil, fmt.Errorf("gguf: exporting %s is not supported (Llama and Qwen3 are)", cfg.Arch)
+	}
 	dtypes, err := diskDTypes(dir)
 	if err != nil {
 		return nil, err

@@ -268,4 +268,12 @@ func TestExportRefusals(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(out))
 	require.NoError(t, err)
 	assert.Empty(t, entries, "nor a temporary one")
+
+	// An architecture the exporter does not write.
+	dir = t.TempDir()
+	g := model.DefaultSynth(model.ArchGemma3)
+	g.Vocab, g.Hidden, g.Intermediate, g.Layers, g.Heads, g.KVHeads, g.HeadDim = 512, 32, 64, 2, 2, 1, 16
+	require.NoError(t, model.WriteSynthetic(dir, g))
+	_, err = ExportFile(dir, filepath.Join(t.TempDir(), "x.gguf"))
+	assert.ErrorContains(t, err, "not supported")
 }
