@@ -44,6 +44,8 @@ golden: ## regenerate the PyTorch golden logits (needs Python 3 with torch, e.g.
 WORKLOAD  ?= prefix_caching
 VARIANTS  := phase08_prefix phase08_hashcow phase08_compressed
 COUNT     ?= 6
+SCALE_COUNT ?= 5
+SCALE_TIME  ?= 300ms
 # benchstat is pinned by the tool directive in go.mod.
 BENCHSTAT ?= $(GO) tool benchstat
 
@@ -88,3 +90,12 @@ docs-numbers: ## regenerate the docs' deterministic numbers between their <!-- n
 .PHONY: phase08-leak
 phase08-leak: ## the TTFT side channel of a shared prefix cache, closed by cache salts; what salting costs; a per-tenant cache share against a noisy neighbour (about a minute)
 	$(GO) run ./phase08_leak $(ARGS)
+
+.PHONY: bench-scale
+bench-scale: ## prefix caches filled to 10k, 100k and 1M blocks: Match, Evictable, Evict(64), Insert, index bytes and GC (SCALE_FLAGS=-short for 10k/100k; several minutes)
+	@mkdir -p out/bench
+	@for v in $(VARIANTS); do \
+	  echo "== $$v: BenchmarkScale, $(SCALE_COUNT) runs"; \
+	  $(GOTEST) -run '^$$' -bench '^BenchmarkScale$$' -count $(SCALE_COUNT) -benchtime $(SCALE_TIME) $(SCALE_FLAGS) ./$$v/... > out/bench/scale-$$v.txt || exit 1; \
+	done
+	@for v in $(VARIANTS); do echo "== $$v"; $(BENCHSTAT) -ignore pkg -col /blocks out/bench/scale-$$v.txt || exit 1; done
