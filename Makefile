@@ -42,6 +42,8 @@ golden: ## regenerate the PyTorch golden logits (needs Python 3 with torch, e.g.
 	  $(PYTHON) scripts/torch_reference.py --cases "$$d/cases.json" --out-dir common/model/testdata/golden
 
 WORKLOAD  ?= prefix_caching
+# The built-in model's architecture for phase08 and phase08-http: llama, qwen3 or gemma3.
+MODEL     ?= llama
 VARIANTS  := phase08_prefix phase08_hashcow phase08_compressed
 COUNT     ?= 6
 SCALE_COUNT ?= 5
@@ -50,8 +52,8 @@ SCALE_TIME  ?= 300ms
 BENCHSTAT ?= $(GO) tool benchstat
 
 .PHONY: phase08
-phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_caching|multi_turn|no_shared_prefix|chunked_prefill)
-	$(GO) run ./phase08 -workload $(WORKLOAD) $(ARGS)
+phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_caching|multi_turn|no_shared_prefix|chunked_prefill; MODEL=llama|qwen3|gemma3)
+	$(GO) run ./phase08 -arch $(MODEL) -workload $(WORKLOAD) $(ARGS)
 
 .PHONY: bench
 bench: ## shared cache + engine benchmarks of the three variants, compared with benchstat
@@ -70,7 +72,7 @@ SERVERS := $(subst $(space),$(comma),$(addprefix $(BIN)/,phase07_chunked $(VARIA
 .PHONY: phase08-http
 phase08-http: ## make phase08 over HTTP: each design as its own server, measured at the client
 	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS))
-	$(BIN)/phase08 -workload $(WORKLOAD) -servers $(SERVERS) $(ARGS)
+	$(BIN)/phase08 -arch $(MODEL) -workload $(WORKLOAD) -servers $(SERVERS) $(ARGS)
 
 .PHONY: bench-cpu bench-decode
 bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f32 and bf16 (ARGS=-runs 9 ...); LLAMA_CPP_DIR=<llama.cpp build> adds llama-bench's on the same models, exported to GGUF

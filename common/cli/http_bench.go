@@ -46,7 +46,10 @@ func (f *servingFlags) requests(rf *runtimeFlags) ([]workload.Request, error) {
 		if rf.modelDir != "" {
 			cfg, err = model.LoadConfig(rf.modelDir)
 		} else {
-			cfg, err = DefaultModel().Config()
+			var o model.SynthOptions
+			if o, err = rf.builtinOptions(); err == nil {
+				cfg, err = o.Config()
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("vocabulary for the workload (or set -vocab): %w", err)

@@ -42,7 +42,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 
 // engineFlagNames are the runtime flags a server takes as they are; the
 // ones set on compare's command line are passed on to every server.
-var engineFlagNames = []string{"model", "device", "block-size", "blocks", "max-batch-tokens", "max-running", "max-context", "chunked-prefill", "audit"}
+var engineFlagNames = []string{"model", "arch", "device", "block-size", "blocks", "max-batch-tokens", "max-running", "max-context", "chunked-prefill", "audit"}
 
 // compareHTTP is compare -servers: each configuration runs as a server
 // process (`<runnable> serve`, with -prefix-caching for the designs), the

@@ -22,6 +22,7 @@ import (
 // runtimeFlags are the flags every command that runs the model shares.
 type runtimeFlags struct {
 	modelDir   string
+	arch       string // -arch: the built-in model's architecture when -model is empty
 	device     string
 	cpuProfile string
 	memProfile string
@@ -35,6 +36,7 @@ type runtimeFlags struct {
 func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	f.eng = engine.DefaultConfig()
 	fs.StringVar(&f.modelDir, "model", "", "model directory (HF config.json + safetensors); empty: the built-in synthetic model, written on first use")
+	fs.StringVar(&f.arch, "arch", "llama", "architecture of the built-in model when -model is empty: "+strings.Join(model.BuiltinArchs, ", ")+" (gemma3: 3 sliding-window layers of window 256 to 1 global)")
 	device := os.Getenv("KVLAB_DEVICE")
 	if device == "" {
 		device = "cpu"
@@ -114,10 +116,42 @@ func (f *runtimeFlags) backend() (kernels.Backend, error) {
 // dir returns the -model directory, or the built-in default model's
 // (written on first use).
 func (f *runtimeFlags) dir() (string, error) {
+	if err := f.checkArch(); err != nil {
+		return "", err
+	}
 	if f.modelDir != "" {
 		return f.modelDir, nil
 	}
-	return DefaultModelDir()
+	return model.BuiltinDirFor(f.builtinArch())
+}
+
+// builtinArch is the -arch flag, "llama" when unset (a runtimeFlags not
+// registered on a flag set).
+func (f *runtimeFlags) builtinArch() string {
+	if f.arch == "" {
+		return "llama"
+	}
+	return f.arch
+}
+
+// checkArch refuses an unknown -arch, and an -arch other than the default
+// next to -model: the directory's config.json says its architecture.
+func (f *runtimeFlags) checkArch() error {
+	if _, err := model.BuiltinFor(f.builtinArch()); err != nil {
+		return fmt.Errorf("-arch: %w", err)
+	}
+	if f.modelDir != "" && f.builtinArch() != "llama" {
+		return fmt.Errorf("-arch %s picks the built-in model, -model %s a directory (whose config.json names its architecture): give one", f.arch, f.modelDir)
+	}
+	return nil
+}
+
+// builtinOptions returns the options of the built-in model -arch names.
+func (f *runtimeFlags) builtinOptions() (model.SynthOptions, error) {
+	if err := f.checkArch(); err != nil {
+		return model.SynthOptions{}, err
+	}
+	return model.BuiltinFor(f.builtinArch())
 }
 
 // loadModel loads the -model directory, or the built-in default model,
