@@ -211,6 +211,7 @@ func (b *buggy) Evict(n int) int {
 		return b.evictThroughPointer(n)
 	}
 	if b.bug != rangeKeys && b.bug != wholeLeaves && b.bug != noReparent {
+		b.rebuild() // the buggy methods keep no eviction bookkeeping
 		return b.Trie.Evict(n)
 	}
 	// The eviction loop of the design these bugs were found in: free a
@@ -263,6 +264,7 @@ func (b *buggy) evictThroughPointer(n int) int {
 
 func (b *buggy) Evictable() int {
 	if b.bug != countAllUnpinned {
+		b.rebuild()
 		return b.Trie.Evictable()
 	}
 	count := 0

@@ -52,7 +52,7 @@ func FuzzPool(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		cachetest.Ops(t, factory(policies[int(data[0])%len(policies)].policy), data[1:])
+		cachetest.Ops(t, checkedFactory(t, policies[int(data[0])%len(policies)].policy, new(int)), data[1:])
 	})
 }
 

@@ -33,6 +33,7 @@ func (t *Trie) Insert(seq int, salt string, tokens, pages []int32, lent int) (ne
 			t.split(child, k) // the tail keeps child's lastUse: this insert did not reach it
 		}
 		child.lastUse = t.clock
+		t.sync(child)           // its policy key changed
 		n, done = child, done+k // if rest ends inside child, all of it was cached
 	}
 	return lent
@@ -47,13 +48,18 @@ func (t *Trie) addLeaf(parent *node, tokens, blocks []int32) {
 		parent:  parent,
 		lastUse: t.clock,
 		refs:    1, // the sequence inserting it
+		key:     keyOf(tokens[:t.bs]),
+		end:     parent.end + len(blocks),
 	}
 	t.take(leaf.blocks)
 	t.blocks += len(leaf.blocks)
 	if parent.children == nil {
 		parent.children = make(map[uint64]*node)
 	}
-	parent.children[keyOf(leaf.tokens[:t.bs])] = leaf
+	parent.children[leaf.key] = leaf
+	t.measure(leaf)
+	t.sync(leaf)
+	t.sync(parent) // no longer a leaf
 }
 
 // split cuts n after k tokens, a whole number of blocks inside n. n keeps
@@ -82,7 +88,10 @@ func (t *Trie) split(n *node, k int) {
 		lastUse:  n.lastUse,
 		// Which of n's users reached past the cut is not recorded: the
 		// tail keeps n's count, at most its true one.
-		refs: n.refs,
+		refs:     n.refs,
+		key:      keyOf(n.tokens[k : k+t.bs]),
+		end:      n.end,
+		busyKids: n.busyKids, // n's children are the tail's
 	}
 	for _, c := range tail.children {
 		c.parent = tail // they moved: eviction walks up through parent
@@ -93,7 +102,13 @@ func (t *Trie) split(n *node, k int) {
 	n.joins = head
 	// A fresh map: giving the head the old one would make the tail its
 	// own child.
-	n.children = map[uint64]*node{keyOf(tail.tokens[:t.bs]): tail}
+	n.children = map[uint64]*node{tail.key: tail}
+	n.end -= len(tail.blocks)
+	n.busyKids = 0
+	t.measure(n)
+	t.measure(tail)
+	t.sync(tail)
+	t.sync(n)
 }
 
 // merge folds n's only child c into n (see mergeable): n's tokens and
@@ -122,6 +137,13 @@ func (t *Trie) merge(n *node) {
 	for _, g := range n.children {
 		g.parent = n
 	}
+	// c leaves the trie; n takes its place in the bookkeeping.
+	t.leaves.remove(c)
+	t.evictable -= c.counted
+	c.counted, c.dead = 0, true
+	n.busyKids, n.end = c.busyKids, c.end
+	t.measure(n)
+	t.sync(n)
 }
 
 // mergeable reports whether n can absorb its only child: n is not a
@@ -163,5 +185,5 @@ func (t *Trie) mergeChains(nodes []*node) {
 
 // attached reports whether n is still in the trie.
 func (t *Trie) attached(n *node) bool {
-	return n.parent != nil && len(n.tokens) > 0 && n.parent.children[keyOf(n.tokens[:t.bs])] == n
+	return n.parent != nil && len(n.tokens) > 0 && n.parent.children[n.key] == n
 }

@@ -29,6 +29,7 @@ func (t *Trie) Match(seq int, salt string, tokens []int32) (blocks []int32, matc
 		}
 		child.lastUse = t.clock
 		child.refs++
+		t.reached = append(t.reached, child)
 		blocks = append(blocks, child.blocks[:k/t.bs]...)
 		matched += k
 		if k < len(child.tokens) {
@@ -37,6 +38,8 @@ func (t *Trie) Match(seq int, salt string, tokens []int32) (blocks []int32, matc
 		n = child
 	}
 	t.take(blocks)
+	t.restate(t.reached) // their keys changed, and they gained a holder
+	t.reached = t.reached[:0]
 	if len(blocks) == 0 {
 		if cap(blocks) > 0 {
 			t.spare = append(t.spare, blocks)

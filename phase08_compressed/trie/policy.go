@@ -78,45 +78,104 @@ type lru struct{}
 
 func (lru) Before(a, b Leaf) bool { return a.LastUse < b.LastUse }
 
-// victim is an evictable leaf and where it sits.
-type victim struct {
-	n     *node
-	key   uint64 // its key in its parent's children
-	level int    // nodes from the root
-	start int    // blocks above it
+// leafOf describes n, an evictable leaf, to the policy. Its level is
+// counted now: a split above n pushes it down without touching it.
+func leafOf(n *node) Leaf {
+	level := 0
+	for p := n; p.parent != nil; p = p.parent {
+		level++
+	}
+	return Leaf{Depth: n.end, Level: level, LastUse: n.lastUse, Refs: n.refs}
 }
 
-func (v victim) leaf() Leaf {
-	return Leaf{Depth: v.start + len(v.n.blocks), Level: v.level, LastUse: v.n.lastUse, Refs: v.n.refs}
-}
-
-// victimQueue is a heap of victims, first in policy order at the top.
+// leafHeap holds the evictable leaves, first in policy order at the top.
 // Leaves the policy cannot tell apart go in block-id order, so eviction is
-// deterministic.
-type victimQueue struct {
+// deterministic, and the order is total: the top is the one leaf the
+// policy puts first, whatever the heap's history. Each node knows its
+// place (hidx, 0 when absent), so a leaf whose key changed is fixed and
+// one that stopped being a candidate is removed in O(log n).
+type leafHeap struct {
 	policy Policy
-	items  []victim
+	items  []*node
 }
 
-func (q *victimQueue) Len() int { return len(q.items) }
-
-func (q *victimQueue) Less(i, j int) bool {
-	a, b := q.items[i].leaf(), q.items[j].leaf()
+func (q *leafHeap) less(i, j int) bool {
+	a, b := q.items[i], q.items[j]
+	la, lb := leafOf(a), leafOf(b)
 	switch {
-	case q.policy.Before(a, b):
+	case q.policy.Before(la, lb):
 		return true
-	case q.policy.Before(b, a):
+	case q.policy.Before(lb, la):
 		return false
 	}
-	return q.items[i].n.blocks[0] < q.items[j].n.blocks[0]
+	return a.blocks[0] < b.blocks[0]
 }
 
-func (q *victimQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *leafHeap) swap(i, j int) {
+	q.items[i], q.items[j] = q.items[j], q.items[i]
+	q.items[i].hidx = i + 1
+	q.items[j].hidx = j + 1
+}
 
-func (q *victimQueue) Push(x any) { q.items = append(q.items, x.(victim)) }
+func (q *leafHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			return
+		}
+		q.swap(i, p)
+		i = p
+	}
+}
 
-func (q *victimQueue) Pop() any {
-	v := q.items[len(q.items)-1]
-	q.items = q.items[:len(q.items)-1]
-	return v
+func (q *leafHeap) down(i int) bool {
+	start := i
+	for {
+		l := 2*i + 1
+		if l >= len(q.items) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(q.items) && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q.swap(i, m)
+		i = m
+	}
+	return i > start
+}
+
+// update puts n in the heap, or restores the order after n's key changed.
+func (q *leafHeap) update(n *node) {
+	if n.hidx == 0 {
+		q.items = append(q.items, n)
+		n.hidx = len(q.items)
+		q.up(len(q.items) - 1)
+		return
+	}
+	if i := n.hidx - 1; !q.down(i) {
+		q.up(i)
+	}
+}
+
+// remove takes n out of the heap if it is there.
+func (q *leafHeap) remove(n *node) {
+	if n.hidx == 0 {
+		return
+	}
+	i, last := n.hidx-1, len(q.items)-1
+	if i != last {
+		q.swap(i, last)
+	}
+	q.items[last] = nil
+	q.items = q.items[:last]
+	n.hidx = 0
+	if i != last {
+		if !q.down(i) {
+			q.up(i)
+		}
+	}
 }

@@ -62,6 +62,16 @@ type Trie struct {
 	// compares counts token-slice comparisons made by descents (Match,
 	// MatchLen, Insert): the cost pitfall 29 is about.
 	compares int
+
+	// Eviction bookkeeping (evict.go): the evictable leaves in policy
+	// order, the blocks Evict could free, the nodes someone else held when
+	// last measured, and the nodes Match reached (reused).
+	leaves    leafHeap
+	evictable int
+	pinned    []*node
+	reached   []*node
+	// pick, when set (by tests), is shown each leaf Evict takes from.
+	pick func(*node)
 }
 
 var _ kvcache.PrefixCache = (*Trie)(nil)
@@ -92,6 +102,18 @@ type node struct {
 	// node reached its parent too, so a parent's count is never below its
 	// child's.
 	refs int
+
+	// Eviction bookkeeping, kept by evict.go.
+	key      uint64 // keyOf(first block): n's key in parent.children
+	end      int    // blocks from the root to n's last block (its Depth)
+	tail     int    // trailing blocks, whole segments, only the trie holds
+	full     bool   // tail == len(blocks)
+	busyKids int    // children whose subtree Evict cannot empty
+	counted  int    // what n adds to Trie.evictable
+	inBusy   bool   // n is one of parent.busyKids
+	pinned   bool   // n is in Trie.pinned
+	dead     bool   // n left the trie (evicted or merged away)
+	hidx     int    // 1 + n's index in Trie.victims; 0 if absent
 }
 
 // New returns an empty trie lending blocks of blockSize tokens from a.
@@ -107,10 +129,11 @@ func New(a *kvcache.Allocator, blockSize int, policy Policy) *Trie {
 		alloc:  a,
 		bs:     blockSize,
 		policy: policy,
-		root:   &node{},
+		root:   &node{full: true},
 		salted: make(map[string]*node),
 		holds:  make([]int32, a.Total()),
 		lent:   make(map[int][]int32),
+		leaves: leafHeap{policy: policy},
 	}
 }
 
@@ -161,7 +184,7 @@ func (t *Trie) rootOf(salt string, create bool) *node {
 	}
 	r := t.salted[salt]
 	if r == nil && create {
-		r = &node{salt: salt}
+		r = &node{salt: salt, full: true}
 		t.salted[salt] = r
 	}
 	return r

@@ -97,11 +97,23 @@ func saltState(salt string) uint64 {
 	return fold(h, []int32{int32(len(salt))})
 }
 
-// Audit fails the test if block ownership is broken.
+// Auditor is implemented by a cache that can check its own bookkeeping
+// against a slow recount (its Evictable counter, its eviction heap).
+type Auditor interface {
+	AuditCache() error
+}
+
+// Audit fails the test if block ownership is broken, or if the cache is an
+// Auditor and its audit fails.
 func (h *Harness) Audit(when string) {
 	h.T.Helper()
 	if err := h.Pool.Audit().Err(); err != nil {
 		h.T.Fatalf("%s: %v", when, err)
+	}
+	if a, ok := h.Cache.(Auditor); ok {
+		if err := a.AuditCache(); err != nil {
+			h.T.Fatalf("%s: %v", when, err)
+		}
 	}
 }
 

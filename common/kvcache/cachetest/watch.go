@@ -128,6 +128,14 @@ func (w *watched) Evictable() int            { return w.inner.Evictable() }
 func (w *watched) Holds(b int32) int         { return w.inner.Holds(b) }
 func (w *watched) Stats() kvcache.CacheStats { return w.inner.Stats() }
 
+// AuditCache runs the wrapped cache's own audit, if it has one.
+func (w *watched) AuditCache() error {
+	if a, ok := w.inner.(Auditor); ok {
+		return a.AuditCache()
+	}
+	return nil
+}
+
 // checkLent fails unless every live sequence's lent prefix is matchable.
 func (w *watched) checkLent(after string) {
 	w.t.Helper()
