@@ -2,6 +2,7 @@ package blockhash
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 )
 
@@ -145,4 +146,43 @@ func (h *lru) fix(b int32) {
 	if i := h.blocks[b].inLRU; i >= 0 {
 		heap.Fix(h, int(i))
 	}
+}
+
+// AuditCache checks the LRU bookkeeping against a scan of every block:
+// after settling, exactly the cached blocks only the index holds are in
+// lru (so Evictable, its length, is right), each knows its place, and the
+// heap is in order. The conformance suite calls it after every step
+// (cachetest's Harness.Audit); it costs O(blocks) and changes nothing a
+// caller could see.
+func (c *Cache) AuditCache() error {
+	c.settle()
+	var errs []error
+	idle := 0
+	for i := range c.blocks {
+		b, info := int32(i), &c.blocks[i]
+		switch {
+		case info.serial == 0 && info.inLRU >= 0:
+			errs = append(errs, fmt.Errorf("blockhash: block %d is in the LRU but not cached", b))
+		case info.serial == 0:
+		case c.alloc.Refs(b) == 1:
+			idle++
+			if info.inLRU < 0 {
+				errs = append(errs, fmt.Errorf("blockhash: block %d only the index holds is not in the LRU", b))
+			}
+		case info.inLRU >= 0:
+			errs = append(errs, fmt.Errorf("blockhash: block %d has %d holders but is in the LRU", b, c.alloc.Refs(b)))
+		}
+	}
+	if idle != c.lru.Len() {
+		errs = append(errs, fmt.Errorf("blockhash: Evictable is %d, a recount finds %d", c.lru.Len(), idle))
+	}
+	for i, b := range c.lru.ids {
+		if int(c.blocks[b].inLRU) != i {
+			errs = append(errs, fmt.Errorf("blockhash: block %d at LRU position %d records %d", b, i, c.blocks[b].inLRU))
+		}
+		if i > 0 && c.lru.Less(i, (i-1)/2) {
+			errs = append(errs, fmt.Errorf("blockhash: LRU heap out of order at %d", i))
+		}
+	}
+	return errors.Join(errs...)
 }

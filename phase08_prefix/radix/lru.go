@@ -1,5 +1,7 @@
 package radix
 
+import "fmt"
+
 // The lru ring holds exactly the nodes without users, least recently used
 // first. A node joins it when its last user leaves, and leaves it when a
 // sequence matches it again.
@@ -68,4 +70,43 @@ func (t *Tree) rest(n *node) {
 func (t *Tree) unlink(n *node) {
 	n.prev.next, n.next.prev = n.next, n.prev
 	t.idle--
+}
+
+// AuditCache checks the ring against a scan of every node: it holds
+// exactly the nodes without users (so Evictable, idle, is right), and each
+// comes after all of its descendants (so Evict's front is a leaf). The
+// conformance suite calls it after every step (cachetest's Harness.Audit);
+// it costs O(cached blocks) and changes nothing.
+func (t *Tree) AuditCache() error {
+	pos := map[*node]int{}
+	for n := t.lru.next; n != &t.lru; n = n.next {
+		if n.users != 0 {
+			return fmt.Errorf("radix: block %d is on the lru ring with %d users", n.block, n.users)
+		}
+		if _, dup := pos[n]; dup {
+			return fmt.Errorf("radix: block %d is on the lru ring twice", n.block)
+		}
+		pos[n] = len(pos)
+	}
+	if len(pos) != t.idle {
+		return fmt.Errorf("radix: Evictable is %d, the ring holds %d nodes", t.idle, len(pos))
+	}
+	idle := 0
+	for _, n := range t.byBlock {
+		if n == nil || n.users != 0 {
+			continue
+		}
+		idle++
+		at, ok := pos[n]
+		if !ok {
+			return fmt.Errorf("radix: block %d has no users but is not on the ring", n.block)
+		}
+		if p := n.parent; p.depth > 0 && p.users == 0 && pos[p] < at {
+			return fmt.Errorf("radix: block %d is on the ring after its parent, block %d", n.block, p.block)
+		}
+	}
+	if idle != t.idle {
+		return fmt.Errorf("radix: Evictable is %d, a recount finds %d nodes without users", t.idle, idle)
+	}
+	return nil
 }
