@@ -7,7 +7,12 @@
 //           sits at position pos0 + i, pos0 = CtxLen - QLen) and every query
 //           head h (reading key/value head h / group, group = NumHeads /
 //           NumKVHeads):
-//             out = softmax(scale · q·Kᵀ) · V over key positions 0..pos0+i.
+//             out = softmax(cap(scale · q·Kᵀ)) · V over key positions
+//             lo..pos0+i, where lo = 0, or with a sliding window W > 0
+//             lo = max(0, pos0+i-W+1) (the query itself and the W-1 keys
+//             before it, kernels.Visible), and cap(s) = C·tanh(s/C) when a
+//             soft cap C > 0 is given (Gemma's attn_logit_softcapping),
+//             else s.
 //           Attend: key position t lives in cache row
 //             pages[t / block_size] * block_size + t % block_size
 //           of the sequence's page table, so a cached prefix is visible like
@@ -27,11 +32,17 @@
 //           unnormalised output to a partial slot, and attention_merge
 //           combines a row's chunks in chunk order and normalises. The split
 //           depends on the rows' own context only, so a sequence's result
-//           does not depend on its batch. The item's keys are cut into
+//           does not depend on its batch. With a window the chunks stay
+//           on the same absolute ATT_CHUNK grid, but the host plans only
+//           those that reach the window of the item's first row, and the
+//           first starts at the 32-key tile holding that row's first
+//           visible key: keys before that row's window are never read,
+//           neither their K nor their V, not merely masked. The item's keys are cut into
 //           tiles of 32 positions, dealt round-robin to the block's 4 warps. In a tile, lane j owns
 //           key j: it reads that key's head slice once (float4s through L1)
 //           and scores it against every row's query, which sits in shared
-//           memory. Each warp then updates, per row, a running maximum m,
+//           memory; a key outside a row's window scores -inf for that
+//           row. Each warp then updates, per row, a running maximum m,
 //           a per-lane partial normaliser l and an output accumulator (lane
 //           owns dims lane, lane+32, ...): the online softmax of flash
 //           attention, so keys are read exactly once and no score matrix is
@@ -52,6 +63,7 @@
 //           page table in pages. items holds 4 ints per item: sequence, first
 //           row, first key, partial slot (-1: write out). part holds
 //           ATT_ROWS × (head_dim + 2) floats per (slot, KV head).
+//           window (0: none) and softcap (0: none) are AttnShape's.
 //           attention_merge: grid = (split row groups, NumKVHeads), 128
 //           threads.
 //
@@ -64,7 +76,12 @@
 //           TestAttendLocal compares with the CPU's AttendLocal;
 //           TestAttendFlashDecoding covers contexts 1 to 8192 in batches of
 //           1 to 64, split and not. Tolerance 1e-5 (relative above 1,
-//           absolute below).
+//           absolute below). window_test.go: TestAttendWindow (windows
+//           below, at and above the block size and ATT_CHUNK, contexts up
+//           to 2048, batches 1 to 16, with and without a soft cap, Attend
+//           and AttendLocal), TestAttendWindowSkipsChunks (the plan reads
+//           no chunk before the window) and TestAttendWindowOffByOne (a
+//           window one wider differs from the CPU's).
 #include "common.cuh"
 
 #define ATT_WARPS 4
@@ -85,7 +102,8 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
                                           const int* __restrict__ seqs, const int* __restrict__ items,
                                           const int* __restrict__ pages, long long num_heads,
                                           long long num_kv_heads, long long head_dim, long long block_size,
-                                          double scale_d, long long local, float* __restrict__ part) {
+                                          double scale_d, long long local, float* __restrict__ part,
+                                          long long window, double softcap_d) {
     constexpr int MAXD = 32 * DPL;
     __shared__ __align__(16) float qs[ATT_ROWS][MAXD];
     __shared__ float part_acc[ATT_WARPS][ATT_ROWS][MAXD];
@@ -99,7 +117,7 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     const int hd = (int)head_dim, group = (int)(num_heads / num_kv_heads), bs = (int)block_size;
     const int nrows = min(ATT_ROWS, qlen * group - row0);
     const long long qcols = num_heads * head_dim, kvcols = num_kv_heads * head_dim;
-    const float scale = (float)scale_d;
+    const float scale = (float)scale_d, softcap = (float)softcap_d;
 
     // Stage the item's query vectors; rows past nrows are zero, so the K
     // loop below needs no per-row guard.
@@ -116,11 +134,15 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     }
     __syncthreads();
 
-    int limit[ATT_ROWS]; // the last key position each row may see
+    int limit[ATT_ROWS], first[ATT_ROWS]; // the keys each row may see: first..limit
 #pragma unroll
-    for (int r = 0; r < ATT_ROWS; ++r) limit[r] = r < nrows ? pos0 + (row0 + r) / group : -1;
-    // This item's keys: [key0, kend), a chunk of the keys its rows see.
-    const int kend = min(key0 + ATT_CHUNK, pos0 + (row0 + nrows - 1) / group + 1);
+    for (int r = 0; r < ATT_ROWS; ++r) {
+        limit[r] = r < nrows ? pos0 + (row0 + r) / group : -1;
+        first[r] = window > 0 ? max(0, limit[r] - (int)window + 1) : 0;
+    }
+    // This item's keys: [key0, kend), within one ATT_CHUNK chunk of the
+    // keys its rows see; key0 is a multiple of ATT_TILE.
+    const int kend = min((key0 / ATT_CHUNK + 1) * ATT_CHUNK, pos0 + (row0 + nrows - 1) / group + 1);
 
     float m[ATT_ROWS], l[ATT_ROWS], acc[ATT_ROWS][DPL];
 #pragma unroll
@@ -135,7 +157,9 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     const int t0 = key0 / ATT_TILE, tend = (kend + ATT_TILE - 1) / ATT_TILE;
     for (int tile = t0 + warp; tile < tend; tile += ATT_WARPS) {
         const int key = tile * ATT_TILE + lane;
-        const bool valid = key < kend;
+        // Row 0 has the item's earliest window: a key before its first is
+        // seen by no row and is not read at all.
+        const bool valid = key >= first[0] && key < kend;
         long long slot = 0;
         if (valid) {
             slot = local ? (long long)qstart + key
@@ -173,7 +197,11 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
 #pragma unroll
         for (int r = 0; r < ATT_ROWS; ++r) {
             p[r] = 0.0f;
-            const float sv = (valid && key <= limit[r]) ? sc[r] * scale : -CUDART_INF_F;
+            float sv = -CUDART_INF_F;
+            if (valid && key >= first[r] && key <= limit[r]) {
+                sv = sc[r] * scale;
+                if (softcap > 0.0f) sv = tanhf(sv / softcap) * softcap;
+            }
             const float tmax = warp_max(sv);
             if (tmax != -CUDART_INF_F) {
                 const float mnew = fmaxf(m[r], tmax);
@@ -191,7 +219,7 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
         // keys at a time: their value loads are all issued before the first
         // is used.
         const int kn = min(ATT_TILE, kend - tile * ATT_TILE);
-        int j = 0;
+        int j = max(0, first[0] - tile * ATT_TILE);
         for (; j + 4 <= kn; j += 4) {
             float vv[4][DPL];
 #pragma unroll
@@ -283,9 +311,10 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     extern "C" __global__ void __launch_bounds__(ATT_THREADS) paged_attention_d##N(                  \
         float* out, const float* q, const float* kc, const float* vc, const int* seqs,               \
         const int* items, const int* pages, long long num_heads, long long num_kv_heads,             \
-        long long head_dim, long long block_size, double scale, long long local, float* part) {      \
+        long long head_dim, long long block_size, double scale, long long local, float* part,        \
+        long long window, double softcap) {                                                          \
         attention<N / 32>(out, q, kc, vc, seqs, items, pages, num_heads, num_kv_heads, head_dim,     \
-                          block_size, scale, local, part);                                           \
+                          block_size, scale, local, part, window, softcap);                          \
     }
 
 ATT_ENTRY(32)

@@ -9,11 +9,13 @@ import (
 )
 
 // attnRows is ATT_ROWS in attention.cu: the (query, head) rows of one work
-// item; attnChunk is ATT_CHUNK, the most keys one work item reads. The two
-// sides must agree.
+// item; attnChunk is ATT_CHUNK, the most keys one work item reads;
+// attnTile is ATT_TILE, the keys of one tile (a work item's first key is a
+// multiple of it). The two sides must agree.
 const (
 	attnRows  = 8
 	attnChunk = 256
+	attnTile  = 32
 )
 
 // attnPlan is the host-side description of one attention launch, built into
@@ -27,7 +29,8 @@ type attnPlan struct {
 }
 
 // Attend computes causal attention, reading keys and values through each
-// sequence's page table (see attention.cu).
+// sequence's page table, with AttnShape's sliding window and soft cap when
+// set (see attention.cu).
 func (b *Backend) Attend(out, q, kc, vc kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
 	b.attend("Attend", asCUDA(out), asCUDA(q), asCUDA(kc), asCUDA(vc), seqs, shape, false)
 }
@@ -41,11 +44,6 @@ func (b *Backend) AttendLocal(out, q, k, v kernels.Tensor, seqs []kernels.AttnSe
 func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
 	if err := kernels.CheckAttend(out, q, k, v, seqs, sh, local); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %v", op, err))
-	}
-	// The kernel attends to every position up to the query's: a sliding
-	// window or a soft cap (Gemma-3) would be silently ignored, so refuse.
-	if sh.Window != 0 || sh.SoftCap != 0 {
-		panic(fmt.Sprintf("cuda: %s: sliding-window attention (window %d) and attention soft-capping (%v) are not implemented on the CUDA backend; run Gemma-3 on the CPU backend", op, sh.Window, sh.SoftCap))
 	}
 	hd := sh.HeadDim
 	if hd > attnHeadDims[len(attnHeadDims)-1] {
@@ -67,7 +65,10 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		}
 		p.seqs = append(p.seqs, int32(seq.QStart), int32(seq.QLen), int32(pos0), int32(off))
 		for row := 0; row < seq.QLen*group; row += attnRows {
-			p.addItem(s, row, pos0+(min(row+attnRows, seq.QLen*group)-1)/group+1)
+			// The item's rows see keys first..last: first is the window's
+			// start for its first row, the earliest of them.
+			first := kernels.Visible(pos0+row/group, sh.Window)
+			p.addItem(s, row, first, pos0+(min(row+attnRows, seq.QLen*group)-1)/group+1)
 		}
 	}
 	if len(p.items) == 0 {
@@ -96,7 +97,7 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	b.launch(op, fn, len(p.items)/4, sh.NumKVHeads, 128,
 		ptrArg(out), ptrArg(q), ptrArg(k), ptrArg(v), devArg(sp), devArg(ip), devArg(pp),
 		intArg(sh.NumHeads), intArg(sh.NumKVHeads), intArg(hd), intArg(max(sh.BlockSize, 1)),
-		floatArg(sh.Scale), intArg(isLocal), devArg(part))
+		floatArg(sh.Scale), intArg(isLocal), devArg(part), intArg(sh.Window), floatArg(sh.SoftCap))
 	if p.slots > 0 {
 		b.launch(op, b.fn.attentionMerge, len(p.groups)/4, sh.NumKVHeads, 128,
 			ptrArg(out), devArg(part), devArg(sp), devArg(gp),
@@ -105,23 +106,30 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 }
 
 // addItem plans the work item(s) of rows [row, row+attnRows) of sequence s,
-// which see keys [0, nkeys). Up to attnChunk keys make one item that
-// writes its rows of out. A longer context is split into attnChunk-key
-// chunks (flash-decoding): one item per chunk, each writing its partial
+// which see keys [first, nkeys) (first > 0 only under a sliding window).
+// The keys are cut on a fixed grid of attnChunk-key chunks, chunk c holding
+// keys [c·attnChunk, (c+1)·attnChunk); only the chunks that hold a key in
+// [first, nkeys) are planned, so a chunk entirely before the window is
+// skipped, never read, and the first item starts at the 32-key tile that
+// holds first. Keys of those items that a row's window excludes are masked
+// in the kernel. Keys in one chunk make one item that
+// writes its rows of out. Keys in several chunks are split
+// (flash-decoding): one item per chunk, each writing its partial
 // maximum, normaliser and output to a slot of its own, and a group that
 // tells attention_merge to combine those slots in chunk order. The split
 // depends on the rows' own context only, never on the other sequences of
 // the batch, so a sequence's result does not depend on what it is batched
 // with; it gives a long decode context many blocks instead of NumKVHeads.
-func (p *attnPlan) addItem(s, row, nkeys int) {
-	chunks := (nkeys + attnChunk - 1) / attnChunk
-	if chunks <= 1 {
-		p.items = append(p.items, int32(s), int32(row), 0, -1)
+func (p *attnPlan) addItem(s, row, first, nkeys int) {
+	c0, c1 := first/attnChunk, (nkeys-1)/attnChunk
+	start := first / attnTile * attnTile
+	if c0 == c1 {
+		p.items = append(p.items, int32(s), int32(row), int32(start), -1)
 		return
 	}
-	p.groups = append(p.groups, int32(s), int32(row), int32(p.slots), int32(chunks))
-	for c := range chunks {
-		p.items = append(p.items, int32(s), int32(row), int32(c*attnChunk), int32(p.slots))
+	p.groups = append(p.groups, int32(s), int32(row), int32(p.slots), int32(c1-c0+1))
+	for c := c0; c <= c1; c++ {
+		p.items = append(p.items, int32(s), int32(row), int32(max(c*attnChunk, start)), int32(p.slots))
 		p.slots++
 	}
 }

@@ -19,6 +19,7 @@
 #include "attention.cu"
 #include "copy_block.cu"
 #include "gather_rows.cu"
+#include "gemma.cu"
 #include "matmul.cu"
 #include "rmsnorm.cu"
 #include "rmsnorm_heads.cu"
@@ -54,11 +55,11 @@ struct entry {
 };
 
 #define ATTN_ENTRY(N)                                                                                  \
-    {"paged_attention_d" #N, 14, [](const uint64_t* a) {                                               \
+    {"paged_attention_d" #N, 16, [](const uint64_t* a) {                                               \
          paged_attention_d##N(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2),     \
                               ptr<const float*>(a, 3), ptr<const int*>(a, 4), ptr<const int*>(a, 5),   \
                               ptr<const int*>(a, 6), ll(a, 7), ll(a, 8), ll(a, 9), ll(a, 10),          \
-                              dbl(a, 11), ll(a, 12), ptr<float*>(a, 13));                              \
+                              dbl(a, 11), ll(a, 12), ptr<float*>(a, 13), ll(a, 14), dbl(a, 15));      \
      }}
 
 #define MATMUL_ENTRY(NAME)                                                                             \
@@ -98,6 +99,12 @@ const entry kernels[] = {
      [](const uint64_t* a) {
          copy_block(ptr<float*>(a, 0), ptr<float*>(a, 1), ll(a, 2), ll(a, 3), ll(a, 4));
      }},
+    {"gelu_tanh_mul", 4,
+     [](const uint64_t* a) {
+         gelu_tanh_mul(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2), ll(a, 3));
+     }},
+    {"soft_cap", 3, [](const uint64_t* a) { soft_cap(ptr<float*>(a, 0), ll(a, 1), dbl(a, 2)); }},
+    {"scale", 3, [](const uint64_t* a) { scale(ptr<float*>(a, 0), ll(a, 1), dbl(a, 2)); }},
     {"softmax_rows", 2, [](const uint64_t* a) { softmax_rows(ptr<float*>(a, 0), ll(a, 1)); }},
     {"argmax_rows", 3,
      [](const uint64_t* a) { argmax_rows(ptr<int*>(a, 0), ptr<const float*>(a, 1), ll(a, 2)); }},

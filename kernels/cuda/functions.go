@@ -23,6 +23,7 @@ var ptxFiles embed.FS
 // CUDA function (driver_cu.go) or an emulated one (driver_emu.go).
 type functions struct {
 	add, siluMul                      kernelFn
+	geluTanhMul, softCap, scale       kernelFn
 	rmsnorm, rmsnormHeads, rope       kernelFn
 	gatherRows, writeKV, copyBlock    kernelFn
 	softmax, argmax                   kernelFn
@@ -42,6 +43,11 @@ func (f *functions) entries() map[string]map[string]*kernelFn {
 	e := map[string]map[string]*kernelFn{
 		"add":           {"add": &f.add},
 		"silu_mul":      {"silu_mul": &f.siluMul},
+		"gemma": {
+			"gelu_tanh_mul": &f.geluTanhMul,
+			"soft_cap":      &f.softCap,
+			"scale":         &f.scale,
+		},
 		"rmsnorm":       {"rmsnorm": &f.rmsnorm},
 		"rmsnorm_heads": {"rmsnorm_heads": &f.rmsnormHeads},
 		"rope":          {"rope": &f.rope},
