@@ -41,8 +41,8 @@ var attnHeadDims = [...]int{32, 64, 128, 256}
 // where to keep them.
 func (f *functions) entries() map[string]map[string]*kernelFn {
 	e := map[string]map[string]*kernelFn{
-		"add":           {"add": &f.add},
-		"silu_mul":      {"silu_mul": &f.siluMul},
+		"add":      {"add": &f.add},
+		"silu_mul": {"silu_mul": &f.siluMul},
 		"gemma": {
 			"gelu_tanh_mul": &f.geluTanhMul,
 			"soft_cap":      &f.softCap,
