@@ -14,7 +14,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build every runnable into bin/
-	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS))
+	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS)) ./phase08_router ./phase08_leak
 
 .PHONY: test
 test: ## run every test (CPU only; no GPU, no downloads)
@@ -70,8 +70,7 @@ space := $(empty) $(empty)
 SERVERS := $(subst $(space),$(comma),$(addprefix $(BIN)/,phase07_chunked $(VARIANTS)))
 
 .PHONY: phase08-http
-phase08-http: ## make phase08 over HTTP: each design as its own server, measured at the client
-	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS))
+phase08-http: build ## make phase08 over HTTP: each design as its own server, measured at the client
 	$(BIN)/phase08 -arch $(MODEL) -workload $(WORKLOAD) -servers $(SERVERS) $(ARGS)
 
 .PHONY: bench-cpu bench-decode
@@ -81,8 +80,7 @@ bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f
 bench-decode: bench-cpu ## same as bench-cpu
 
 .PHONY: phase08-router
-phase08-router: ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance
-	$(GO) build -o $(BIN)/ ./phase08_prefix ./phase08_router
+phase08-router: build ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance
 	$(BIN)/phase08_router bench $(ARGS)
 
 .PHONY: docs-numbers
