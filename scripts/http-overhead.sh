@@ -6,6 +6,7 @@
 # round starts with an empty cache. Usage: scripts/http-overhead.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/serve.sh
 rounds="${1:-5}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -14,18 +15,10 @@ bin="$work/phase08_prefix"
 args=(--workload prefix_caching --quiet --plot "")
 for i in $(seq 1 "$rounds"); do
   "$bin" bench "${args[@]}" --json "$work/in-$i.json" >/dev/null 2>&1
-  "$bin" serve --prefix-caching --port 0 2>"$work/server-$i.log" &
-  pid=$!
-  url=""
-  for _ in $(seq 1 300); do
-    url="$(grep -o 'http://[0-9.:]*' "$work/server-$i.log" | head -1 || true)"
-    [ -n "$url" ] && break
-    sleep 0.1
-  done
-  [ -n "$url" ] || { cat "$work/server-$i.log"; exit 1; }
-  "$bin" bench --url "$url" "${args[@]}" --json "$work/http-$i.json" >/dev/null 2>&1
-  kill -TERM "$pid"
-  wait "$pid"
+  start_server "$work/server-$i.log" "$bin" --prefix-caching
+  "$bin" bench --url "$SERVER_URL" "${args[@]}" --json "$work/http-$i.json" >/dev/null 2>&1
+  kill -TERM "$SERVER_PID"
+  wait "$SERVER_PID"
 done
 python3 - "$work" "$rounds" <<'PY'
 import json, statistics, sys

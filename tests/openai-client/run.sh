@@ -14,18 +14,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# shellcheck source=../../scripts/lib/serve.sh
+. "$root/scripts/lib/serve.sh"
 (cd "$root" && go build -o "$work/phase08_prefix" ./phase08_prefix)
-"$work/phase08_prefix" serve --prefix-caching --port 0 2>"$work/server.log" &
-server_pid=$!
-
-url=""
-for _ in $(seq 1 600); do
-  url="$(grep -o 'listening on http://[0-9.:]*' "$work/server.log" | head -1 | sed 's/listening on //' || true)"
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log"; echo "server exited before listening"; exit 1; }
-  sleep 0.1
-done
-[ -n "$url" ] || { cat "$work/server.log"; echo "server did not start"; exit 1; }
+start_server "$work/server.log" "$work/phase08_prefix" --prefix-caching
+server_pid=$SERVER_PID
+url=$SERVER_URL
 echo "server at $url"
 
 (cd "$here" && npm ci --no-audit --no-fund --loglevel=error && KVLAB_URL="$url" node --test)
