@@ -203,11 +203,12 @@ func (st *SafetensorsFile) Read(name string) (*HostTensor, error) {
 	if _, err := st.f.ReadAt(buf, st.dataOff+ti.DataOffsets[0]); err != nil {
 		return nil, fmt.Errorf("%s: reading tensor %q: %w", base, name, err)
 	}
-	return &HostTensor{Name: name, DType: ti.DType, Shape: append([]int(nil), ti.Shape...), Data: decode(buf, ti.DType)}, nil
+	return &HostTensor{Name: name, DType: ti.DType, Shape: append([]int(nil), ti.Shape...), Data: Decode(buf, ti.DType)}, nil
 }
 
-// decode converts little-endian raw data of a known dtype to float32.
-func decode(buf []byte, dtype string) []float32 {
+// Decode converts little-endian raw data of dtype (DTypeF32, DTypeBF16 or
+// DTypeF16) to float32, exactly. It panics on any other dtype.
+func Decode(buf []byte, dtype string) []float32 {
 	switch dtype {
 	case DTypeF32:
 		out := make([]float32, len(buf)/4)
@@ -228,7 +229,7 @@ func decode(buf []byte, dtype string) []float32 {
 		}
 		return out
 	}
-	panic("model: decode of unsupported dtype " + dtype)
+	panic("model: Decode of unsupported dtype " + dtype)
 }
 
 // HostTensor is a tensor in host memory, as float32 whatever its on-disk

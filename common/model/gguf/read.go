@@ -363,17 +363,6 @@ func (f *File) ReadFloat32(name string) ([]float32, error) {
 		return nil, err
 	}
 	ti, _ := f.Tensor(name)
-	out := make([]float32, ti.NumElements())
-	le := binary.LittleEndian
-	for i := range out {
-		switch ti.Type {
-		case F32:
-			out[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		case BF16:
-			out[i] = math.Float32frombits(uint32(le.Uint16(b[2*i:])) << 16)
-		case F16:
-			out[i] = model.F16ToF32(le.Uint16(b[2*i:]))
-		}
-	}
-	return out, nil
+	// ReadTensor took only F32, F16 and BF16, whose names are safetensors'.
+	return model.Decode(b, ti.Type.String()), nil
 }
