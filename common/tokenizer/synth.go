@@ -2,10 +2,12 @@ package tokenizer
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -216,11 +218,7 @@ func synthTokenizerJSON(specials []addedToken, vocab []vocabEntry, merges [][2]s
 		addedList = append(addedList, added{ID: s.ID, Content: s.Content, Special: true})
 	}
 	// Sort by id, as real files are.
-	for i := 1; i < len(addedList); i++ {
-		for j := i; j > 0 && addedList[j].ID < addedList[j-1].ID; j-- {
-			addedList[j], addedList[j-1] = addedList[j-1], addedList[j]
-		}
-	}
+	slices.SortFunc(addedList, func(a, b added) int { return cmp.Compare(a.ID, b.ID) })
 	bosItem := map[string]any{"SpecialToken": map[string]any{"id": SynthBOS, "type_id": 0}}
 	head := []struct {
 		key string
