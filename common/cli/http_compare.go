@@ -100,32 +100,32 @@ func compareHTTP(fs *flag.FlagSet, variants []Variant, srv serverFlags, rf *runt
 // benchServer starts bin with args on a free loopback port, waits for its
 // /health, replays reqs against it and stops it with SIGTERM.
 func benchServer(ctx context.Context, bin string, args []string, srv serverFlags, blockSize int, name string, reqs []workload.Request, progress, log io.Writer) (*metrics.Run, []string, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, nil, err
 	}
 	args = append(args, "-host=127.0.0.1", "-port="+strconv.Itoa(port))
 	logPath := filepath.Join(srv.logDir, filepath.Base(bin)+".log")
-	c, err := startChild(bin, args, logPath)
+	c, err := StartChild(bin, args, logPath)
 	if err != nil {
 		return nil, nil, err
 	}
 	fmt.Fprintf(log, "      %s %s (output in %s)\n", bin, strings.Join(args, " "), logPath)
 	defer func() {
-		if err := c.stop(srv.stopTimeout); err != nil {
+		if err := c.Stop(srv.stopTimeout); err != nil {
 			fmt.Fprintf(log, "      %s: %v\n", name, err)
 		}
 	}()
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := c.waitHealthy(ctx, url, srv.startTimeout); err != nil {
+	if err := c.WaitHealthy(ctx, url, srv.startTimeout); err != nil {
 		return nil, nil, err
 	}
 	t := httpTarget{url: url, timeout: srv.timeout, blockSize: blockSize}
 	return benchHTTP(ctx, t, name, reqs, progress)
 }
 
-// freePort returns a loopback TCP port nothing listens on at the moment.
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port nothing listens on at the moment.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -134,18 +134,20 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// child is a server process started by compare.
-type child struct {
+// Child is a server process started on this machine, its output going to
+// a log file: compare -servers starts its servers with it, and so does the
+// router of phase08_router its replicas.
+type Child struct {
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{} // closed when the process has exited
 	err     error         // its exit status, once exited is closed
 }
 
-// startChild starts bin with its output going to logPath. The process is
+// StartChild starts bin with args, its output going to logPath. The process is
 // killed if this one dies first (where the system allows; see
 // setChildAttrs).
-func startChild(bin string, args []string, logPath string) (*child, error) {
+func StartChild(bin string, args []string, logPath string) (*Child, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -157,7 +159,7 @@ func startChild(bin string, args []string, logPath string) (*child, error) {
 		f.Close()
 		return nil, err
 	}
-	c := &child{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	c := &Child{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		f.Close()
@@ -166,9 +168,9 @@ func startChild(bin string, args []string, logPath string) (*child, error) {
 	return c, nil
 }
 
-// waitHealthy polls url/health until it answers 200, the process exits,
-// ctx ends or timeout passes.
-func (c *child) waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
+// WaitHealthy polls url/health until it answers 200, the process exits
+// (an error with the end of its output), ctx ends or timeout passes.
+func (c *Child) WaitHealthy(ctx context.Context, url string, timeout time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
 	defer client.CloseIdleConnections()
 	deadline := time.NewTimer(timeout)
@@ -186,9 +188,9 @@ func (c *child) waitHealthy(ctx context.Context, url string, timeout time.Durati
 		}
 		select {
 		case <-c.exited:
-			return fmt.Errorf("the server exited before answering %s/health (%v); its output:\n%s", url, c.err, c.logTail())
+			return fmt.Errorf("the server exited before answering %s/health (%v); its output:\n%s", url, c.err, c.LogTail())
 		case <-deadline.C:
-			return fmt.Errorf("no 200 from %s/health within %v; its output:\n%s", url, timeout, c.logTail())
+			return fmt.Errorf("no 200 from %s/health within %v; its output:\n%s", url, timeout, c.LogTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
@@ -196,10 +198,10 @@ func (c *child) waitHealthy(ctx context.Context, url string, timeout time.Durati
 	}
 }
 
-// stop sends SIGTERM and waits up to timeout for the process to exit,
+// Stop sends SIGTERM and waits up to timeout for the process to exit,
 // then kills it. It reports a failed exit, which on SIGTERM means the
 // server's shutdown found something wrong.
-func (c *child) stop(timeout time.Duration) error {
+func (c *Child) Stop(timeout time.Duration) error {
 	select {
 	case <-c.exited:
 		return fmt.Errorf("the server had already exited (%v)", c.err)
@@ -213,7 +215,7 @@ func (c *child) stop(timeout time.Duration) error {
 	select {
 	case <-c.exited:
 		if c.err != nil {
-			return fmt.Errorf("exit after SIGTERM: %v; the end of its output:\n%s", c.err, c.logTail())
+			return fmt.Errorf("exit after SIGTERM: %v; the end of its output:\n%s", c.err, c.LogTail())
 		}
 		return nil
 	case <-t.C:
@@ -223,8 +225,18 @@ func (c *child) stop(timeout time.Duration) error {
 	}
 }
 
-// logTail returns the last lines of the server's output.
-func (c *child) logTail() string {
+// Kill ends the process at once (SIGKILL), as a crash would, and waits for
+// it to exit.
+func (c *Child) Kill() {
+	c.cmd.Process.Kill()
+	<-c.exited
+}
+
+// Exited is closed when the process has exited.
+func (c *Child) Exited() <-chan struct{} { return c.exited }
+
+// LogTail returns the last lines of the server's output.
+func (c *Child) LogTail() string {
 	b, err := os.ReadFile(c.logPath)
 	if err != nil {
 		return "(" + err.Error() + ")"

@@ -144,10 +144,10 @@ func TestChildStopKillsAServerThatIgnoresSIGTERM(t *testing.T) {
 		t.Skip("shell script")
 	}
 	script := fakeRunnable(t, "stubborn", "trap '' TERM; echo ready; while :; do sleep 0.05; done")
-	c, err := startChild(script, nil, filepath.Join(t.TempDir(), "log"))
+	c, err := StartChild(script, nil, filepath.Join(t.TempDir(), "log"))
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond) // let the trap be set
-	err = c.stop(300 * time.Millisecond)
+	err = c.Stop(300 * time.Millisecond)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "killed")
 	select {
