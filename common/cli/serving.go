@@ -66,10 +66,7 @@ func (f *servingFlags) load(rf *runtimeFlags) (*model.Model, []workload.Request,
 	if err != nil {
 		return nil, nil, err
 	}
-	context := mc.MaxPositionEmbeddings
-	if rf.eng.MaxContext > 0 {
-		context = rf.eng.MaxContext
-	}
+	context := rf.eng.ContextLimit(mc.MaxPositionEmbeddings)
 	longest := 0
 	for _, r := range reqs {
 		longest = max(longest, len(r.Prompt))

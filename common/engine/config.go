@@ -123,7 +123,7 @@ func (c Config) Validate(modelMaxPos int) error {
 	if c.MaxContext > modelMaxPos {
 		bad("MaxContext", "%d exceeds the model's max_position_embeddings %d", c.MaxContext, modelMaxPos)
 	}
-	ctx := c.context(modelMaxPos)
+	ctx := c.ContextLimit(modelMaxPos)
 	if c.BlockSize > 0 && c.NumBlocks > 0 && c.NumBlocks*c.BlockSize < 2 {
 		bad("NumBlocks", "%d of %d tokens cannot hold a prompt and one output token", c.NumBlocks, c.BlockSize)
 	}
@@ -151,8 +151,9 @@ func (c Config) PoolBytes(layers, kvDim int) int64 {
 	return 2 * int64(layers) * int64(c.NumBlocks) * int64(c.BlockSize) * int64(kvDim) * 4
 }
 
-// context returns the effective context limit.
-func (c Config) context(modelMaxPos int) int {
+// ContextLimit returns the effective context limit: MaxContext, or the
+// model's modelMaxPos when MaxContext is 0.
+func (c Config) ContextLimit(modelMaxPos int) int {
 	if c.MaxContext > 0 {
 		return c.MaxContext
 	}

@@ -88,7 +88,7 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 		cfg:     cfg,
 		model:   m,
 		pool:    pool,
-		context: cfg.context(mc.MaxPositionEmbeddings),
+		context: cfg.ContextLimit(mc.MaxPositionEmbeddings),
 		eos:     make(map[int32]bool),
 		live:    make(map[int]int),
 	}
