@@ -2,14 +2,13 @@ package cachetest
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"kvlab/common/engine"
 	"kvlab/common/kvcache"
 	"kvlab/common/model"
+	"kvlab/common/model/modeltest"
 	"kvlab/common/workload"
-	"kvlab/kernels/cpu"
 )
 
 // benchModel is a small Llama-shaped model: the engine benchmarks measure
@@ -19,15 +18,7 @@ func benchModel(b *testing.B) *model.Model {
 	o := model.DefaultSynth(model.ArchLlama)
 	o.Vocab, o.Hidden, o.Intermediate, o.Layers = 1024, 128, 384, 2
 	o.Heads, o.KVHeads, o.HeadDim = 4, 2, 32
-	dir := filepath.Join(b.TempDir(), "model")
-	if err := model.WriteSynthetic(dir, o); err != nil {
-		b.Fatal(err)
-	}
-	m, err := model.Load(dir, cpu.New())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return m
+	return modeltest.LoadOptions(b, o)
 }
 
 // EngineBenchmarks runs the prefix_caching workload through the engine with
