@@ -4,9 +4,9 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
+	"kvlab/common/model"
 	"kvlab/kernels"
 )
 
@@ -46,11 +46,7 @@ func TestSoftCap(t *testing.T) {
 func TestScale(t *testing.T) {
 	be := needGPU(t)
 	rng := newRand(33)
-	bf16 := func(f float32) float32 { // round to nearest even, as the model's RoundToDType
-		u := math.Float32bits(f)
-		u += 0x7fff + (u>>16)&1
-		return math.Float32frombits(u &^ 0xffff)
-	}
+	bf16 := func(f float32) float32 { return model.RoundToDType(f, model.DTypeBF16) }
 	for _, round := range []func(float32) float32{nil, bf16} {
 		for _, s := range shapes {
 			x := newPair(be, s.rows, s.cols, randFloats(rng, s.rows*s.cols, 1))
