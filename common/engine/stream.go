@@ -141,17 +141,22 @@ func (s *Server) intake() {
 	in, cancels := s.in, s.cancels
 	s.in, s.cancels = nil, nil
 	for _, r := range in {
-		err := s.e.Submit(r)
-		s.errs[r.ID] <- err
-		delete(s.errs, r.ID)
-		if err != nil {
-			delete(s.outs, r.ID)
-			delete(s.left, r.ID)
-		}
+		s.answer(r.ID, s.e.Submit(r))
 	}
 	s.mu.Unlock()
 	for _, id := range cancels {
 		s.e.Cancel(id)
+	}
+}
+
+// answer gives the submitter of request id its verdict; a refused request
+// has no stream. Call it with s.mu held.
+func (s *Server) answer(id int, err error) {
+	s.errs[id] <- err
+	delete(s.errs, id)
+	if err != nil {
+		delete(s.outs, id)
+		delete(s.left, id)
 	}
 }
 
@@ -189,10 +194,7 @@ func (s *Server) drain() {
 	s.mu.Lock()
 	s.stopped = true
 	for _, r := range s.in {
-		s.errs[r.ID] <- ErrStopped
-		delete(s.errs, r.ID)
-		delete(s.outs, r.ID)
-		delete(s.left, r.ID)
+		s.answer(r.ID, ErrStopped)
 	}
 	s.in = nil
 	ids := make([]int, 0, len(s.outs))
