@@ -1,9 +1,6 @@
 package kvcache
 
-import (
-	"fmt"
-	"sort"
-)
+import "fmt"
 
 // Per-tenant cache shares. Salts keep tenants from reading each other's
 // cached prefixes, but not from evicting them: with one LRU order for the
@@ -162,32 +159,22 @@ func (c *shareCache) Evict(n int) int {
 // most blocks (excess 0). Ties go to the smaller salt, so runs repeat.
 // It returns excess -1 when no salt has an evictable block.
 func (c *shareCache) victim(tried map[string]bool) (salt string, excess int) {
-	total := 0
-	counts := make(map[string]int, len(c.parts))
-	salts := make([]string, 0, len(c.parts))
+	total, most := 0, -1
 	for s, p := range c.parts {
-		counts[s] = p.cache.Stats().Blocks
-		total += counts[s]
-		if !tried[s] && p.cache.Evictable() > 0 {
-			salts = append(salts, s)
+		n := p.cache.Stats().Blocks
+		total += n
+		if tried[s] || p.cache.Evictable() == 0 {
+			continue
+		}
+		if n > most || (n == most && s < salt) {
+			salt, most = s, n
 		}
 	}
-	if len(salts) == 0 {
+	if most < 0 {
 		return "", -1
 	}
-	limit := int(c.share * float64(total))
-	sort.Slice(salts, func(i, j int) bool {
-		if counts[salts[i]] != counts[salts[j]] {
-			return counts[salts[i]] > counts[salts[j]]
-		}
-		return salts[i] < salts[j]
-	})
 	// The largest holder is also the one furthest over a common limit.
-	s := salts[0]
-	if over := counts[s] - limit; over > 0 {
-		return s, over
-	}
-	return s, 0
+	return salt, max(0, most-int(c.share*float64(total)))
 }
 
 // Evictable implements PrefixCache.
