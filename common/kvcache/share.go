@@ -51,24 +51,18 @@ type sharePart struct {
 	seqs  int
 }
 
-// SaltBlocks returns how many blocks the cache holds under each salt (for
-// tests and metrics).
-func (c *shareCache) SaltBlocks() map[string]int {
-	m := make(map[string]int, len(c.parts))
-	for s, p := range c.parts {
-		m[s] = p.cache.Stats().Blocks
-	}
-	return m
-}
-
-// SaltBlocks returns how many blocks c holds per salt, if c is a cache
-// ShareCapped built; ok is false otherwise.
+// SaltBlocks returns how many blocks c holds per salt (for tests and
+// metrics), if c is a cache ShareCapped built; ok is false otherwise.
 func SaltBlocks(c PrefixCache) (blocks map[string]int, ok bool) {
 	s, ok := c.(*shareCache)
 	if !ok {
 		return nil, false
 	}
-	return s.SaltBlocks(), true
+	blocks = make(map[string]int, len(s.parts))
+	for salt, p := range s.parts {
+		blocks[salt] = p.cache.Stats().Blocks
+	}
+	return blocks, true
 }
 
 func (c *shareCache) join(seq int, salt string) *sharePart {

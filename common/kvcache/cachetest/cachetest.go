@@ -202,9 +202,6 @@ func (h *Harness) Prefill(id, to int) {
 	h.Audit(fmt.Sprintf("after prefill of %d up to %d", id, to))
 }
 
-// Written returns how many leading positions of sequence id hold KV.
-func (h *Harness) Written(id int) int { return h.written[id] }
-
 // Write simulates computing positions [from, to) of sequence id: it makes
 // the blocks private (copy-on-write) and writes each position's fingerprint.
 func (h *Harness) Write(id, from, to int) {
@@ -299,9 +296,6 @@ func (h *Harness) Release(id int) {
 	delete(h.salts, id)
 	h.Audit(fmt.Sprintf("after release of %d", id))
 }
-
-// Salt returns sequence id's cache salt.
-func (h *Harness) Salt(id int) string { return h.salts[id] }
 
 // Tokens returns n tokens base, base+1, ...: distinct runs for distinct bases.
 func Tokens(base, n int) []int32 {
