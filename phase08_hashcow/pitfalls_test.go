@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +30,39 @@ func greedy(id int, prompt []int32) engine.Request {
 	return engine.Request{ID: id, Prompt: prompt, MaxTokens: 5, IgnoreEOS: true, KeepLogits: true}
 }
 
+// symptom is what one side of a pitfall test measured against the run
+// without a cache: the tokens served from the cache, how many requests
+// generated other tokens, and the largest logit difference.
+type symptom struct {
+	cached, wrong, of int
+	gap               float64
+}
+
+func measure(have, want map[int]*engine.Result, st engine.Stats) symptom {
+	gap, wrong := cachetest.LogitGap(have, want)
+	return symptom{cached: st.CachedTokens, wrong: wrong, of: len(want), gap: gap}
+}
+
+func (s symptom) String() string {
+	return fmt.Sprintf("%d prompt tokens reused, %d of %d requests generated other tokens, logits differ by up to %.3g",
+		s.cached, s.wrong, s.of, s.gap)
+}
+
+// sampleGap compares forked samples with their solo runs: how many of them
+// generated other tokens, and the largest logit difference.
+func sampleGap(have, want [][]int32, haveLogits, wantLogits [][][]float32) (wrong int, gap float64) {
+	for i := range want {
+		if i >= len(have) || !slices.Equal(have[i], want[i]) {
+			wrong++
+		}
+		if i < len(haveLogits) && i < len(wantLogits) {
+			g, _ := cachetest.LogitGap(map[int]*engine.Result{0: {Logits: haveLogits[i]}}, map[int]*engine.Result{0: {Logits: wantLogits[i]}})
+			gap = max(gap, g)
+		}
+	}
+	return wrong, gap
+}
+
 func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
 	m := loadModel(t)
 	s, x, same := tokens(100, 4), tokens(200, 4), tokens(300, 4)
@@ -36,18 +71,22 @@ func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
 		greedy(1, join(s, same, tokens(500, 3))), // same block, other prefix
 	}
 	want := baseline(t, m, testConfig(), reqs)
+	var bug, fix symptom
 
 	t.Run("key of the block alone", func(t *testing.T) {
 		// Even comparing the block's tokens cannot help: they are equal.
 		have, stats := sequential(t, m, newTrustingIndex(unchained, true), reqs)
+		bug = measure(have, want, stats)
 		require.Equal(t, 8, stats.CachedTokens, "request 1 reuses s, then request 0's KV of `same` after [s x]")
 		require.NotEmpty(t, diff(have, want), "wrong KV must change the output")
 	})
 	t.Run("chained key", func(t *testing.T) {
 		have, stats := sequential(t, m, blockhash.PrefixCache, reqs)
+		fix = measure(have, want, stats)
 		require.Equal(t, 4, stats.CachedTokens, "only s is shared")
 		requireSame(t, have, want)
 	})
+	t.Logf("with the bug (key of the block alone): %s; fixed (chained key): %s", bug, fix)
 	// The production index also compares each entry's parent, so the run
 	// above would pass even with unchained keys; the keys themselves must
 	// chain, or `same` after [s x] and `same` after [s] share one slot and
@@ -81,9 +120,11 @@ func TestPitfallHashHitWithoutTokenCheck(t *testing.T) {
 	b := collide(t, func(b []int32) bool { return weak(blockhash.Root, b) == weak(blockhash.Root, a) })
 	reqs := []engine.Request{greedy(0, join(a, tokens(300, 6))), greedy(1, join(b, tokens(300, 6)))}
 	want := baseline(t, m, testConfig(), reqs)
+	var bug, fix symptom
 
 	t.Run("trusting the hash", func(t *testing.T) {
 		have, stats := sequential(t, m, newTrustingIndex(weak, false), reqs)
+		bug = measure(have, want, stats)
 		// Its first block collides with request 0's, and once two chains
 		// share a key, the equal blocks after them do too.
 		require.Equal(t, 8, stats.CachedTokens, "request 1 reuses request 0's KV for both its blocks")
@@ -91,9 +132,11 @@ func TestPitfallHashHitWithoutTokenCheck(t *testing.T) {
 	})
 	t.Run("verifying the tokens", func(t *testing.T) {
 		have, stats := sequential(t, m, weakCache, reqs)
+		fix = measure(have, want, stats)
 		require.Equal(t, 0, stats.CachedTokens)
 		requireSame(t, have, want)
 	})
+	t.Logf("with the bug (a 4-bit key hit trusted): %s; fixed (tokens compared on every hit): %s", bug, fix)
 }
 
 func weakCache(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
@@ -114,41 +157,52 @@ func TestPitfallTokenCheckMissesAParentCollision(t *testing.T) {
 	})
 	reqs := []engine.Request{greedy(0, join(a, x, same, tokens(400, 3))), greedy(1, join(a, same, tokens(500, 3)))}
 	want := baseline(t, m, testConfig(), reqs)
+	var bug, fix symptom
 
 	t.Run("checking the block's tokens only", func(t *testing.T) {
 		have, stats := sequential(t, m, newTrustingIndex(weak, true), reqs)
+		bug = measure(have, want, stats)
 		require.Equal(t, 8, stats.CachedTokens, "request 1 reuses a, then request 0's KV of `same` after [a x]")
 		require.NotEmpty(t, diff(have, want), "wrong KV must change the output")
 	})
 	t.Run("checking the parent too", func(t *testing.T) {
 		have, stats := sequential(t, m, weakCache, reqs)
+		fix = measure(have, want, stats)
 		require.Equal(t, 4, stats.CachedTokens, "only a is shared")
 		requireSame(t, have, want)
 	})
+	t.Logf("with the bug (block's tokens checked, parent not): %s; fixed (parent checked too): %s", bug, fix)
 }
 
 func TestPitfallWriteIntoASharedBlock(t *testing.T) {
 	m := loadModel(t)
 	prompt := tokens(40, 10) // the last block holds 2 tokens; 4 samples share it
 	s := engine.Sampling{Temperature: 1.3, Seed: 50}
-	want, _ := solo(t, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Sampling: s}, 4)
+	want, wantLogits := solo(t, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Sampling: s}, 4)
 	require.NotEqual(t, want[0][0], want[3][0], "the samples must diverge at their first token")
+	var bugWrong, fixWrong, fixCopies int
+	var bugGap, fixGap float64
 
 	t.Run("written in place", func(t *testing.T) {
 		d := newForkDriver(t, m, 64, 4, blockhash.PrefixCache)
 		d.noCopy = true
-		have, _, err := d.run(prompt, 4, 6, s)
+		have, logits, err := d.run(prompt, 4, 6, s)
+		bugWrong, bugGap = sampleGap(have, want, logits, wantLogits)
 		require.NoError(t, err, "ownership stays consistent: only the KV is wrong")
 		require.NotEqual(t, want, have, "every sample reads the last writer's KV at position 10")
 		require.Zero(t, d.pool.Copies())
 	})
 	t.Run("copied first", func(t *testing.T) {
 		d := newForkDriver(t, m, 64, 4, blockhash.PrefixCache)
-		have, _, err := d.run(prompt, 4, 6, s)
+		have, logits, err := d.run(prompt, 4, 6, s)
+		fixWrong, fixGap = sampleGap(have, want, logits, wantLogits)
+		fixCopies = d.pool.Copies()
 		require.NoError(t, err)
 		require.Equal(t, want, have)
 		require.Equal(t, 3, d.pool.Copies(), "one copy per sample but the last writer")
 	})
+	t.Logf("with the bug (4 samples write position 10 into their one shared block): %d of 4 samples differ from their solo runs, logits by up to %.3g; fixed (copy before the first write): %d copies, %d samples differ, gap %.3g",
+		bugWrong, bugGap, fixCopies, fixWrong, fixGap)
 }
 
 // keyTable is the part of an index pitfall 12 is about, ported alone: keys
@@ -171,6 +225,7 @@ func (k *keyTable) evict(b int32) {
 }
 
 func TestPitfallStaleKeyDeletesTheNewOwner(t *testing.T) {
+	found := map[bool]string{}
 	for _, tc := range []struct {
 		name        string
 		conditional bool
@@ -185,6 +240,10 @@ func TestPitfallStaleKeyDeletesTheNewOwner(t *testing.T) {
 			k.add(42, 9) // block 9 takes the key; 5 is stale
 			k.evict(5)   // 5 is reclaimed, to be reused
 			b, hit := k.byKey[42]
+			found[tc.conditional] = fmt.Sprintf("found=%v", hit)
+			if hit {
+				found[tc.conditional] += fmt.Sprintf(" (block %d)", b)
+			}
 			if hit != tc.wantHit || (hit && b != 9) {
 				t.Fatalf("lookup of key 42 after evicting block 5: have %d, %v; want block 9: %v", b, hit, tc.wantHit)
 			}
@@ -208,7 +267,10 @@ func TestPitfallStaleKeyDeletesTheNewOwner(t *testing.T) {
 		require.Equal(t, 0, h.Pool.MatchLen("", a))
 		h.Start(3, tokens(700, 4)) // reuses the freed block
 		h.Release(3)
-		require.Equal(t, 4, h.Pool.MatchLen("", b))
+		after := h.Pool.MatchLen("", b)
+		require.Equal(t, 4, after)
+		t.Logf("with the bug (key deleted unconditionally): evicting stale block 5 leaves key 42 %s, so the new owner, block 9, is lost; fixed (deleted only if still its own): %s; blockhash: after the stale block is evicted and reused, the new owner's prompt still matches %d tokens",
+			found[false], found[true], after)
 	})
 }
 
@@ -217,6 +279,8 @@ func TestPitfallFullPrefixHit(t *testing.T) {
 	prompt := tokens(60, 16) // four whole blocks: the second request finds all of it
 	reqs := []engine.Request{greedy(0, prompt), greedy(1, prompt)}
 
+	var bugCached int
+	var bugPanic, bugWrite string
 	t.Run("nothing left to compute", func(t *testing.T) {
 		d := newForkDriver(t, m, 16, 4, blockhash.PrefixCache)
 		_, _, err := d.run(prompt, 1, 2, engine.Sampling{})
@@ -227,18 +291,29 @@ func TestPitfallFullPrefixHit(t *testing.T) {
 		// Starting the prefill at the first uncached token leaves no row
 		// at all, so no logits for the first output token.
 		st := &model.Step{Tokens: prompt[cached:], Seqs: []kernels.AttnSeq{{QLen: 0, CtxLen: 16, Pages: d.pool.Pages(1)}}}
-		require.PanicsWithValue(t, "model: Forward on an empty step", func() { m.Forward(st, d.pool) })
+		bugCached = cached
+		func() {
+			defer func() { bugPanic = fmt.Sprint(recover()) }()
+			m.Forward(st, d.pool)
+		}()
+		require.Equal(t, "model: Forward on an empty step", bugPanic)
 		// Recomputing the last token and writing its KV would write into a
 		// block the cache lent (and other sequences read).
-		require.ErrorContains(t, d.pool.PrepareWrite(1, 15, 1), "lent by the prefix cache")
+		err = d.pool.PrepareWrite(1, 15, 1)
+		bugWrite = fmt.Sprint(err)
+		require.ErrorContains(t, err, "lent by the prefix cache")
 		d.pool.Release(1)
 	})
+	var fix symptom
 	t.Run("last token recomputed, not written", func(t *testing.T) {
 		want := baseline(t, m, testConfig(), reqs)
 		have, stats := sequential(t, m, blockhash.PrefixCache, reqs)
+		fix = measure(have, want, stats)
 		require.Equal(t, 16, stats.CachedTokens)
 		requireSame(t, have, want)
 	})
+	t.Logf("with the bug: %d of 16 prompt tokens cached leaves a step of 0 rows (%q), and recomputing the last token into the lent block fails (%q); fixed (last token recomputed, KV not written): %s",
+		bugCached, bugPanic, bugWrite, fix)
 }
 
 func TestPitfallCopyOnWriteNeedsAFreeBlock(t *testing.T) {
@@ -246,10 +321,13 @@ func TestPitfallCopyOnWriteNeedsAFreeBlock(t *testing.T) {
 	prompt := tokens(40, 10) // 3 blocks of 4, the last shared by 3 samples
 	s := engine.Sampling{Temperature: 1.3, Seed: 7}
 	want, _ := solo(t, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 2, IgnoreEOS: true, Sampling: s}, 3)
+	var bugErr string
+	var fixWrong, fixCopies int
 
 	t.Run("found short at write time", func(t *testing.T) {
 		d := newForkDriver(t, m, 4, 4, blockhash.PrefixCache) // one spare block: one copy
 		_, _, err := d.run(prompt, 3, 2, s)
+		bugErr = fmt.Sprint(err)
 		require.Error(t, err)
 		require.True(t, isOutOfBlocks(err), "have %v; want the pool out of blocks", err)
 	})
@@ -257,7 +335,11 @@ func TestPitfallCopyOnWriteNeedsAFreeBlock(t *testing.T) {
 		d := newForkDriver(t, m, 4, 4, blockhash.PrefixCache)
 		d.waitForCopies = true
 		have, _, err := d.run(prompt, 3, 2, s)
+		fixWrong, _ = sampleGap(have, want, nil, nil)
+		fixCopies = d.pool.Copies()
 		require.NoError(t, err)
 		require.Equal(t, want, have)
 	})
+	t.Logf("with the bug (3 samples, 1 spare block, copies found short at write time): %s; fixed (copies counted when scheduling): %d copies, %d of 3 samples differ from their solo runs",
+		bugErr, fixCopies, fixWrong)
 }

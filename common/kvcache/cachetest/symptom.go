@@ -1,0 +1,49 @@
+package cachetest
+
+import (
+	"math"
+
+	"kvlab/common/engine"
+)
+
+// LogitGap measures how far have's results stray from want's: the largest
+// absolute difference between two logits of the same request and output
+// position, and how many requests generated other tokens. A pitfall test
+// logs both, so `go test -v -run Pitfall` shows the size of the damage and
+// not only that there was some. Requests missing from have, and positions
+// one side lacks, count as differing tokens and add nothing to the gap.
+func LogitGap(have, want map[int]*engine.Result) (gap float64, wrongRequests int) {
+	for id, w := range want {
+		h := have[id]
+		if h == nil {
+			wrongRequests++
+			continue
+		}
+		if !sameTokens(h.Samples, w.Samples) || !sameTokens([][]int32{h.Tokens}, [][]int32{w.Tokens}) {
+			wrongRequests++
+		}
+		for i := range min(len(h.Logits), len(w.Logits)) {
+			for j := range min(len(h.Logits[i]), len(w.Logits[i])) {
+				gap = math.Max(gap, math.Abs(float64(h.Logits[i][j])-float64(w.Logits[i][j])))
+			}
+		}
+	}
+	return gap, wrongRequests
+}
+
+func sameTokens(a, b [][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return false
+		}
+		for j := range a[i] {
+			if a[i][j] != b[i][j] {
+				return false
+			}
+		}
+	}
+	return true
+}
