@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -53,6 +54,33 @@ func logitRows(m *model.Model, st *model.Step, kv model.KV) [][]float32 {
 	return rows
 }
 
+// gap is the largest absolute difference between two logit rows.
+func gap(a, b []float32) float64 {
+	var g float64
+	for i := range min(len(a), len(b)) {
+		g = math.Max(g, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return g
+}
+
+// resultGap is the largest logit difference between have and want, and how
+// many requests of want generated other tokens (or are missing from have).
+func resultGap(have, want map[int]*result) (g float64, wrong int) {
+	for id, w := range want {
+		h := have[id]
+		if h == nil || !slices.Equal(h.tokens, w.tokens) {
+			wrong++
+		}
+		if h == nil {
+			continue
+		}
+		for i := range min(len(h.logits), len(w.logits)) {
+			g = math.Max(g, gap(h.logits[i], w.logits[i]))
+		}
+	}
+	return g, wrong
+}
+
 func sameBits(a, b []float32) bool {
 	if len(a) != len(b) {
 		return false
@@ -91,6 +119,9 @@ func TestPitfallFullHitZeroLengthChunk(t *testing.T) {
 	cached := open(t, e, pk, p)
 	require.Equal(t, 16, cached)
 	open(t, e, qk, q)
+	var bugPanic string
+	var bugOther bool
+	var bugGap, fixGap float64
 
 	for _, tt := range []struct {
 		name  string
@@ -106,8 +137,13 @@ func TestPitfallFullHitZeroLengthChunk(t *testing.T) {
 			addRows(batch, e.Pool(), qk, q, 0, 0, len(q))
 			addRows(batch, e.Pool(), pk, p, cached, tt.start, len(p)-tt.start)
 			if tt.start == len(p) {
-				require.Panics(t, func() { m.Forward(alone, e.Pool()) }, "a step with no tokens")
+				func() {
+					defer func() { bugPanic = fmt.Sprint(recover()) }()
+					m.Forward(alone, e.Pool())
+				}()
+				require.NotEqual(t, "<nil>", bugPanic, "a step with no tokens")
 				rows := logitRows(m, batch, e.Pool())
+				bugOther, bugGap = sameBits(rows[1], want[2].logits[0]), gap(rows[1], want[1].logits[0])
 				if !sameBits(rows[1], want[2].logits[0]) || sameBits(rows[1], want[1].logits[0]) {
 					t.Fatal("in a batch, the fully cached prompt should have got the other sequence's logits")
 				}
@@ -117,6 +153,7 @@ func TestPitfallFullHitZeroLengthChunk(t *testing.T) {
 				t.Fatal("alone: the one-token pass's logits differ from the uncached run")
 			}
 			rows := logitRows(m, batch, e.Pool())
+			fixGap = gap(rows[1], want[1].logits[0])
 			if !sameBits(rows[0], want[2].logits[0]) || !sameBits(rows[1], want[1].logits[0]) {
 				t.Fatal("batched: logits differ from the uncached runs")
 			}
@@ -130,6 +167,9 @@ func TestPitfallFullHitZeroLengthChunk(t *testing.T) {
 		e := newEngine(t, m, config())
 		serve(t, e, 100, request(1, p, 1))
 		have := serve(t, e, 100, request(1, p, 1), request(2, q, 1))
+		g, wrong := resultGap(have, want)
+		t.Logf("with the bug (prefill starts at the %d matched tokens): alone, the empty step panics (%q); batched, its logits are the other prompt's (%v) and off its own by up to %.3g; fixed (last token recomputed): logits off by %.3g; the engine finds %d of 16 tokens cached and %d requests differ, logits by %.3g",
+			cached, bugPanic, bugOther, bugGap, fixGap, have[1].cached, wrong, g)
 		require.Equal(t, 16, have[1].cached, "the whole prompt is found")
 		requireSame(t, have, want)
 	})
@@ -147,6 +187,7 @@ func TestPitfallEvictableNotCountedDeadlocksAdmission(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(13, 14))
 	filler, next := request(1, tokens(rng, 28), 1), request(2, tokens(rng, 20), 3)
+	seen := map[bool]string{}
 	for _, tt := range []struct {
 		name string
 		wrap func(*radix.Tree) kvcache.PrefixCache
@@ -162,6 +203,8 @@ func TestPitfallEvictableNotCountedDeadlocksAdmission(t *testing.T) {
 			serve(t, e, 100, filler) // leaves 7 of the 8 blocks in the tree
 			steps := e.Stats().Steps
 			res := serve(t, e, 200, next)[2]
+			seen[tt.done] = fmt.Sprintf("second request done after 200 steps: %v, %d forward passes, %d blocks free of 8",
+				res.done, e.Stats().Steps-steps, e.Pool().Allocator().NumFree())
 			if res.done != tt.done {
 				t.Fatalf("second request done after 200 steps: have %v; want %v", res.done, tt.done)
 			}
@@ -170,6 +213,7 @@ func TestPitfallEvictableNotCountedDeadlocksAdmission(t *testing.T) {
 			}
 		})
 	}
+	t.Logf("with the bug (evictable blocks hidden): %s; fixed (Tree): %s", seen[false], seen[true])
 }
 
 // unaccounted is a tree that does not tell the audit about its blocks.
@@ -200,12 +244,16 @@ func pageTableAudit(p *kvcache.Pool, live []int) []int32 {
 func TestPitfallAuditIgnoringCacheReportsLeaks(t *testing.T) {
 	m := loadModel(t)
 	req := request(1, tokens(rand.New(rand.NewPCG(15, 16)), 13), 4)
+	var bugLeaked, bugCached int
+	var hidden, fixed string
 
 	t.Run("page-table audit", func(t *testing.T) {
 		e := newEngine(t, m, config())
 		serve(t, e, 100, req)
 		tree := e.Pool().Cache().(*radix.Tree)
-		if leaked := pageTableAudit(e.Pool(), nil); len(leaked) != tree.Cached() || tree.Cached() == 0 {
+		leaked := pageTableAudit(e.Pool(), nil)
+		bugLeaked, bugCached = len(leaked), tree.Cached()
+		if len(leaked) != tree.Cached() || tree.Cached() == 0 {
 			t.Fatalf("page-table audit: have %d leaked; want all %d cached blocks reported", len(leaked), tree.Cached())
 		}
 	})
@@ -213,6 +261,7 @@ func TestPitfallAuditIgnoringCacheReportsLeaks(t *testing.T) {
 		e := newEngine(t, m, withCache(config(), func(t *radix.Tree) kvcache.PrefixCache { return unaccounted{t} }))
 		defer func() {
 			r := recover()
+			hidden = fmt.Sprint(r)
 			if r == nil || !strings.Contains(r.(string), "leaked blocks") {
 				t.Fatalf("engine with Audit on: have panic %v; want a leaked-blocks report", r)
 			}
@@ -222,8 +271,11 @@ func TestPitfallAuditIgnoringCacheReportsLeaks(t *testing.T) {
 	t.Run("Pool.Audit with Tree.Holds", func(t *testing.T) {
 		e := newEngine(t, m, config()) // Audit on: any report panics
 		serve(t, e, 100, req)
+		fixed = fmt.Sprint(e.Pool().Audit().Err())
 		require.NoError(t, e.Pool().Audit().Err())
 	})
+	t.Logf("with the bug: an audit of page tables only reports %d leaked blocks, all %d the tree keeps; a cache hiding its holds makes the engine's audit panic (%.80s); fixed (Pool.Audit with Tree.Holds): %s",
+		bugLeaked, bugCached, hidden, fixed)
 }
 
 // lateRecord is a tree that, like a pool storing a sequence's matched nodes
@@ -280,6 +332,7 @@ func TestPitfallFailedPrefillLeaksMatchedRefs(t *testing.T) {
 	long := request(2, tokens(rng, 13), 3)              // takes the 4 free blocks
 	late := request(3, join(system, tokens(rng, 4)), 2) // matches 4 blocks, needs 1 more
 	huge := request(4, tokens(rng, 31), 1)              // needs all 8 blocks
+	seen := map[bool]string{}
 	for _, leak := range []bool{true, false} {
 		name := map[bool]string{true: "forgetful cache", false: "Tree"}[leak]
 		t.Run(name, func(t *testing.T) {
@@ -295,6 +348,8 @@ func TestPitfallFailedPrefillLeaksMatchedRefs(t *testing.T) {
 			}
 			pinned := cache.Cached() - cache.Evictable()
 			res := serve(t, e, 200, huge)[4]
+			seen[leak] = fmt.Sprintf("%d admissions failed after their match, %d blocks pinned with no reader, the 8-block prompt done after 200 steps: %v",
+				cache.aborted, pinned, res.done)
 			if leak && (pinned == 0 || res.done) {
 				t.Fatalf("forgetful cache: %d blocks pinned, 8-block prompt done %v; want pinned blocks and a prompt that never fits", pinned, res.done)
 			}
@@ -303,6 +358,7 @@ func TestPitfallFailedPrefillLeaksMatchedRefs(t *testing.T) {
 			}
 		})
 	}
+	t.Logf("with the bug (forgetful cache): %s; fixed (Tree): %s", seen[true], seen[false])
 }
 
 // Pitfall 6. Whole-prompt prefill attends only to the rows of the step:
@@ -320,6 +376,7 @@ func TestPitfallWholePromptPrefillCannotSeeCachedPrefix(t *testing.T) {
 	c.MaxBatchTokens, c.MaxContext = 4096, 4096
 	_, err := engine.New(m, c)
 	require.ErrorContains(t, err, "requires chunked prefill")
+	gaps := map[bool]float64{}
 
 	e := newEngine(t, m, config())
 	serve(t, e, 100, request(2, system, 1))
@@ -330,10 +387,13 @@ func TestPitfallWholePromptPrefillCannotSeeCachedPrefix(t *testing.T) {
 		st := &model.Step{Local: local}
 		addRows(st, e.Pool(), key, prompt, cached, cached, len(prompt)-cached)
 		have := logitRows(m, st, e.Pool())[0]
+		gaps[local] = gap(have, want)
 		if sameBits(have, want) == local {
 			t.Fatalf("suffix-only step with Local=%v: logits equal to the uncached run: %v; want %v", local, !local, local)
 		}
 	}
+	t.Logf("with the bug (a whole-prompt step over the %d-token suffix, %d tokens cached): logits differ from the uncached run by up to %.3g; fixed (paged attention over the cached prefix): %.3g; the engine refuses the combination (%q)",
+		len(prompt)-cached, cached, gaps[true], gaps[false], err)
 }
 
 // sharesPartialBlock is a tree that also caches the last, partially filled
@@ -396,6 +456,9 @@ func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 	m := loadModel(t)
 	prompt := tokens(rand.New(rand.NewPCG(21, 22)), 10)
 	want := run(t, m, baseline(config()), request(2, prompt, 3))
+	var bugCached, fixCached, fixPrefilled int
+	var bugErr string
+	var fixGap float64
 
 	t.Run("sharing the partial block", func(t *testing.T) {
 		c := config()
@@ -405,6 +468,7 @@ func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 		e := newEngine(t, m, c)
 		serve(t, e, 100, request(1, prompt, 1))
 		res := serve(t, e, 100, request(2, prompt, 3))[2]
+		bugCached, bugErr = res.cached, fmt.Sprint(res.err)
 		if res.cached != 10 || res.err == nil || !strings.Contains(res.err.Error(), "lent by the prefix cache") {
 			t.Fatalf("have cached %d, error %v; want 10 and a refused write into a lent block", res.cached, res.err)
 		}
@@ -414,11 +478,15 @@ func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 		serve(t, e, 100, request(1, prompt, 1))
 		before := e.Stats().PrefillTokens
 		have := serve(t, e, 100, request(2, prompt, 3))
+		fixCached, fixPrefilled = have[2].cached, e.Stats().PrefillTokens-before
+		fixGap, _ = resultGap(have, want)
 		requireSame(t, have, want)
 		if have[2].cached != 8 || e.Stats().PrefillTokens-before != 2 {
 			t.Fatalf("have cached %d, prefilled %d; want 8, 2", have[2].cached, e.Stats().PrefillTokens-before)
 		}
 	})
+	t.Logf("with the bug (the partial third block shared): %d of 10 tokens reused, then the first decode write is refused (%s); fixed (whole blocks only): %d reused, %d recomputed, logits off by %.3g",
+		bugCached, bugErr, fixCached, fixPrefilled, fixGap)
 }
 
 // Pitfall 8. Conservative admission charges the whole prompt even when
@@ -453,8 +521,8 @@ func TestPitfallConservativeAdmissionOverReserves(t *testing.T) {
 		stats[adm] = e.Stats()
 	}
 	cons, aware := stats[engine.AdmitConservative], stats[engine.AdmitCostAware]
-	t.Logf("conservative: MaxRunning %d, steps %d, preemptions %d", cons.MaxRunning, cons.Steps, cons.Preemptions)
-	t.Logf("cost-aware:   MaxRunning %d, steps %d, preemptions %d", aware.MaxRunning, aware.Steps, aware.Preemptions)
+	t.Logf("with conservative admission (the whole prompt charged): at most %d requests running, %d steps, %d preemptions; cost-aware (only the uncached part): %d running, %d steps, %d preemptions; same output",
+		cons.MaxRunning, cons.Steps, cons.Preemptions, aware.MaxRunning, aware.Steps, aware.Preemptions)
 	if aware.MaxRunning <= cons.MaxRunning {
 		t.Fatalf("MaxRunning: cost-aware %d, conservative %d; want cost-aware higher", aware.MaxRunning, cons.MaxRunning)
 	}

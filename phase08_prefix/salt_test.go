@@ -24,15 +24,18 @@ func TestPitfallSaltIgnoredRadix(t *testing.T) {
 		h.Finish(2)
 		return h
 	}
+	leaked, fixed := -1, -1
 	t.Run("salt ignored", func(t *testing.T) {
 		h := cachetest.NewHarness(t, cachetest.IgnoreSalt(radix.New), 32, 4)
 		h.StartSalted(1, "tenant-a", prompt)
 		h.Finish(1)
+		leaked = h.Pool.MatchLen("tenant-b", prompt)
 		require.Equal(t, 12, h.Pool.MatchLen("tenant-b", prompt), "b finds a's whole prompt: the leak")
 		require.Equal(t, 12, h.Pool.MatchLen("", prompt), "so does every unsalted request")
 	})
 	t.Run("a root per salt", func(t *testing.T) {
 		h := story(t, cachetest.Watch(t, radix.New))
+		fixed = h.Pool.MatchLen("tenant-b", prompt)
 		require.Equal(t, 0, h.Pool.MatchLen("tenant-b", prompt), "another salt finds nothing")
 		require.Equal(t, 8, h.Pool.MatchLen("", prompt), "no salt finds only the unsalted commit")
 		require.Equal(t, 12, h.StartSalted(3, "tenant-a", prompt), "the same salt shares")
@@ -45,4 +48,5 @@ func TestPitfallSaltIgnoredRadix(t *testing.T) {
 		require.Equal(t, 0, h.Pool.MatchLen("tenant-a", prompt))
 		require.Equal(t, 0, h.Pool.MatchLen("", prompt))
 	})
+	t.Logf("with the bug (one root for every tenant): tenant b matches %d of tenant a's %d prompt tokens; fixed (a root per salt): %d", leaked, len(prompt), fixed)
 }
