@@ -40,12 +40,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"init-model":  {"write a seeded synthetic model (HF config.json + model.safetensors)", runInitModel},
-	"logits":      {"print the last prompt position's logits as JSON", runLogits},
-	"generate":    {"generate tokens for a prompt and print them as JSON", runGenerate},
-	"bench":       {"run a serving workload and print TTFT/ITL/throughput", runBench},
-	"serve":       {"serve the engine over HTTP (OpenAI and llama-server APIs, Prometheus metrics)", runServe},
-	"export-gguf": {"write a model as a GGUF file for llama.cpp and ollama", runExportGGUF},
+	"init-model":     {"write a seeded synthetic model (HF config.json + model.safetensors)", runInitModel},
+	"logits":         {"print the last prompt position's logits as JSON", runLogits},
+	"generate":       {"generate tokens for a prompt and print them as JSON", runGenerate},
+	"bench":          {"run a serving workload and print TTFT/ITL/throughput", runBench},
+	"serve":          {"serve the engine over HTTP (OpenAI and llama-server APIs, Prometheus metrics)", runServe},
+	"export-gguf":    {"write a model as a GGUF file for llama.cpp and ollama", runExportGGUF},
+	"export-llama2c": {"write a Llama as a checkpoint for llama2.c's run.c", runExportLlama2c},
 }
 
 // errUsage marks an error already explained by a usage message.
