@@ -10,14 +10,14 @@ import (
 	"kvlab/common/engine"
 )
 
-// TestCachedTokensAreCountedAtFirstAdmission is pitfall 34: a request that
+// TestPitfallCachedTokensAreCountedAtFirstAdmission is pitfall 34: a request that
 // is preempted and readmitted finds its own prompt blocks in the cache (it
 // committed them while it ran). That is recompute saved, not a hit: the
 // cached_tokens a client reads must stay what the prompt found on arrival.
 // Unrelated prompts find nothing, so every request must report 0, while
 // the engine's own count of matched tokens (Stats.MatchedTokens) includes
 // the readmissions.
-func TestCachedTokensAreCountedAtFirstAdmission(t *testing.T) {
+func TestPitfallCachedTokensAreCountedAtFirstAdmission(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(34, 1))
 	c := config()
@@ -29,6 +29,13 @@ func TestCachedTokensAreCountedAtFirstAdmission(t *testing.T) {
 	e := newEngine(t, m, c)
 	res := serve(t, e, 100_000, reqs...)
 	require.Positive(t, e.Stats().Preemptions, "the pool must have run dry")
+	reported := 0
+	for _, r := range res {
+		reported += r.cached
+	}
+	st := e.Stats()
+	t.Logf("%d preemptions: readmitted requests found %d tokens of their own in the cache (Stats.MatchedTokens: what counting them as hits would report); clients are told %d cached tokens (Stats.CachedTokens %d), for %d unrelated prompts",
+		st.Preemptions, st.MatchedTokens, reported, st.CachedTokens, len(reqs))
 	for id, r := range res {
 		require.NoError(t, r.err)
 		assert.Zero(t, r.cached, "request %d: cached tokens reported after its own readmission", id)

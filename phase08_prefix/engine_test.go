@@ -110,6 +110,7 @@ func TestFullyCachedPromptRunsOneTokenAndKeepsTheSharedBlock(t *testing.T) {
 	before := e.Stats().PrefillTokens
 	have := serve(t, e, 1000, request(2, prompt, 4))
 	requireSame(t, have, want)
+	t.Logf("a prompt found whole (%d of 16 tokens cached) prefills %d token; output bit-identical to the uncached run", have[2].cached, e.Stats().PrefillTokens-before)
 	if have[2].cached != 16 || e.Stats().PrefillTokens-before != 1 {
 		t.Fatalf("cached %d, prefilled %d; want 16, 1", have[2].cached, e.Stats().PrefillTokens-before)
 	}
@@ -132,6 +133,7 @@ func TestFullyCachedPromptRunsOneTokenAndKeepsTheSharedBlock(t *testing.T) {
 			t.Fatalf("layer %d: the shared slot holds K %v, V %v; want the marker %v: the one-token pass wrote into a shared block", l, hk, hv, float32(marker))
 		}
 	}
+	t.Logf("after a third fully cached request, the marker in the shared slot of all %d layers is intact: the one-token pass did not write into the shared block", m.Config.NumHiddenLayers)
 }
 
 func TestEvictionUnderMemoryPressure(t *testing.T) {
@@ -185,6 +187,7 @@ func TestConfigValidation(t *testing.T) {
 				c.PrefixCache = nil
 			}
 			_, err := engine.New(m, c)
+			t.Logf("chunked prefill %v, prefix cache %v: engine.New error: %v", tt.chunked, tt.cache, err)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("engine.New: have error %v; want error %v", err, tt.wantErr)
 			}
