@@ -7,6 +7,7 @@ import (
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvcache/cachetest"
+	"kvlab/common/kvevents"
 	"kvlab/phase08_hashcow/blockhash"
 )
 
@@ -42,6 +43,16 @@ func BenchmarkHash(b *testing.B) {
 			sink = key
 		})
 	}
+	// vLLM's hash (blockhash.WithVLLMHash) chains 32 bytes, not a uint64.
+	b.Run("vllm", func(b *testing.B) {
+		full := kvevents.RootHash(kvevents.DefaultHashSeed)
+		b.ReportAllocs()
+		for b.Loop() {
+			full = kvevents.HashBlock(full, block, "")
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(block)), "ns/token")
+		sink = full.Uint64()
+	})
 }
 
 // BenchmarkMatchHash is the shared Match/tokens=1024 benchmark (Match and
@@ -82,6 +93,19 @@ func BenchmarkMatchHash(b *testing.B) {
 			b.ReportMetric(100*hash/match, "hash-%")
 		})
 	}
+	b.Run("hash=vllm", func(b *testing.B) {
+		hc := cachetest.NewHarness(b, blockhash.VLLMPrefixCache(kvevents.DefaultHashSeed), 2*n/bs+8, bs)
+		hc.Start(0, prompt)
+		hc.Finish(0)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, got := hc.Cache.Match(i+1, "", prompt); got != n {
+				b.Fatalf("matched %d tokens; want %d", got, n)
+			}
+			hc.Cache.Release(i + 1)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/token")
+	})
 }
 
 // sink keeps the compiler from dropping the hashing.

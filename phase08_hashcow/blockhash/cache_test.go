@@ -8,6 +8,7 @@ import (
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvcache/cachetest"
+	"kvlab/common/kvevents"
 	"kvlab/phase08_hashcow/blockhash"
 )
 
@@ -22,12 +23,13 @@ func factory(opts ...blockhash.Option) cachetest.Factory {
 func TestConformance(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		hash blockhash.HashFunc
+		opt  blockhash.Option
 	}{
-		{"xxhash", blockhash.XXHash},
-		{"fnv1a", blockhash.FNV1a},
+		{"xxhash", blockhash.WithHash(blockhash.XXHash)},
+		{"fnv1a", blockhash.WithHash(blockhash.FNV1a)},
+		{"vllm", blockhash.WithVLLMHash(kvevents.DefaultHashSeed)},
 	} {
-		t.Run(tc.name, func(t *testing.T) { cachetest.Run(t, factory(blockhash.WithHash(tc.hash))) })
+		t.Run(tc.name, func(t *testing.T) { cachetest.Run(t, factory(tc.opt)) })
 	}
 }
 

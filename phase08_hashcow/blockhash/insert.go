@@ -1,5 +1,7 @@
 package blockhash
 
+import "kvlab/common/kvevents"
+
 // Insert indexes every full block of tokens that is not cached yet, taking
 // one reference on each for the index. It adopts none of seq's pages: the
 // sequence keeps its own reference, so lent comes back unchanged.
@@ -19,12 +21,23 @@ package blockhash
 func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent int) int {
 	c.clock++
 	key, parent := SaltRoot(salt), uint64(0)
+	var full kvevents.Hash // with WithVLLMHash: the chain's hash, as key
+	if c.vllm != nil {
+		full = c.vllm.root
+	}
 	for i := 0; (i+1)*c.bs <= len(tokens); i++ {
 		b, block := pages[i], tokens[i*c.bs:(i+1)*c.bs]
 		mine := &c.blocks[b]
-		if mine.serial != 0 && mine.salt == salt {
+		switch {
+		case mine.serial != 0 && mine.salt == salt:
 			key = mine.key // its tokens, prefix and salt are seq's: the same key
-		} else {
+			if c.vllm != nil {
+				full = c.vllm.hashes[b]
+			}
+		case c.vllm != nil:
+			full = kvevents.HashBlock(full, block, salt)
+			key = full.Uint64()
+		default:
 			key = c.hash(key, block)
 		}
 		have, ok := c.index.get(key)
@@ -56,9 +69,15 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 			} else {
 				c.add(b, key, parent, salt, i, block)
 			}
+			if c.vllm != nil {
+				c.vllm.hashes[b] = full
+			}
 		}
 		c.touch(b)
 		parent, salt = c.blocks[b].serial, "" // later blocks inherit the salt
+		if c.vllm != nil {
+			full = c.vllm.hashes[b] // b may be the reachable copy: the same prefix, the same hash
+		}
 	}
 	return lent
 }

@@ -3,6 +3,8 @@ package blockhash
 import (
 	"bytes"
 	"fmt"
+
+	"kvlab/common/kvevents"
 )
 
 // Match takes a reference on every block of the longest prefix of tokens
@@ -38,6 +40,9 @@ func (c *Cache) MatchLen(salt string, tokens []int32) int {
 // walk appends to dst the cached blocks holding the longest prefix of
 // tokens made of whole blocks, cached under salt.
 func (c *Cache) walk(salt string, tokens []int32, dst []int32) []int32 {
+	if c.vllm != nil {
+		return c.walkVLLM(salt, tokens, dst)
+	}
 	key, parent := SaltRoot(salt), uint64(0)
 	for end := c.bs; end <= len(tokens); end += c.bs {
 		block := tokens[end-c.bs : end]
@@ -48,6 +53,24 @@ func (c *Cache) walk(salt string, tokens []int32, dst []int32) []int32 {
 		}
 		dst = append(dst, b)
 		parent, salt = c.blocks[b].serial, "" // later blocks inherit the salt
+	}
+	return dst
+}
+
+// walkVLLM is walk for a cache keyed by vLLM's block hash: the chain
+// carries the parent's whole hash, and the salt enters the first block's
+// hash rather than the root.
+func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32) []int32 {
+	full, parent := c.vllm.root, uint64(0)
+	for end := c.bs; end <= len(tokens); end += c.bs {
+		block := tokens[end-c.bs : end]
+		full = kvevents.HashBlock(full, block, salt)
+		b, ok := c.index.get(full.Uint64())
+		if !ok || !c.holds(b, parent, salt, block) {
+			break
+		}
+		dst = append(dst, b)
+		parent, salt = c.blocks[b].serial, ""
 	}
 	return dst
 }
