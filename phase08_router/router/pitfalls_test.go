@@ -2,6 +2,7 @@ package router
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,9 +32,11 @@ func TestPitfall30RouteKeysAreTheExactTokenStreams(t *testing.T) {
 		{body, body + "\n"}, // a trailing newline
 		{"request 6f1c2a " + body, "request 9b7e01 " + body}, // ids
 	}
+	var keys []string
 	for _, p := range pairs {
 		a := RouteKey(tm.tok, "/v1/completions", jsonBody(t, map[string]any{"prompt": p[0]}))
 		b := RouteKey(tm.tok, "/v1/completions", jsonBody(t, map[string]any{"prompt": p[1]}))
+		keys = append(keys, fmt.Sprintf("%d/%d tokens sharing %d", len(a.Tokens), len(b.Tokens), commonLen(a.Tokens, b.Tokens)))
 		// The key is what the replica will compute from the same text.
 		require.Equal(t, Key{Tokens: tm.tok.EncodePrompt(p[0])}, a)
 		require.Equal(t, Key{Tokens: tm.tok.EncodePrompt(p[1])}, b)
@@ -58,6 +61,8 @@ func TestPitfall30RouteKeysAreTheExactTokenStreams(t *testing.T) {
 		shared := commonLen(tm.tok.EncodePrompt(first), tm.tok.EncodePrompt(second))
 		assert.LessOrEqual(t, int(believed), shared, "the router believed %v tokens matched; the prompts share %d", believed, shared)
 		assert.LessOrEqual(t, cached, believed, "the replica found %v cached, the router believed %v", cached, believed)
+		t.Logf("4 prompt pairs a canonicaliser would give one key (timestamp, whitespace, trailing newline, id) keep distinct exact-token keys (%s); through a replica, the second timestamped prompt shares %d of %d tokens with the first, the router believed %v matched and the replica found %v cached",
+			strings.Join(keys, "; "), shared, len(tm.tok.EncodePrompt(second)), believed, cached)
 		assert.Less(t, shared, len(tm.tok.EncodePrompt(second))/2, "the test needs prompts that differ near the front")
 	}
 }
@@ -82,6 +87,9 @@ func TestPitfall31HitsAreTheReplicasCachedTokensSummedAtTheRouter(t *testing.T) 
 	require.Equal(t, 40, r.cached, "the replica found the shared 40 tokens (10 blocks of 4)")
 
 	// The symptom: worker 2's own routing state never saw the prefix.
+	t.Logf("with the bug (hits from worker 2's own routing state): %v of 40 shared tokens matched, a 0%% hit rate; fixed (the replica's cached_tokens, summed at the router): worker 2 counts %v, the workers together %d, the replica's own counter %v",
+		metricValue(t, url2, "kvlab_router:policy_matched_tokens_total", ""), metricValue(t, url2, "kvlab_router:cached_tokens_total", ""),
+		w1.Stats()[0].CachedTokens+w2.Stats()[0].CachedTokens, metricValue(t, rep.url, "kvlab:prefix_cache_hits_total", ""))
 	assert.Zero(t, metricValue(t, url2, "kvlab_router:policy_matched_tokens_total", ""), "worker 2's tree matched nothing")
 	// The fix: worker 2's hit count is the replica's own answer.
 	assert.Equal(t, 40.0, metricValue(t, url2, "kvlab_router:cached_tokens_total", ""))
@@ -141,6 +149,11 @@ func TestPitfall32TheChosenReplicaReceivesTheBytes(t *testing.T) {
 		}
 	}
 	require.Len(t, homes, 2, "the two groups should start on different replicas (least-load, then the emptier tree)")
+	var got []string
+	for i, f := range fakes {
+		got = append(got, fmt.Sprintf("replica %d: %d sent, %d received", i, len(want[i]), len(f.received())))
+	}
+	t.Logf("what the policy chose is what arrived, byte for byte, over 3 endpoints (%s); a replica chosen and never put on the wire would leave these counts apart", strings.Join(got, ", "))
 	for i, f := range fakes {
 		if diff := cmp.Diff(want[i], f.received()); diff != "" {
 			t.Errorf("replica %d received (-want +got):\n%s", i, diff)

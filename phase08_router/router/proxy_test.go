@@ -197,6 +197,8 @@ func TestKilledReplicaLosesNoRequestThatHadNotStarted(t *testing.T) {
 		}
 		require.True(t, r.done, "request %d ended without [DONE]", i)
 	}
+	t.Logf("replica 1 killed mid-stream: %d of %d requests failed (after their first token), %v retried elsewhere, replicas up %v",
+		failed, n, metricValue(t, url, "kvlab_router:retries_total", ""), rt.Up())
 	assert.LessOrEqual(t, failed, 1, "only the request streaming on the killed replica may fail")
 	assert.GreaterOrEqual(t, metricValue(t, url, "kvlab_router:retries_total", ""), 1.0, "the waiting requests were retried")
 	assert.Equal(t, []bool{true, false, true}, rt.Up())
