@@ -29,6 +29,7 @@ type runtimeFlags struct {
 	eng        engine.Config
 	admission  string
 	commit     string
+	order      string // -order: fcfs or longest-prefix
 	noCache    bool
 	share      float64 // -tenant-cache-share; 0: no cap
 }
@@ -51,6 +52,8 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	fs.IntVar(&f.eng.MaxContext, "max-context", 0, "context limit in tokens; 0: the model's max_position_embeddings")
 	fs.BoolVar(&f.eng.ChunkedPrefill, "chunked-prefill", f.eng.ChunkedPrefill, "split prompts into chunks under the step budget (false: whole-prompt prefill)")
 	fs.BoolVar(&f.eng.Audit, "audit", false, "check KV block ownership after every step (slow; for debugging)")
+	fs.StringVar(&f.order, "order", "fcfs", "which waiting request admission tries first: fcfs (arrival order) or longest-prefix (the longest cached prefix first)")
+	fs.IntVar(&f.eng.MaxWaitSteps, "max-wait-steps", 0, "with -order longest-prefix, a request that has waited this many engine steps goes first (0: no starvation guard)")
 	fs.Float64Var(&f.share, "tenant-cache-share", 0, "with a prefix cache, the most of the cached blocks one cache salt keeps when the pool must evict, e.g. 0.5 (0: no cap)")
 	if v.PrefixCache != nil {
 		fs.StringVar(&f.admission, "admission", "cost-aware", "how admission charges a prompt: conservative (whole prompt) or cost-aware (prompt − cached prefix)")
@@ -84,6 +87,14 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 		c.Commit = engine.CommitPromptEnd
 	default:
 		return c, fmt.Errorf("-commit: unknown policy %q (want chunk or prompt-end)", f.commit)
+	}
+	switch f.order {
+	case "", "fcfs":
+		c.Order = engine.OrderFCFS
+	case "longest-prefix":
+		c.Order = engine.OrderLongestPrefix
+	default:
+		return c, fmt.Errorf("-order: unknown order %q (want fcfs or longest-prefix)", f.order)
 	}
 	switch f.admission {
 	case "": // the engine's default
@@ -182,6 +193,7 @@ var engineFlags = map[string]string{
 	"BlockSize": "-block-size", "NumBlocks": "-blocks", "MaxBatchTokens": "-max-batch-tokens",
 	"MaxRunning": "-max-running", "MaxContext": "-max-context", "ChunkedPrefill": "-chunked-prefill",
 	"Admission": "-admission", "PrefixCache": "-no-cache", "Commit": "-commit",
+	"Order": "-order", "MaxWaitSteps": "-max-wait-steps",
 }
 
 // preflight checks the engine flags against the model's config mc.

@@ -37,10 +37,35 @@ type Config struct {
 	// after every prefill chunk (the default) or only once the whole prompt
 	// is computed. See CommitEveryChunk.
 	Commit CommitPolicy
+	// Order chooses which waiting request admission tries first: arrival
+	// order (the default) or the longest cached prefix first. See
+	// OrderFCFS and OrderLongestPrefix.
+	Order QueueOrder
+	// MaxWaitSteps is longest-prefix-first's starvation guard: a request
+	// that has waited this many engine steps is admitted before any
+	// request ordered by its prefix, oldest first. 0 turns the guard off
+	// (a request whose prefix is never cached can then wait forever).
+	MaxWaitSteps int
 	// Audit runs the pool's ownership audit after every step and panics on
 	// the first violation. Tests turn it on; it costs O(blocks) per step.
 	Audit bool
 }
+
+// QueueOrder is the order in which admission tries waiting requests.
+type QueueOrder int
+
+const (
+	// OrderFCFS admits in arrival order (preempted requests back at the
+	// front): first come, first served.
+	OrderFCFS QueueOrder = iota
+	// OrderLongestPrefix admits the waiting request whose prompt has the
+	// longest prefix in the prefix cache first, as SGLang's cache-aware
+	// scheduling does: requests that reuse what is cached run while it is
+	// cached, instead of waiting behind requests that would evict it.
+	// Preempted requests, and requests that have waited MaxWaitSteps
+	// steps, still go first (see admissionOrder).
+	OrderLongestPrefix
+)
 
 // Admission is a policy for charging a new request against free capacity.
 type Admission int
@@ -96,6 +121,7 @@ var configWords = map[string]string{
 	"BlockSize": "block size", "NumBlocks": "number of KV blocks", "MaxBatchTokens": "max batch tokens",
 	"MaxRunning": "max running sequences", "MaxContext": "max context", "ChunkedPrefill": "chunked prefill",
 	"Admission": "admission policy", "PrefixCache": "prefix cache", "Commit": "commit policy",
+	"Order": "admission order", "MaxWaitSteps": "max wait steps",
 }
 
 // Validate reports settings the engine cannot run with. modelMaxPos is the
@@ -135,6 +161,12 @@ func (c Config) Validate(modelMaxPos int) error {
 	}
 	if c.Commit != CommitEveryChunk && c.Commit != CommitPromptEnd {
 		bad("Commit", "%d is unknown", c.Commit)
+	}
+	if c.Order != OrderFCFS && c.Order != OrderLongestPrefix {
+		bad("Order", "%d is unknown", c.Order)
+	}
+	if c.MaxWaitSteps < 0 {
+		bad("MaxWaitSteps", "must not be negative, have %d", c.MaxWaitSteps)
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
 		bad("ChunkedPrefill", "is off, but a prefix cache requires chunked prefill: whole-prompt prefill attends only to the prompt's own tokens and would not see the cached prefix")

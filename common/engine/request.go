@@ -100,6 +100,9 @@ type sequence struct {
 	admitted int
 	// preempted counts how often the sequence lost its KV to preemption.
 	preempted int
+	// queued is the engine step count when the request was submitted:
+	// longest-prefix-first's starvation guard measures the wait from it.
+	queued int
 }
 
 func (s *sequence) generated() int { return len(s.tokens) - len(s.req.Prompt) }

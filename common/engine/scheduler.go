@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -61,9 +62,15 @@ func (e *Engine) schedule() plan {
 		}
 	}
 
-	// Admission, first come first served: a request that does not fit
+	// Admission, in queue order (first come first served, unless
+	// Config.Order sorts the queue first): a request that does not fit
 	// blocks those behind it, so a long prompt cannot be starved by a
 	// stream of short ones.
+	if e.cfg.Order == OrderLongestPrefix && budget > 0 && len(e.running) < e.cfg.MaxRunning {
+		e.waiting = admissionOrder(e.waiting, func(s *sequence) int {
+			return e.pool.MatchLen(s.req.CacheSalt, s.tokens)
+		}, e.stats.Steps, e.cfg.MaxWaitSteps)
+	}
 	for len(e.waiting) > 0 && budget > 0 && len(e.running) < e.cfg.MaxRunning {
 		s := e.waiting[0]
 		if !e.admit(s) {
@@ -77,6 +84,43 @@ func (e *Engine) schedule() plan {
 		}
 	}
 	return p
+}
+
+// admissionOrder sorts waiting for longest-prefix-first admission at
+// engine step now. First come the requests that must not wait on their
+// prefix: preempted ones (their KV was taken from them), then those that
+// have waited maxWait steps or more (the starvation guard; 0: none), each
+// group oldest first. Then the rest, longest cached prefix (matched) first,
+// ties oldest first. It sorts in place and returns waiting.
+func admissionOrder(waiting []*sequence, matched func(*sequence) int, now, maxWait int) []*sequence {
+	if len(waiting) < 2 {
+		return waiting
+	}
+	rank := func(s *sequence) int {
+		switch {
+		case s.preempted > 0:
+			return 0
+		case maxWait > 0 && now-s.queued >= maxWait:
+			return 1
+		}
+		return 2
+	}
+	match := make(map[*sequence]int, len(waiting))
+	for _, s := range waiting {
+		if rank(s) == 2 {
+			match[s] = matched(s)
+		}
+	}
+	slices.SortStableFunc(waiting, func(a, b *sequence) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(match[b], match[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.key, b.key)
+	})
+	return waiting
 }
 
 // chunk returns how many prompt tokens of s to compute with budget tokens
