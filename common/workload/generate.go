@@ -16,6 +16,7 @@ var generators = map[string]generator{
 	"chunked_prefill":  genChunkedPrefill,
 	"multi_turn":       genMultiTurn,
 	"routing":          genRouting,
+	"system_prompts":   genSystemPrompts,
 }
 
 // Names lists the known workloads, sorted.

@@ -10,7 +10,7 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	want := []string{"chunked_prefill", "multi_turn", "no_shared_prefix", "prefix_caching", "routing"}
+	want := []string{"chunked_prefill", "multi_turn", "no_shared_prefix", "prefix_caching", "routing", "system_prompts"}
 	have := Names()
 	assert.Equal(t, want, have, "have %v; want %v", have, want)
 }
