@@ -40,6 +40,7 @@ type Engine struct {
 	stats   Stats
 	// admissions numbers admissions so preemption can find the youngest.
 	admissions int
+	tr         Tracer // nil: no trace (SetTracer)
 }
 
 // Stats counts what the engine did. Tokens are counted once per forward row.
@@ -65,10 +66,16 @@ type Stats struct {
 
 // New builds an engine for m with a fresh KV pool.
 func New(m *model.Model, cfg Config) (*Engine, error) {
-	mc := m.Config
-	if err := cfg.Validate(mc.MaxPositionEmbeddings); err != nil {
+	if err := cfg.Validate(m.Config.MaxPositionEmbeddings); err != nil {
 		return nil, err
 	}
+	return build(m, cfg)
+}
+
+// build is New for a config Validate accepted (tests also build ones it
+// refuses, to show why).
+func build(m *model.Model, cfg Config) (*Engine, error) {
+	mc := m.Config
 	if cfg.MaxBatchTokens < cfg.MaxRunning {
 		// Every running decode must fit in one step, or the youngest would
 		// wait forever behind the oldest.
@@ -80,6 +87,9 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 		Blocks:    cfg.NumBlocks,
 		BlockSize: cfg.BlockSize,
 		NewCache:  cfg.PrefixCache,
+		// With WindowFree, the local layers' storage and their windows.
+		Windows:     windowsOf(&mc, cfg.WindowFree),
+		LocalBlocks: localBlocks(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -94,6 +104,9 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 	}
 	for _, id := range mc.EOSTokenIDs {
 		e.eos[id] = true
+	}
+	if cfg.Trace != nil {
+		e.SetTracer(cfg.Trace)
 	}
 	return e, nil
 }
@@ -118,6 +131,9 @@ func (e *Engine) Submit(r Request) error {
 	e.live[r.ID]++
 	e.nlive++
 	e.waiting = append(e.waiting, s)
+	if e.tr != nil {
+		e.tr.Sequence(s.key, r.ID, 0)
+	}
 	return nil
 }
 
@@ -160,6 +176,9 @@ func (e *Engine) Step() []Output {
 	e.stats.PeakBlocks = max(e.stats.PeakBlocks, e.pool.UsedBlocks())
 	out := e.pending
 	e.pending = nil
+	if e.tr != nil {
+		e.tracePlan(p, e.stats.Steps+1)
+	}
 	if !p.empty() {
 		e.stats.Steps++
 		out = e.run(p, out)
@@ -168,6 +187,9 @@ func (e *Engine) Step() []Output {
 		if err := e.pool.Audit().Err(); err != nil {
 			panic(fmt.Sprintf("engine: after step %d: %v", e.stats.Steps, err))
 		}
+	}
+	if e.tr != nil {
+		e.tr.StepDone(e.pool)
 	}
 	return out
 }

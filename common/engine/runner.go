@@ -146,6 +146,9 @@ func (e *Engine) fork(s *sequence) []*sequence {
 			phase: decoding, admitted: e.admissions,
 		}
 		c.req.Sampling.Seed += uint64(i)
+		if e.tr != nil {
+			e.tr.Sequence(c.key, s.req.ID, i)
+		}
 		if err := e.pool.Fork(s.key, c.key); err != nil {
 			panic(err) // s is open and c.key is fresh
 		}

@@ -53,6 +53,7 @@ type Pool struct {
 	seqs      map[int]*seqPages
 	copies    int       // blocks copied by PrepareWrite
 	obs       *Observer // nil unless KV events were asked for (Observe)
+	tr        Tracer    // nil unless a trace was asked for (SetTracer)
 }
 
 // seqPages is one sequence's view of the pool.
@@ -149,6 +150,9 @@ func (p *Pool) Open(id int, salt string, prompt []int32) (cached int, err error)
 		blocks, cached = p.cache.Match(id, salt, prompt)
 		s.pages = append(s.pages, blocks...)
 		s.lent = len(blocks)
+		if p.tr != nil {
+			p.tr.PoolEvent(TraceEvent{Op: TraceMatch, Seq: id, Tokens: len(prompt), Matched: cached, Blocks: blocks})
+		}
 	}
 	p.seqs[id] = s
 	if p.obs != nil {
@@ -175,6 +179,9 @@ func (p *Pool) Fork(parent, child int) error {
 		p.alloc.Incref(b)
 	}
 	p.seqs[child] = c
+	if p.tr != nil {
+		p.tr.PoolEvent(TraceEvent{Op: TraceFork, Seq: parent, Other: child, Blocks: c.pages})
+	}
 	return nil
 }
 
@@ -195,13 +202,20 @@ func (p *Pool) Grow(id, n int) error {
 		return err
 	}
 	s.pages, _ = p.alloc.Allocate(s.pages, need) // reserve guaranteed enough
+	if p.tr != nil {
+		p.tr.PoolEvent(TraceEvent{Op: TraceGrow, Seq: id, Blocks: s.pages[len(s.pages)-need:]})
+	}
 	return nil
 }
 
 // reserve makes at least n blocks free, evicting cached blocks if it must.
 func (p *Pool) reserve(n int) error {
 	if short := n - p.alloc.NumFree(); short > 0 && p.cache != nil {
+		free := p.alloc.NumFree()
 		p.cache.Evict(short)
+		if p.tr != nil {
+			p.tr.PoolEvent(TraceEvent{Op: TraceEvict, Want: short, Blocks: p.freedSince(free)})
+		}
 		if p.obs != nil {
 			p.obs.settle()
 		}
@@ -247,6 +261,9 @@ func (p *Pool) PrepareWrite(id, from, n int) error {
 		p.alloc.Decref(old)
 		s.pages[i] = fresh[0]
 		p.copies++
+		if p.tr != nil {
+			p.tr.PoolEvent(TraceEvent{Op: TraceCopy, Seq: id, Page: i, Blocks: []int32{old, fresh[0]}})
+		}
 	}
 	return nil
 }
@@ -283,6 +300,10 @@ func (p *Pool) Commit(id int, tokens []int32) {
 		return
 	}
 	s := p.seqs[id]
+	if p.tr != nil {
+		p.traceCommit(id, s, tokens)
+		return
+	}
 	s.lent = p.cache.Insert(id, s.salt, tokens, s.pages, s.lent)
 	if p.obs != nil {
 		p.obs.commit(id, s.salt, tokens, s.pages)
@@ -297,6 +318,7 @@ func (p *Pool) Release(id int) {
 	if !ok {
 		return
 	}
+	free := p.alloc.NumFree()
 	for _, b := range s.pages[s.lent:] {
 		p.alloc.Decref(b)
 	}
@@ -305,6 +327,9 @@ func (p *Pool) Release(id int) {
 	}
 	if p.obs != nil {
 		p.obs.release(id)
+	}
+	if p.tr != nil {
+		p.tr.PoolEvent(TraceEvent{Op: TraceRelease, Seq: id, Blocks: p.freedSince(free)})
 	}
 	delete(p.seqs, id)
 }

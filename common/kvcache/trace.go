@@ -1,0 +1,119 @@
+package kvcache
+
+import (
+	"fmt"
+	"io"
+	"slices"
+)
+
+// TraceOp names what a traced pool operation did.
+type TraceOp int
+
+const (
+	// TraceMatch: Open looked the prompt up in the prefix cache. Tokens is
+	// the prompt's length, Matched the tokens found, Blocks the blocks lent.
+	TraceMatch TraceOp = iota + 1
+	// TraceGrow: Grow allocated Blocks for sequence Seq.
+	TraceGrow
+	// TraceCommit: Commit offered Tokens tokens of Seq to the cache (the
+	// design's Insert). Cached is the cache's block count before and after,
+	// Lent the sequence's lent pages before and after (what the cache
+	// adopted).
+	TraceCommit
+	// TraceEvict: the pool was Want blocks short and the cache freed Blocks.
+	TraceEvict
+	// TraceCopy: PrepareWrite copied page Page of Seq (copy-on-write):
+	// Blocks is {shared block, private copy}.
+	TraceCopy
+	// TraceFork: Other was opened sharing every page of Seq.
+	TraceFork
+	// TraceRelease: Seq ended; Blocks went back to the free list.
+	TraceRelease
+)
+
+// TraceEvent is one pool operation, as a Tracer sees it. Blocks is only
+// valid during the call: copy it to keep it.
+type TraceEvent struct {
+	Op      TraceOp
+	Seq     int
+	Other   int // TraceFork: the child
+	Tokens  int
+	Matched int
+	Page    int
+	Want    int
+	Cached  [2]int
+	Lent    [2]int
+	Blocks  []int32
+}
+
+// Tracer is told of every pool operation that changes who holds a block.
+// A pool without one (the default) pays a nil check per operation.
+type Tracer interface {
+	PoolEvent(TraceEvent)
+}
+
+// Dumper is what a prefix cache implements to draw its structure for a
+// trace: nodes or chains, with block ids and holder counts. It is optional.
+type Dumper interface {
+	Dump(w io.Writer)
+}
+
+// SetTracer sends the pool's operations to t; nil turns tracing off.
+func (p *Pool) SetTracer(t Tracer) { p.tr = t }
+
+// freedSince returns the blocks freed since the free list had n entries:
+// the allocator pushes freed blocks on top of its stack.
+func (p *Pool) freedSince(n int) []int32 {
+	if len(p.alloc.free) <= n {
+		return nil
+	}
+	return p.alloc.free[n:]
+}
+
+// Dump writes the allocator's counts, every live sequence's page table and,
+// when the prefix cache is a Dumper, the cache's structure. Counts: free
+// blocks have no holder; held blocks are named by some live page table;
+// cached blocks are referenced by the prefix cache (a block may be both).
+// name names a sequence; nil names sequence 3 "s3".
+func (p *Pool) Dump(w io.Writer, name func(seq int) string) {
+	if name == nil {
+		name = func(seq int) string { return fmt.Sprintf("s%d", seq) }
+	}
+	inTable := map[int32]bool{}
+	ids := make([]int, 0, len(p.seqs))
+	for id, s := range p.seqs {
+		ids = append(ids, id)
+		for _, b := range s.pages {
+			inTable[b] = true
+		}
+	}
+	slices.Sort(ids)
+	cached := 0
+	if p.cache != nil {
+		cached = p.cache.Stats().Blocks
+	}
+	fmt.Fprintf(w, "blocks: %d free, %d held, %d cached (of %d)\n", p.alloc.NumFree(), len(inTable), cached, p.alloc.Total())
+	for _, id := range ids {
+		s := p.seqs[id]
+		fmt.Fprintf(w, "%s pages %v", name(id), s.pages)
+		if s.lent > 0 {
+			fmt.Fprintf(w, " (first %d lent)", s.lent)
+		}
+		fmt.Fprintln(w)
+	}
+	if d, ok := p.cache.(Dumper); ok {
+		d.Dump(w)
+	}
+}
+
+// traceCommit is Commit with a TraceCommit event around the Insert.
+func (p *Pool) traceCommit(id int, s *seqPages, tokens []int32) {
+	ev := TraceEvent{Op: TraceCommit, Seq: id, Tokens: len(tokens)}
+	ev.Cached[0], ev.Lent[0] = p.cache.Stats().Blocks, s.lent
+	s.lent = p.cache.Insert(id, s.salt, tokens, s.pages, s.lent)
+	if p.obs != nil {
+		p.obs.commit(id, s.salt, tokens, s.pages)
+	}
+	ev.Cached[1], ev.Lent[1] = p.cache.Stats().Blocks, s.lent
+	p.tr.PoolEvent(ev)
+}
