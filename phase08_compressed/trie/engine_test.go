@@ -3,6 +3,7 @@ package trie
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -272,17 +273,20 @@ func TestMultiTurnReusesPromptAndOutput(t *testing.T) {
 			conv := converse(t, engineConfig(bs, 256, trieCache(p.policy)), reqs)
 			base := converse(t, engineConfig(bs, 256, nil), reqs)
 			sameOutput(t, base.outs, conv.outs)
+			var turns []string
 			for _, r := range reqs {
 				if r.FollowUp == nil {
 					continue
 				}
 				prev := r.FollowUp.Prev
 				want := alignDown(len(conv.prompts[prev])+len(conv.outs[prev].Tokens)-1, bs)
+				turns = append(turns, fmt.Sprintf("%d/%d", conv.outs[r.ID].Cached, len(conv.prompts[r.ID])))
 				if have := conv.outs[r.ID].Cached; have != want {
 					t.Errorf("request %d (follow-up of %d): cached %d tokens; want %d (previous prompt %d + output %d − 1, rounded down to a block)",
 						r.ID, prev, have, want, len(conv.prompts[prev]), len(conv.outs[prev].Tokens))
 				}
 			}
+			t.Logf("follow-up turns, cached/prompt tokens: %s", strings.Join(turns, " "))
 		})
 	}
 }
