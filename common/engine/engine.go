@@ -66,16 +66,10 @@ type Stats struct {
 
 // New builds an engine for m with a fresh KV pool.
 func New(m *model.Model, cfg Config) (*Engine, error) {
-	if err := cfg.Validate(m.Config.MaxPositionEmbeddings); err != nil {
+	mc := m.Config
+	if err := cfg.Validate(mc.MaxPositionEmbeddings); err != nil {
 		return nil, err
 	}
-	return build(m, cfg)
-}
-
-// build is New for a config Validate accepted (tests also build ones it
-// refuses, to show why).
-func build(m *model.Model, cfg Config) (*Engine, error) {
-	mc := m.Config
 	if cfg.MaxBatchTokens < cfg.MaxRunning {
 		// Every running decode must fit in one step, or the youngest would
 		// wait forever behind the oldest.
@@ -87,9 +81,6 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 		Blocks:    cfg.NumBlocks,
 		BlockSize: cfg.BlockSize,
 		NewCache:  cfg.PrefixCache,
-		// With WindowFree, the local layers' storage and their windows.
-		Windows:     windowsOf(&mc, cfg.WindowFree),
-		LocalBlocks: localBlocks(cfg),
 	})
 	if err != nil {
 		return nil, err
