@@ -37,7 +37,20 @@ type AttnSeq struct {
 	CtxLen int
 	// Pages lists the sequence's KV blocks in order: position p lives in
 	// block Pages[p/BlockSize] at offset p%BlockSize. Unused by AttendLocal.
+	// The entries before FirstPage are never read: they may be -1, a block
+	// a sliding-window layer has already given back.
 	Pages []int32
+}
+
+// FirstPage returns the index of the first page of seq that an attention
+// call with shape sh reads: the block holding the first position visible
+// to seq's first query row. With no window it is 0; with one, every block
+// before it lies wholly before every window of the call.
+func FirstPage(seq AttnSeq, sh AttnShape) int {
+	if sh.BlockSize <= 0 {
+		return 0
+	}
+	return Visible(seq.CtxLen-seq.QLen, sh.Window) / sh.BlockSize
 }
 
 // AttnShape holds the per-call constants of an attention operation.

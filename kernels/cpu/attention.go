@@ -82,7 +82,7 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 			}
 		} else {
 			tab = call.rowBuf[used : used+seq.CtxLen]
-			pageTable(op, s, seq, sh.BlockSize, k.rows, tab)
+			pageTable(op, s, seq, kernels.FirstPage(seq, sh), sh.BlockSize, k.rows, tab)
 		}
 		used += len(tab)
 		call.tables = append(call.tables, tab)
@@ -137,12 +137,18 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	})
 }
 
-// pageTable fills tab[j] with the KV row of position j of seq.
-func pageTable(op string, s int, seq kernels.AttnSeq, bs, kvRows int, tab []int32) {
+// pageTable fills tab[j] with the KV row of position j of seq, from page
+// first on; the positions before it, outside every window of the call, get
+// -1 and are never read.
+func pageTable(op string, s int, seq kernels.AttnSeq, first, bs, kvRows int, tab []int32) {
 	if len(seq.Pages)*bs < seq.CtxLen {
 		panic(fmt.Sprintf("cpu: %s: sequence %d has %d pages of %d for %d tokens", op, s, len(seq.Pages), bs, seq.CtxLen))
 	}
 	for j := range tab {
+		if j < first*bs {
+			tab[j] = -1
+			continue
+		}
 		page := int(seq.Pages[j/bs])
 		if page < 0 || (page+1)*bs > kvRows {
 			panic(fmt.Sprintf("cpu: %s: sequence %d uses block %d of a %d-row cache", op, s, page, kvRows))

@@ -59,7 +59,7 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		if local {
 			pos0 = 0
 		} else {
-			checkPages(op, s, seq, sh.BlockSize, k.rows)
+			checkPages(op, s, seq, kernels.FirstPage(seq, sh), sh.BlockSize, k.rows)
 			// Only the blocks the context reaches are uploaded.
 			p.pages = append(p.pages, seq.Pages[:(seq.CtxLen+sh.BlockSize-1)/sh.BlockSize]...)
 		}
@@ -135,12 +135,13 @@ func (p *attnPlan) addItem(s, row, first, nkeys int) {
 }
 
 // checkPages panics unless seq's page table covers its context with blocks
-// that exist in a kvRows-row cache, as the CPU backend requires.
-func checkPages(op string, s int, seq kernels.AttnSeq, bs, kvRows int) {
+// that exist in a kvRows-row cache from page first on, as the CPU backend
+// requires; the kernel reads no page before first (see kernels.FirstPage).
+func checkPages(op string, s int, seq kernels.AttnSeq, first, bs, kvRows int) {
 	if len(seq.Pages)*bs < seq.CtxLen {
 		panic(fmt.Sprintf("cuda: %s: sequence %d has %d pages of %d for %d tokens", op, s, len(seq.Pages), bs, seq.CtxLen))
 	}
-	for _, page := range seq.Pages[:(seq.CtxLen+bs-1)/bs] {
+	for _, page := range seq.Pages[first : (seq.CtxLen+bs-1)/bs] {
 		if page < 0 || (int(page)+1)*bs > kvRows {
 			panic(fmt.Sprintf("cuda: %s: sequence %d uses block %d of a %d-row cache", op, s, page, kvRows))
 		}
