@@ -14,13 +14,16 @@ import "fmt"
 // when the parent is on the ring. Hence the front is always a leaf, Evict
 // is a pop from the front, and cascading to a parent that becomes a leaf
 // needs no extra step.
+//
+// The ring is linked by node indices (node.prev, node.next) through a
+// sentinel node of its own, Tree.ring, that holds no block.
 
 // Evict frees up to n blocks, least recently used first, and returns how
 // many it freed.
 func (t *Tree) Evict(n int) int {
 	freed := 0
 	for freed < n && t.idle > 0 {
-		v := t.lru.next
+		v := t.nodes[t.ring].next
 		t.unlink(v)
 		if t.removeLeaf(v) {
 			freed++
@@ -37,76 +40,120 @@ func (t *Tree) Evict(n int) int {
 func (t *Tree) Evictable() int { return t.idle }
 
 // use records one more user of n.
-func (t *Tree) use(n *node) {
-	if n.users == 0 {
+func (t *Tree) use(n int32) {
+	if t.nodes[n].users == 0 {
 		t.unlink(n)
 	}
-	n.users++
+	t.nodes[n].users++
 }
 
 // unuse records that one user of n is gone.
-func (t *Tree) unuse(n *node) {
-	n.users--
+func (t *Tree) unuse(n int32) {
+	t.nodes[n].users--
 	switch {
-	case n.users < 0:
+	case t.nodes[n].users < 0:
 		panic("radix: node released more often than used")
-	case n.users == 0:
+	case t.nodes[n].users == 0:
 		t.rest(n)
 	}
 }
 
 // rest puts n, which has no user, on the ring: right before its parent if
 // the parent is there, else at the back, as the most recently used.
-func (t *Tree) rest(n *node) {
-	at := &t.lru
-	if p := n.parent; p.users == 0 && p.depth > 0 {
+func (t *Tree) rest(n int32) {
+	at := t.ring
+	if p := t.nodes[n].parent; t.nodes[p].users == 0 && t.nodes[p].depth > 0 {
 		at = p
 	}
-	n.prev, n.next = at.prev, at
-	n.prev.next, at.prev = n, n
+	prev := t.nodes[at].prev
+	t.nodes[n].prev, t.nodes[n].next = prev, at
+	t.nodes[prev].next, t.nodes[at].prev = n, n
 	t.idle++
 }
 
-func (t *Tree) unlink(n *node) {
-	n.prev.next, n.next.prev = n.next, n.prev
+// unlink takes n off the ring.
+func (t *Tree) unlink(n int32) {
+	prev, next := t.nodes[n].prev, t.nodes[n].next
+	t.nodes[prev].next, t.nodes[next].prev = next, prev
 	t.idle--
 }
 
 // AuditCache checks the ring against a scan of every node: it holds
 // exactly the nodes without users (so Evictable, idle, is right), and each
-// comes after all of its descendants (so Evict's front is a leaf). The
-// conformance suite calls it after every step (cachetest's Harness.Audit);
-// it costs O(cached blocks) and changes nothing.
+// comes after all of its descendants (so Evict's front is a leaf). It also
+// checks the edge table: it holds exactly the cached nodes, each where a
+// lookup by its parent and tokens finds it, and every node's count of
+// children is right. The conformance suite calls it after every step
+// (cachetest's Harness.Audit); it costs O(allocator blocks) and changes
+// nothing.
 func (t *Tree) AuditCache() error {
-	pos := map[*node]int{}
-	for n := t.lru.next; n != &t.lru; n = n.next {
-		if n.users != 0 {
-			return fmt.Errorf("radix: block %d is on the lru ring with %d users", n.block, n.users)
+	pos := make([]int, len(t.nodes)) // 1 + place on the ring; 0: not on it
+	onRing := 0
+	for n := t.nodes[t.ring].next; n != t.ring; n = t.nodes[n].next {
+		if n < 0 || int(n) >= t.alloc.Total() {
+			return fmt.Errorf("radix: the lru ring links to node %d, which holds no block", n)
 		}
-		if _, dup := pos[n]; dup {
-			return fmt.Errorf("radix: block %d is on the lru ring twice", n.block)
+		if users := t.nodes[n].users; users != 0 {
+			return fmt.Errorf("radix: block %d is on the lru ring with %d users", n, users)
 		}
-		pos[n] = len(pos)
+		if pos[n] != 0 {
+			return fmt.Errorf("radix: block %d is on the lru ring twice", n)
+		}
+		onRing++
+		pos[n] = onRing
 	}
-	if len(pos) != t.idle {
-		return fmt.Errorf("radix: Evictable is %d, the ring holds %d nodes", t.idle, len(pos))
+	if onRing != t.idle {
+		return fmt.Errorf("radix: Evictable is %d, the ring holds %d nodes", t.idle, onRing)
 	}
-	idle := 0
-	for _, n := range t.byBlock {
-		if n == nil || n.users != 0 {
+	idle, cached := 0, 0
+	kids := make([]int32, len(t.nodes))
+	for b := range t.alloc.Total() {
+		n := int32(b)
+		nd := t.nodes[n]
+		if nd.parent == none {
+			continue
+		}
+		cached++
+		kids[nd.parent]++
+		if got := t.findEdge(nd.parent, t.tokensOf(n)); got != n {
+			return fmt.Errorf("radix: block %d is not found under its parent (lookup gives %d)", n, got)
+		}
+		if want := t.nodes[nd.parent].depth + 1; nd.depth != want {
+			return fmt.Errorf("radix: block %d has depth %d, its parent %d", n, nd.depth, want-1)
+		}
+		if nd.users != 0 {
 			continue
 		}
 		idle++
-		at, ok := pos[n]
-		if !ok {
-			return fmt.Errorf("radix: block %d has no users but is not on the ring", n.block)
+		if pos[n] == 0 {
+			return fmt.Errorf("radix: block %d has no users but is not on the ring", n)
 		}
-		if p := n.parent; p.depth > 0 && p.users == 0 && pos[p] < at {
-			return fmt.Errorf("radix: block %d is on the ring after its parent, block %d", n.block, p.block)
+		if p := t.nodes[nd.parent]; p.depth > 0 && p.users == 0 && pos[nd.parent] < pos[n] {
+			return fmt.Errorf("radix: block %d is on the ring after its parent, block %d", n, nd.parent)
 		}
 	}
 	if idle != t.idle {
 		return fmt.Errorf("radix: Evictable is %d, a recount finds %d nodes without users", t.idle, idle)
+	}
+	if cached != t.cached {
+		return fmt.Errorf("radix: Cached is %d, a recount finds %d nodes", t.cached, cached)
+	}
+	for n, want := range kids {
+		if t.nodes[n].kids != want {
+			return fmt.Errorf("radix: node %d counts %d children, a recount finds %d", n, t.nodes[n].kids, want)
+		}
+		if r := t.nodes[n].recent; r != none && t.nodes[r].parent != int32(n) {
+			return fmt.Errorf("radix: node %d's recent child %d is not its child", n, r)
+		}
+	}
+	edges := 0
+	for _, e := range t.edges {
+		if e.node != none {
+			edges++
+		}
+	}
+	if edges != cached {
+		return fmt.Errorf("radix: the edge table holds %d edges for %d nodes", edges, cached)
 	}
 	return nil
 }

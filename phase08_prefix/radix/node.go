@@ -1,86 +1,96 @@
 package radix
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
+
+// none is the index of no node: the parent of a slot that caches nothing,
+// the parent of a root, a node without a recent child, an empty edge slot.
+const none int32 = -1
 
 // node is one cached block and the edge into it.
+//
+// Nodes live in one slice, Tree.nodes, and name each other by index, never
+// by pointer: the garbage collector has nothing to follow in them, however
+// many there are (docs/phase08_prefix.md, "The compact form"). Node b holds
+// block b, so a block's node needs no lookup, and its tokens, the label of
+// the edge from its parent, are Tree.tokens[b*bs:(b+1)*bs]: the tree's own
+// copy, written once when the node is made. Past the allocator's blocks
+// come the lru ring's sentinel and the roots, which hold no block.
+//
+// A node's children are not stored in the node: the tree keeps one table
+// of every edge, keyed by parent and tokens (edges.go).
 type node struct {
-	parent *node
-	// tokens are the block's token ids, the node's own copy: the label of
-	// the edge from parent, and the key of this node in parent.children.
-	tokens   []int32
-	children map[string]*node // by label(child.tokens); nil until the first child
-	// recent is the child added or matched last, tried before the map: a
-	// long shared prefix is a chain of nodes with one child each.
-	recent *node
-	block  int32
-	depth  int // blocks from the root: this node's block is page depth-1
+	parent int32 // none: the slot caches nothing (or it is a root)
+	depth  int32 // blocks from the root: this node's block is page depth-1
 	// users counts the live sequences this node lends its block to. A user
 	// of a node uses all of its ancestors too. users > 0 pins the node.
-	users int
+	users int32
+	kids  int32 // children
+	// recent is the child added or matched last, tried before the edge
+	// table: a long shared prefix is a chain of nodes with one child each.
+	recent int32
 	// prev and next link the node into the tree's lru ring while users == 0,
 	// and mean nothing otherwise.
-	prev, next *node
-	// salt names the tree a root belongs to; only roots (depth 0) set it.
-	salt string
+	prev, next int32
 }
 
-// label returns a string that shares block's memory: a map key for looking
-// up a child by its tokens without copying or allocating. A label used as a
-// stored key must come from tokens that never change, which is why each
-// node keeps its own copy; labelling the caller's prompt in a stored key
-// would change the key under the map when the caller reuses its buffer.
+// label returns a string that shares block's memory, so that comparing two
+// blocks is one memory compare and hashing one allocates nothing. It is
+// never stored: the edge table keeps node indices, and compares against
+// the tree's own copy of the tokens.
 func label(block []int32) string {
 	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(block))), 4*len(block))
 }
 
-// child returns n's child labelled by block, or nil.
-func (n *node) child(block []int32) *node {
-	key := label(block)
-	if c := n.recent; c != nil && label(c.tokens) == key {
+// tokensOf returns block node n's tokens: the tree's copy.
+func (t *Tree) tokensOf(n int32) []int32 {
+	i := int(n) * t.blockSize
+	return t.tokens[i : i+t.blockSize]
+}
+
+// child returns parent's child labelled by block, or none.
+func (t *Tree) child(parent int32, block []int32) int32 {
+	if c := t.nodes[parent].recent; c != none && label(t.tokensOf(c)) == label(block) {
 		return c
 	}
-	return n.children[key]
+	return t.findEdge(parent, block)
 }
 
 // newNode adds a child of parent holding page, labelled by a copy of block.
 // The caller provides the node's allocator reference on page.
-func (t *Tree) newNode(parent *node, block []int32, page int32) *node {
-	var n *node
-	if k := len(t.spare); k > 0 {
-		n, t.spare = t.spare[k-1], t.spare[:k-1]
-	} else {
-		n = &node{}
+func (t *Tree) newNode(parent int32, block []int32, page int32) int32 {
+	n := page
+	if t.nodes[n].parent != none {
+		panic(fmt.Sprintf("radix: block %d cached twice", page))
 	}
-	n.parent, n.block, n.depth, n.users = parent, page, parent.depth+1, 0
-	n.tokens = append(n.tokens[:0], block...)
-	if parent.children == nil {
-		parent.children = map[string]*node{}
-	}
-	parent.children[label(n.tokens)] = n
-	parent.recent = n
-	t.byBlock[page] = n
-	t.nodes++
+	copy(t.tokensOf(n), block)
+	t.nodes[n] = node{parent: parent, depth: t.nodes[parent].depth + 1, recent: none}
+	t.addEdge(n)
+	t.nodes[parent].kids++
+	t.nodes[parent].recent = n
+	t.cached++
 	return n
 }
 
 // removeLeaf takes the childless node n out of the tree and drops the
 // allocator reference it held. It reports whether that freed the block: a
 // sequence forked from one of n's users holds a reference of its own.
-func (t *Tree) removeLeaf(n *node) (freed bool) {
-	if len(n.children) > 0 || n.users > 0 {
+func (t *Tree) removeLeaf(n int32) (freed bool) {
+	if t.nodes[n].kids > 0 || t.nodes[n].users > 0 {
 		panic("radix: removing a node that is in use")
 	}
-	p := n.parent
-	delete(p.children, label(n.tokens))
-	if p.recent == n {
-		p.recent = nil
+	p := t.nodes[n].parent
+	t.removeEdge(n) // while n still names its parent: the edge's key
+	t.nodes[n].parent = none
+	t.nodes[p].kids--
+	if t.nodes[p].recent == n {
+		t.nodes[p].recent = none
 	}
-	if p.depth == 0 && p.salt != "" && len(p.children) == 0 {
-		delete(t.salted, p.salt) // a salt's last block: its tree goes too
+	if t.nodes[p].depth == 0 && p != t.root && t.nodes[p].kids == 0 {
+		t.dropRoot(p) // a salt's last block: its tree goes too
 	}
-	t.byBlock[n.block] = nil
-	t.nodes--
-	n.parent = nil
-	t.spare = append(t.spare, n) // keeps tokens and children for reuse
-	return t.alloc.Decref(n.block)
+	t.cached--
+	return t.alloc.Decref(n)
 }

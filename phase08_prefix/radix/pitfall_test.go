@@ -19,10 +19,10 @@ type recounting struct{ *Tree }
 
 func (r recounting) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	t := r.Tree
-	n, bs := &t.root, t.blockSize
+	n, bs := t.root, t.blockSize
 	for i := 0; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
 		block := tokens[i*bs : (i+1)*bs]
-		if c := n.children[label(block)]; c != nil {
+		if c := t.child(n, block); c != none {
 			t.use(c) // the bug: for i < lent, seq already is a user of c
 			n = c
 			continue
@@ -33,9 +33,9 @@ func (r recounting) Insert(seq int, salt string, tokens, pages []int32, lent int
 			t.alloc.Incref(pages[i])
 		}
 		n = t.newNode(n, block, pages[i])
-		n.users = 1
+		t.nodes[n].users = 1
 	}
-	if n != &t.root {
+	if n != t.root {
 		t.held[seq] = n
 	}
 	return lent
@@ -73,20 +73,20 @@ type stopping struct{ *Tree }
 
 func (s stopping) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	t := s.Tree
-	n, bs := &t.root, t.blockSize
-	if h := t.held[seq]; h != nil {
+	n, bs := t.root, t.blockSize
+	if h, ok := t.held[seq]; ok {
 		n = h
 	}
-	for i := n.depth; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
+	for i := int(t.nodes[n].depth); i < len(pages) && (i+1)*bs <= len(tokens); i++ {
 		block := tokens[i*bs : (i+1)*bs]
-		if n.children[label(block)] != nil {
+		if t.child(n, block) != none {
 			break // the bug: nothing after a duplicate is cached
 		}
 		n = t.newNode(n, block, pages[i])
-		n.users = 1
+		t.nodes[n].users = 1
 		lent++
 	}
-	if n != &t.root {
+	if n != t.root {
 		t.held[seq] = n
 	}
 	return lent
@@ -120,50 +120,58 @@ func TestPitfallInsertStopsAtADuplicateBlock(t *testing.T) {
 }
 
 // aliasing is a tree whose nodes keep the caller's token slice as their
-// label instead of a copy of it.
-type aliasing struct{ *Tree }
+// label instead of a copy of it. The compact tree has no field that could
+// hold such a view, so the port plays one: views remembers the caller's
+// slices, and every lookup first copies what they hold now into the nodes'
+// tokens, which is what a view would read.
+type aliasing struct {
+	*Tree
+	views map[int32][]int32
+}
 
 func (a aliasing) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	n := a.Tree.Insert(seq, salt, tokens, pages, lent)
-	for c := a.held[seq]; c != &a.root; c = c.parent {
-		i := c.depth - 1
-		block := tokens[i*a.blockSize : (i+1)*a.blockSize]
-		delete(c.parent.children, label(c.tokens))
-		c.tokens = block // the bug: the label now shares the caller's memory
-		c.parent.children[label(c.tokens)] = c
+	for c := a.held[seq]; c != a.root; c = a.nodes[c].parent {
+		i := int(a.nodes[c].depth) - 1
+		a.views[c] = tokens[i*a.blockSize : (i+1)*a.blockSize] // the bug: the label now shares the caller's memory
 	}
 	return n
 }
 
+func (a aliasing) MatchLen(salt string, tokens []int32) int {
+	for c, view := range a.views {
+		copy(a.tokensOf(c), view)
+	}
+	return a.Tree.MatchLen(salt, tokens)
+}
+
 func TestPitfallLabelAliasesTheCallersPrompt(t *testing.T) {
-	alias := func(t *Tree) kvcache.PrefixCache { return aliasing{t} }
+	alias := func(t *Tree) kvcache.PrefixCache { return aliasing{t, map[int32][]int32{}} }
 	tree := func(t *Tree) kvcache.PrefixCache { return t }
 	for _, tt := range []struct {
 		name   string
 		bs     int
 		wrap   func(*Tree) kvcache.PrefixCache
 		served int // MatchLen of the served prompt, after its buffer changed
-		reused int // MatchLen of the buffer's new contents, never served; -1: by chance
+		reused int // MatchLen of the buffer's new contents, never served
 	}{
-		// A short key is hashed: the served prompt's lookup lands on the
-		// stored key, whose bytes no longer match; the new contents hash
-		// elsewhere, most of the time.
-		{"aliasing labels lose the served prompt", 4, alias, 0, -1},
-		// Go compares keys longer than 64 bytes by content before hashing
-		// them, in maps of up to 8 entries: the tree finds KV it never had.
-		{"aliasing labels match a prompt never served", 32, alias, 0, 64},
+		// The served prompt's lookup lands on the stored edge, whose tokens
+		// no longer match. The new contents match the root's recent child,
+		// compared without hashing: the tree finds KV it never had.
+		{"aliasing labels at block size 4", 4, alias, 0, 64},
+		{"aliasing labels at block size 32", 32, alias, 0, 64},
 		{"Tree at block size 4", 4, tree, 64, 0},
 		{"Tree at block size 32", 32, tree, 64, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p, tree := newPoolWith(t, 16, tt.bs, tt.wrap)
+			p, _ := newPoolWith(t, 16, tt.bs, tt.wrap)
 			buf := seq(0, 64)
 			serve(t, p, 1, buf)
 			buf[0] = 99 // the caller reuses its buffer for another prompt
-			if have := tree.MatchLen("", seq(0, 64)); have != tt.served {
+			if have := p.Cache().MatchLen("", seq(0, 64)); have != tt.served {
 				t.Fatalf("MatchLen of the served prompt: have %d; want %d", have, tt.served)
 			}
-			if have := tree.MatchLen("", buf); tt.reused >= 0 && have != tt.reused {
+			if have := p.Cache().MatchLen("", buf); have != tt.reused {
 				t.Fatalf("MatchLen of a prompt never served: have %d; want %d", have, tt.reused)
 			}
 		})
@@ -177,13 +185,13 @@ type pinning struct{ *Tree }
 
 func (p pinning) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	t := p.Tree
-	n, bs := &t.root, t.blockSize
-	if h := t.held[seq]; h != nil {
+	n, bs := t.root, t.blockSize
+	if h, ok := t.held[seq]; ok {
 		n = h
 	}
-	for i := n.depth; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
+	for i := int(t.nodes[n].depth); i < len(pages) && (i+1)*bs <= len(tokens); i++ {
 		block := tokens[i*bs : (i+1)*bs]
-		if c := n.children[label(block)]; c != nil {
+		if c := t.child(n, block); c != none {
 			t.use(c) // the bug: seq reads its own copy, yet pins this one
 			n = c
 			continue
@@ -194,9 +202,9 @@ func (p pinning) Insert(seq int, salt string, tokens, pages []int32, lent int) i
 			t.alloc.Incref(pages[i])
 		}
 		n = t.newNode(n, block, pages[i])
-		n.users = 1
+		t.nodes[n].users = 1
 	}
-	if n != &t.root {
+	if n != t.root {
 		t.held[seq] = n
 	}
 	return lent
@@ -239,7 +247,7 @@ func (c countingNodes) Evict(n int) int {
 	t := c.Tree
 	removed := 0
 	for ; removed < n && t.idle > 0; removed++ {
-		v := t.lru.next
+		v := t.nodes[t.ring].next
 		t.unlink(v)
 		t.removeLeaf(v) // the bug: ignores whether that freed the block
 		t.evicted++

@@ -21,11 +21,17 @@
 // inserted, so no descent, eviction or adoption ever moves a block between
 // tenants (see docs/phase08_prefix.md, "Tenants").
 //
+// The nodes are stored compactly — one slice of nodes linked by index, one
+// slice of tokens, one table of edges (node.go, edges.go) — so that the
+// garbage collector has no pointers to follow however large the cache
+// grows; think of them as the pointer tree the docs draw.
+//
 // Tree implements kvcache.PrefixCache; the pool is its only caller.
 package radix
 
 import (
 	"fmt"
+	"hash/maphash"
 
 	"kvlab/common/kvcache"
 )
@@ -34,27 +40,36 @@ import (
 type Tree struct {
 	alloc     *kvcache.Allocator
 	blockSize int
-	root      node // sentinel of the unsalted tree: no block, no label, depth 0
-	// salted holds the root of each salt's tree but the unsalted one. A
-	// root goes when its last child is evicted, so salts no longer used
-	// cost nothing.
-	salted map[string]*node
+
+	// nodes[b] is block b's node, for every block of the allocator; after
+	// them come ring, root and the salted roots.
+	nodes  []node
+	tokens []int32 // block node b's tokens are tokens[b*blockSize:][:blockSize]
+	edges  []edge  // every parent-to-child edge; see edges.go
+	mask   uint32  // len(edges)-1
+	seed   maphash.Seed
+
+	root int32 // the unsalted tree's root: no block, no label, depth 0
+	// salted holds the root of each salt's tree but the unsalted one, and
+	// saltOf the other way round. A root goes when its last child is
+	// evicted, so salts no longer used cost nothing; its slot goes to
+	// freeRoots for the next salt.
+	salted    map[string]int32
+	saltOf    map[int32]string
+	freeRoots []int32
 
 	// held maps each sequence to the deepest node it uses. A sequence uses
 	// the nodes whose blocks it reads as lent pages, which always form a
 	// path from the root (the prefix Match found, then the blocks Insert
 	// adopted from it), so that one node names them all.
-	held map[int]*node
-	// byBlock[b] is the node holding block b, or nil.
-	byBlock []*node
-	nodes   int // root excluded
+	held   map[int]int32
+	cached int // block nodes
 
-	lru     node // sentinel of the ring of nodes without users; see lru.go
-	idle    int  // nodes on the lru ring
+	ring    int32 // sentinel of the ring of nodes without users; see lru.go
+	idle    int   // nodes on the lru ring
 	evicted int
 
 	blocks []int32 // Match's result, reused
-	spare  []*node // evicted nodes, recycled by newNode
 }
 
 // New returns an empty tree over a's blocks. Its signature is the one
@@ -68,37 +83,71 @@ func NewTree(a *kvcache.Allocator, blockSize int) *Tree {
 	if blockSize <= 0 {
 		panic(fmt.Sprintf("radix: block size must be positive, have %d", blockSize))
 	}
-	t := &Tree{alloc: a, blockSize: blockSize, held: map[int]*node{}, byBlock: make([]*node, a.Total()), salted: map[string]*node{}}
-	t.lru.prev, t.lru.next = &t.lru, &t.lru
+	total := a.Total()
+	t := &Tree{
+		alloc:     a,
+		blockSize: blockSize,
+		nodes:     make([]node, total+2),
+		tokens:    make([]int32, total*blockSize),
+		edges:     newEdges(total),
+		seed:      maphash.MakeSeed(),
+		ring:      int32(total),
+		root:      int32(total + 1),
+		salted:    map[string]int32{},
+		saltOf:    map[int32]string{},
+		held:      map[int]int32{},
+	}
+	t.mask = uint32(len(t.edges) - 1)
+	for i := range t.nodes {
+		t.nodes[i] = node{parent: none, recent: none}
+	}
+	t.nodes[t.ring].prev, t.nodes[t.ring].next = t.ring, t.ring
 	return t
 }
 
 // rootOf returns the root of salt's tree, or nil if nothing was ever
 // inserted under salt (or all of it was evicted). With create it makes the
 // root instead of returning nil.
-func (t *Tree) rootOf(salt string, create bool) *node {
+func (t *Tree) rootOf(salt string, create bool) int32 {
 	if salt == "" {
-		return &t.root
+		return t.root
 	}
-	r := t.salted[salt]
-	if r == nil && create {
-		r = &node{salt: salt}
-		t.salted[salt] = r
+	if r, ok := t.salted[salt]; ok {
+		return r
 	}
+	if !create {
+		return none
+	}
+	var r int32
+	if k := len(t.freeRoots); k > 0 {
+		r, t.freeRoots = t.freeRoots[k-1], t.freeRoots[:k-1]
+	} else {
+		r = int32(len(t.nodes))
+		t.nodes = append(t.nodes, node{})
+	}
+	t.nodes[r] = node{parent: none, recent: none}
+	t.salted[salt], t.saltOf[r] = r, salt
 	return r
+}
+
+// dropRoot forgets salted root r, which has no children left.
+func (t *Tree) dropRoot(r int32) {
+	delete(t.salted, t.saltOf[r])
+	delete(t.saltOf, r)
+	t.freeRoots = append(t.freeRoots, r)
 }
 
 // find returns the deepest node of salt's tree whose path is a prefix of
 // tokens (the root when not even the first block is cached, nil when salt
 // has no tree). It changes nothing.
-func (t *Tree) find(salt string, tokens []int32) *node {
+func (t *Tree) find(salt string, tokens []int32) int32 {
 	n := t.rootOf(salt, false)
-	if n == nil {
-		return nil
+	if n == none {
+		return none
 	}
 	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
-		c := n.child(tokens[:bs])
-		if c == nil {
+		c := t.child(n, tokens[:bs])
+		if c == none {
 			break
 		}
 		n = c
@@ -111,10 +160,10 @@ func (t *Tree) find(salt string, tokens []int32) *node {
 // alone, so admission may ask as often as it likes.
 func (t *Tree) MatchLen(salt string, tokens []int32) int {
 	n := t.find(salt, tokens)
-	if n == nil {
+	if n == none {
 		return 0
 	}
-	return n.depth * t.blockSize
+	return int(t.nodes[n].depth) * t.blockSize
 }
 
 // Match finds the longest block-aligned prefix of tokens cached under salt,
@@ -128,22 +177,22 @@ func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matc
 	}
 	blocks = t.blocks[:0]
 	n := t.rootOf(salt, false)
-	if n == nil {
+	if n == none {
 		return blocks, 0
 	}
 	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
-		c := n.child(tokens[:bs])
-		if c == nil {
+		c := t.child(n, tokens[:bs])
+		if c == none {
 			break
 		}
-		if n.recent != c {
-			n.recent = c
+		if t.nodes[n].recent != c {
+			t.nodes[n].recent = c
 		}
 		t.use(c)
-		blocks = append(blocks, c.block)
+		blocks = append(blocks, c) // node c holds block c
 		n = c
 	}
-	if n.depth > 0 {
+	if t.nodes[n].depth > 0 {
 		t.held[seq] = n
 	}
 	t.blocks = blocks
@@ -164,17 +213,17 @@ func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matc
 // read those nodes, so they have no user and may be evicted while seq runs.
 // Everything goes into salt's tree, the one seq matched in.
 func (t *Tree) Insert(seq int, salt string, tokens []int32, pages []int32, lent int) (newLent int) {
-	n := t.held[seq]
-	if n == nil {
+	n, ok := t.held[seq]
+	if !ok {
 		n = t.rootOf(salt, true)
 	}
-	if n.depth != lent {
-		panic(fmt.Sprintf("radix: sequence %d has %d pages lent, the tree lent it %d", seq, lent, n.depth))
+	if depth := int(t.nodes[n].depth); depth != lent {
+		panic(fmt.Sprintf("radix: sequence %d has %d pages lent, the tree lent it %d", seq, lent, depth))
 	}
 	bs := t.blockSize
 	for i := lent; i < len(pages) && (i+1)*bs <= len(tokens); i++ {
 		block := tokens[i*bs : (i+1)*bs]
-		if c := n.child(block); c != nil {
+		if c := t.child(n, block); c != none {
 			n = c // cached by another sequence: seq keeps its own copy
 			continue
 		}
@@ -185,12 +234,12 @@ func (t *Tree) Insert(seq int, salt string, tokens []int32, pages []int32, lent 
 			continue
 		}
 		n = t.newNode(n, block, pages[i])
-		n.users = 1
+		t.nodes[n].users = 1
 		t.held[seq] = n
 		lent++
 	}
-	if n.depth == 0 && n.salt != "" && len(n.children) == 0 {
-		delete(t.salted, n.salt) // nothing to cache: keep no empty tree
+	if t.nodes[n].depth == 0 && n != t.root && t.nodes[n].kids == 0 {
+		t.dropRoot(n) // nothing to cache: keep no empty tree
 	}
 	return lent
 }
@@ -203,7 +252,7 @@ func (t *Tree) Release(seq int) {
 		return
 	}
 	delete(t.held, seq)
-	for ; n.depth > 0; n = n.parent { // deepest first; lru.go says why
+	for ; t.nodes[n].depth > 0; n = t.nodes[n].parent { // deepest first; lru.go says why
 		t.unuse(n)
 	}
 }
@@ -218,14 +267,14 @@ func (t *Tree) Holds(b int32) int {
 }
 
 // Contains reports whether a node holds block b.
-func (t *Tree) Contains(b int32) bool { return t.byBlock[b] != nil }
+func (t *Tree) Contains(b int32) bool { return t.nodes[b].parent != none }
 
 // Cached returns the number of blocks the tree holds.
-func (t *Tree) Cached() int { return t.nodes }
+func (t *Tree) Cached() int { return t.cached }
 
 // Stats reports the cached and evicted block counts.
 func (t *Tree) Stats() kvcache.CacheStats {
-	return kvcache.CacheStats{Blocks: t.nodes, Evicted: t.evicted}
+	return kvcache.CacheStats{Blocks: t.cached, Evicted: t.evicted}
 }
 
 // PrefixCache is New under the name the other designs use

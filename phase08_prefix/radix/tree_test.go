@@ -67,8 +67,8 @@ func TestRefcountLifecycle(t *testing.T) {
 	serve(t, p, 1, prompt)
 	users := func() []int {
 		var out []int
-		for n := tree.find("", prompt); n != &tree.root; n = n.parent {
-			out = append([]int{n.users}, out...)
+		for n := tree.find("", prompt); n != tree.root; n = tree.nodes[n].parent {
+			out = append([]int{int(tree.nodes[n].users)}, out...)
 		}
 		return out
 	}

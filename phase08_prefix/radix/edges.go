@@ -1,0 +1,85 @@
+package radix
+
+import "hash/maphash"
+
+// The edge table holds every edge of the tree — every node but the roots —
+// keyed by the parent's index and the child's tokens. It takes the place of
+// a children map in every node: one slice of plain integers for the whole
+// tree, which the garbage collector never scans, instead of a million small
+// maps it must.
+//
+// It is open addressing with linear probing: an edge lives in the first
+// free slot at or after its home slot, the hash's low bits. There are at
+// least twice as many slots as blocks, so the table is never more than half
+// full, probes stay short, and it never grows. A removal shifts the slots
+// after it back instead of leaving a tombstone (removeEdge).
+
+// edge is one slot of the table.
+type edge struct {
+	hash uint32 // the key's hash; its home slot is hash & Tree.mask
+	node int32  // the child; none: the slot is empty
+}
+
+// newEdges returns an empty table for up to blocks edges.
+func newEdges(blocks int) []edge {
+	size := 8
+	for size < 2*blocks {
+		size *= 2
+	}
+	e := make([]edge, size)
+	for i := range e {
+		e[i].node = none
+	}
+	return e
+}
+
+// hash hashes the key of the edge from parent labelled by block. Equal keys
+// hash alike; the table compares the key itself before it trusts a match.
+func (t *Tree) hash(parent int32, block []int32) uint32 {
+	h := maphash.String(t.seed, label(block))
+	return uint32(h ^ uint64(parent)*0x9e3779b97f4a7c15)
+}
+
+// findEdge returns parent's child labelled by block, or none.
+func (t *Tree) findEdge(parent int32, block []int32) int32 {
+	h := t.hash(parent, block)
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		e := t.edges[i]
+		if e.node == none {
+			return none
+		}
+		if e.hash == h && t.nodes[e.node].parent == parent && label(t.tokensOf(e.node)) == label(block) {
+			return e.node
+		}
+	}
+}
+
+// addEdge enters node n, whose parent and tokens are set, into the table.
+func (t *Tree) addEdge(n int32) {
+	h := t.hash(t.nodes[n].parent, t.tokensOf(n))
+	i := h & t.mask
+	for t.edges[i].node != none {
+		i = (i + 1) & t.mask
+	}
+	t.edges[i] = edge{hash: h, node: n}
+}
+
+// removeEdge takes node n out of the table. Emptying its slot alone would
+// cut the probe sequence of any edge stored after it, so each later edge
+// up to the next empty slot moves back into the hole when its home slot
+// allows, and the hole moves on to where it was.
+func (t *Tree) removeEdge(n int32) {
+	i := t.hash(t.nodes[n].parent, t.tokensOf(n)) & t.mask
+	for t.edges[i].node != n {
+		i = (i + 1) & t.mask
+	}
+	for j := (i + 1) & t.mask; t.edges[j].node != none; j = (j + 1) & t.mask {
+		// The edge at j may fill the hole at i if its home slot is not
+		// after i: it is at least as far from j as i is.
+		if home := t.edges[j].hash & t.mask; (j-home)&t.mask >= (j-i)&t.mask {
+			t.edges[i] = t.edges[j]
+			i = j
+		}
+	}
+	t.edges[i] = edge{node: none}
+}
