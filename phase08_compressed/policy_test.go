@@ -113,7 +113,7 @@ func TestPitfallLevelsCountedInNodes(t *testing.T) {
 	if byNodes >= byBlocks {
 		t.Fatalf("hit rate: have %.3f with levels in nodes, %.3f in blocks; want nodes below blocks", byNodes, byBlocks)
 	}
-	t.Logf("hit rate: levels in nodes %.3f (%d of %d requests short of their base), in blocks %.3f", byNodes, short, len(nodes.cached)-8, byBlocks)
+	t.Logf("with the bug (levels counted in nodes): hit rate %.3f, %d of %d requests short of their base; fixed (levels in blocks): hit rate %.3f", byNodes, short, len(nodes.cached)-8, byBlocks)
 }
 
 // policyRows are the policies docs/phase08_compressed.md compares on the
