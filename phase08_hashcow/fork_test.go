@@ -68,6 +68,7 @@ func TestForkedSamplesMatchSoloRuns(t *testing.T) {
 				if have := d.pool.Copies(); have != wantCopies {
 					t.Fatalf("copies: have %d; want %d", have, wantCopies)
 				}
+				t.Logf("%d samples of a %d-token prompt: %d copies, every sample equal to its solo run", tc.n, tc.prompt, d.pool.Copies())
 			})
 		})
 	}
