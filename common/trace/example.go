@@ -8,13 +8,13 @@ import (
 )
 
 // ExampleConfig returns the engine settings of the worked example
-// (docs/phase08_trace.md): blocks of 4 tokens, a pool of 12 blocks small
+// (docs/phase08_trace.md): blocks of 4 tokens, a pool of 8 blocks small
 // enough that the last request evicts, an 8-token step budget so prompts
 // take more than one chunk, and the ownership audit after every step.
 func ExampleConfig() engine.Config {
 	c := engine.DefaultConfig()
 	c.BlockSize = 4
-	c.NumBlocks = 12
+	c.NumBlocks = 8
 	c.MaxBatchTokens = 8
 	c.MaxRunning = 4
 	c.Audit = true
@@ -116,7 +116,11 @@ func RunExample(e *engine.Engine, w io.Writer) error {
 		}
 		for _, id := range finished {
 			done[id] = outputs[id][0]
-			if _, err := fmt.Fprintf(w, "finish r%d: output %v\n", id, outputs[id]); err != nil {
+			out := fmt.Sprint(outputs[id][0])
+			for i, o := range outputs[id][1:] {
+				out += fmt.Sprintf(", sample %d %v", i+1, o)
+			}
+			if _, err := fmt.Fprintf(w, "finish r%d: output %s\n", id, out); err != nil {
 				return err
 			}
 		}

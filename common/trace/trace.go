@@ -94,7 +94,7 @@ func (t *Writer) PoolEvent(ev kvcache.TraceEvent) {
 	case kvcache.TraceCommit:
 		s = fmt.Sprintf("commit  %s: %d tokens; cache %d → %d blocks", name, ev.Tokens, ev.Cached[0], ev.Cached[1])
 		if ev.Lent[1] != ev.Lent[0] {
-			s += fmt.Sprintf("; adopted %d pages (lent %d → %d)", ev.Lent[1]-ev.Lent[0], ev.Lent[0], ev.Lent[1])
+			s += fmt.Sprintf("; adopted %s (lent %d → %d)", plural(ev.Lent[1]-ev.Lent[0], "page"), ev.Lent[0], ev.Lent[1])
 		}
 	case kvcache.TraceEvict:
 		s = fmt.Sprintf("evict   %d short: freed %v", ev.Want, ev.Blocks)
@@ -137,4 +137,11 @@ func (t *Writer) StepDone(pool *kvcache.Pool) {
 	if _, err := t.w.Write(b.Bytes()); err != nil && t.err == nil {
 		t.err = err
 	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
