@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,11 +47,19 @@ type options struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "phase08_leak:", err)
-		os.Exit(1)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return
+	case errors.Is(err, errUsage):
+		os.Exit(2) // the flag package has said why
 	}
+	fmt.Fprintln(os.Stderr, "phase08_leak:", err)
+	os.Exit(1)
 }
+
+// errUsage is a command line the flag package refused and explained.
+var errUsage = errors.New("usage")
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -72,13 +81,35 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.share, "tenant-cache-share", 0.5, "the cap the noisy-neighbour run compares with no cap")
 	fs.StringVar(&o.only, "only", "", "run one experiment: leak, cost or noisy (default: all)")
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errUsage
 	}
 	o.leak.Seed, o.cost.Seed, o.noisy.Seed = 1, 2, 3
 	o.noisy.BlockSize, o.noisy.Question = 16, 16
+	for _, c := range []struct {
+		flag     string
+		have, at int
+	}{
+		{"-secret", o.leak.Secret, 16}, // one block
+		{"-calibrate", o.leak.Calibrate, 1},
+		{"-trials", o.leak.Trials, 1},
+		{"-tenants", o.cost.Tenants, 1},
+		{"-per-tenant", o.cost.PerTenant, 1},
+		{"-system", o.cost.System, 1},
+		{"-question", o.cost.Question, 1},
+		{"-noisy-blocks", o.noisy.Blocks, 1},
+		{"-noisy-system", o.noisy.System, 1},
+		{"-flood", o.noisy.Flood, 1},
+		{"-flood-len", o.noisy.FloodLen, 1},
+		{"-rounds", o.noisy.Rounds, 1},
+	} {
+		if c.have < c.at {
+			return o, fmt.Errorf("%s must be ≥ %d, have %d", c.flag, c.at, c.have)
+		}
+	}
 	switch {
-	case o.leak.Secret < 16 || o.leak.Calibrate < 1 || o.leak.Trials < 1:
-		return o, fmt.Errorf("-secret must be ≥ 16 (one block), -calibrate and -trials ≥ 1")
 	case o.share <= 0 || o.share > 1:
 		return o, fmt.Errorf("-tenant-cache-share must be in (0, 1]")
 	case o.only != "" && o.only != "leak" && o.only != "cost" && o.only != "noisy":

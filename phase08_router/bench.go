@@ -86,6 +86,16 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	if len(ff.urls) > 0 {
 		return fmt.Errorf("bench starts fresh replicas for every policy, so that no policy inherits another's cache: use -replicas, not -replica")
 	}
+	names := strings.Split(*policies, ",")
+	if err := errors.Join(ff.validate(), pf.validate("-policies", names...)); err != nil {
+		return err
+	}
+	switch {
+	case *systems < 1:
+		return fmt.Errorf("-system-prompts must be ≥ 1, have %d", *systems)
+	case *timeout <= 0:
+		return fmt.Errorf("-request-timeout must be > 0, have %v", *timeout)
+	}
 	if p.Vocab == 0 {
 		cfg, err := cli.DefaultModel().Config()
 		if pf.modelDir != "" {
@@ -109,7 +119,6 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	}
 	var rows []Row
 	var runs []*metrics.Run
-	names := strings.Split(*policies, ",")
 	for i, name := range names {
 		fmt.Fprintf(log, "[%d/%d] %s: routing workload, %d conversations × %d turns over %d system prompts, %d replicas of %d blocks\n",
 			i+1, len(names), name, p.Conversations, p.Turns, *systems, ff.n, ff.blocks)

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,6 +113,46 @@ func (f *fleetFlags) register(fs *flag.FlagSet, n int, blocks int) {
 	fs.Var(&f.extra, "replica-arg", "one more flag for each started replica's serve, e.g. -replica-arg=-max-running=8 (repeatable)")
 	fs.StringVar(&f.logDir, "logs", filepath.Join("out", "phase08-router-logs"), "folder for the started replicas' output")
 	fs.DurationVar(&f.startWait, "start-timeout", 2*time.Minute, "how long a started replica may take to answer /health")
+}
+
+// validate refuses fleet flags that could not work, before anything starts.
+func (f *fleetFlags) validate() error {
+	if len(f.urls) > 0 {
+		return nil
+	}
+	if _, ok := router.Designs[f.design]; !ok {
+		return fmt.Errorf("-design: unknown design %q (want baseline, prefix, hashcow or compressed)", f.design)
+	}
+	switch {
+	case f.n < 1:
+		return fmt.Errorf("-replicas must be ≥ 1, have %d", f.n)
+	case f.blocks < 0:
+		return fmt.Errorf("-blocks must be ≥ 0 (0: the replica's default), have %d", f.blocks)
+	case f.blockSize < 1:
+		return fmt.Errorf("-block-size must be ≥ 1, have %d", f.blockSize)
+	case f.startWait <= 0:
+		return fmt.Errorf("-start-timeout must be > 0, have %v", f.startWait)
+	}
+	return nil
+}
+
+// validate refuses policy flags that could not work, before anything
+// starts. names are the policies the command will build, given by flag.
+func (p *policyFlags) validate(flag string, names ...string) error {
+	for _, n := range names {
+		if !slices.Contains(router.Policies, n) {
+			return fmt.Errorf("%s: unknown policy %q (want one of %s)", flag, n, strings.Join(router.Policies, ", "))
+		}
+	}
+	switch {
+	case p.threshold < 0 || p.threshold > 1:
+		return fmt.Errorf("-cache-threshold must be in [0, 1], have %v", p.threshold)
+	case p.maxTree < 0:
+		return fmt.Errorf("-max-tree-tokens must be ≥ 0 (0: no bound), have %d", p.maxTree)
+	case p.health <= 0:
+		return fmt.Errorf("-health-interval must be > 0, have %v", p.health)
+	}
+	return nil
 }
 
 // start returns the replicas' URLs, starting them first unless they were
@@ -219,6 +260,12 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 			return err
 		}
 		return errUsage
+	}
+	if *port < 0 || *port > 65535 {
+		return fmt.Errorf("-port must be in [0, 65535], have %d", *port)
+	}
+	if err := errors.Join(ff.validate(), pf.validate("-policy", *policy)); err != nil {
+		return err
 	}
 	tok, err := pf.tokenizer()
 	if err != nil {

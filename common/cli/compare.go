@@ -17,7 +17,7 @@ import (
 // With -servers, each configuration is a server process instead (see
 // compareHTTP) and is measured over HTTP at the client.
 func Compare(variants []Variant, args []string, stdout, stderr io.Writer) int {
-	return exitCode(compare(variants, args, stdout, stderr), stderr, "compare")
+	return exitCode(compare(variants, args, stdout, stderr), stderr, "phase08")
 }
 
 func compare(variants []Variant, args []string, stdout, stderr io.Writer) error {

@@ -66,7 +66,15 @@ func main() {
 	workers := flag.Int("workers", 0, "CPU backend workers (0: GOMAXPROCS)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	llamaDir := flag.String("llama-cpp", os.Getenv("LLAMA_CPP_DIR"), "a llama.cpp build to measure on the same models (default $LLAMA_CPP_DIR; empty: this engine only)")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), "benchcpu: the CPU engine's decode and prefill tokens/s on synthetic models A and B, beside llama.cpp's when given\n\nUsage: benchcpu [flags]\n\nFlags:\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	if err := check(strings.Split(*models, ","), strings.Split(*dtypes, ","), *runs, *decode, *prompt); err != nil {
+		fmt.Fprintln(os.Stderr, "benchcpu:", err)
+		os.Exit(1)
+	}
 	if *profile != "" {
 		f, err := os.Create(*profile)
 		if err == nil {
@@ -111,9 +119,32 @@ func synth(name, dtype string) (model.SynthOptions, error) {
 	return o, nil
 }
 
+// check refuses flags that cannot run, before any model is written.
+func check(names, dtypes []string, runs, decode, prompt int) error {
+	switch {
+	case runs < 1:
+		return fmt.Errorf("-runs must be ≥ 1, have %d", runs)
+	case decode < 2:
+		return fmt.Errorf("-decode must be ≥ 2, have %d", decode)
+	case prompt < 1:
+		return fmt.Errorf("-prompt must be ≥ 1, have %d", prompt)
+	}
+	for _, n := range names {
+		if _, err := synth(n, "f32"); err != nil {
+			return fmt.Errorf("-models: %w", err)
+		}
+	}
+	for _, d := range dtypes {
+		if d != "f32" && d != "bf16" {
+			return fmt.Errorf("-dtypes: unknown dtype %q (want f32 or bf16)", d)
+		}
+	}
+	return nil
+}
+
 func run(names, dtypes []string, runs, decode, prompt int, workers int, bench string) error {
-	if runs < 1 || decode < 2 || prompt < 1 {
-		return fmt.Errorf("need -runs ≥ 1, -decode ≥ 2 and -prompt ≥ 1")
+	if err := check(names, dtypes, runs, decode, prompt); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp("", "benchcpu")
 	if err != nil {
