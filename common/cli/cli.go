@@ -46,6 +46,7 @@ var commands = map[string]command{
 	"bench":          {"run a serving workload and print TTFT/ITL/throughput", runBench},
 	"serve":          {"serve the engine over HTTP (OpenAI and llama-server APIs, Prometheus metrics)", runServe},
 	"export-gguf":    {"write a model as a GGUF file for llama.cpp and ollama", runExportGGUF},
+	"trace-example":  {"trace the worked example of docs/phase08_trace.md through this runnable's prefix cache", runTraceExample},
 	"export-llama2c": {"write a Llama as a checkpoint for llama2.c's run.c", runExportLlama2c},
 }
 

@@ -39,6 +39,7 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(v, "bench", stderr)
 	var rf runtimeFlags
 	rf.register(fs, v)
+	rf.trace.register(fs, stderr)
 	var sf servingFlags
 	sf.register(fs, args, "")
 	var compare *bool

@@ -22,6 +22,7 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(v, "generate", stderr)
 	var rf runtimeFlags
 	rf.register(fs, v)
+	rf.trace.register(fs, stderr)
 	prompt := fs.String("prompt", "", "prompt token ids, comma-separated (e.g. 1,2,3)")
 	maxTokens := fs.Int("max-tokens", 16, "tokens to generate")
 	temperature := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")

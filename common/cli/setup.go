@@ -32,6 +32,9 @@ type runtimeFlags struct {
 	order      string // -order: fcfs or longest-prefix
 	noCache    bool
 	share      float64 // -tenant-cache-share; 0: no cap
+
+	// trace is -trace and -trace-dump, which only generate and bench register.
+	trace traceFlags
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
@@ -65,6 +68,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 // engineConfig returns the engine settings the flags describe.
 func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 	c := f.eng
+	f.trace.apply(&c)
 	if v.PrefixCache != nil && !f.noCache {
 		c.PrefixCache = v.PrefixCache
 	}
