@@ -70,6 +70,7 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	systems := fs.Int("system-prompts", workload.DefaultSystemPrompts, "distinct system prompts the conversations draw from")
 	jsonPath := fs.String("json", "", "write the rows and every request's record as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	wide := fs.Bool("wide", false, "print every column of the table (about 170 characters wide), not only those the comparison is read by; the JSON has them all")
 	timeout := fs.Duration("request-timeout", 5*time.Minute, "a request not finished after this long fails")
 	var ff fleetFlags
 	ff.register(fs, 3, 96)
@@ -134,8 +135,12 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 		runs = append(runs, run)
 	}
 	promptTotal, best := bestCached(reqs, ff.blockSize)
-	writeRows(stdout, rows, best)
-	fmt.Fprintf(stdout, "best: %d of the %d prompt tokens can be found cached (each conversation's earlier turns, and its system prompt once another conversation used it)\n", best, promptTotal)
+	writeRows(stdout, rows, best, *wide)
+	why := " (each conversation's earlier turns, and its system prompt once another conversation used it)"
+	if !*wide {
+		why = "\n     " + why
+	}
+	fmt.Fprintf(stdout, "best: %d of the %d prompt tokens can be found cached%s\n", best, promptTotal, why)
 	if *jsonPath != "" {
 		if err := os.MkdirAll(filepath.Dir(*jsonPath), 0o755); err != nil {
 			return err
@@ -219,8 +224,10 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// writeRows prints the table.
-func writeRows(w io.Writer, rows []Row, best int) {
+// writeRows prints the table: by default the columns the comparison is
+// read by, under 120 characters; wide adds the request counts, throughput,
+// prompt tokens and each replica's share.
+func writeRows(w io.Writer, rows []Row, best int, wide bool) {
 	var rr int
 	for _, r := range rows {
 		if r.Policy == "round-robin" {
@@ -228,7 +235,11 @@ func writeRows(w io.Writer, rows []Row, best int) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\treqs\tfailed\tTTFT p50 (ms)\tTTFT p99 (ms)\tout (tok/s)\tprompt (tok)\tcached (tok)\thit (%)\tof best (%)\tvs round-robin\trequests per replica\timbalance\t")
+	if wide {
+		fmt.Fprintln(tw, "policy\treqs\tfailed\tTTFT p50 (ms)\tTTFT p99 (ms)\tout (tok/s)\tprompt (tok)\tcached (tok)\thit (%)\tof best (%)\tvs round-robin\trequests per replica\timbalance\t")
+	} else {
+		fmt.Fprintln(tw, "policy\tfailed\tTTFT p50 (ms)\tTTFT p99 (ms)\tcached (tok)\thit (%)\tof best (%)\tvs round-robin\timbalance\t")
+	}
 	for _, r := range rows {
 		vs := "n/a"
 		if rr > 0 {
@@ -246,8 +257,13 @@ func writeRows(w io.Writer, rows []Row, best int) {
 		if best > 0 {
 			ofBest = 100 * float64(r.CachedTokens) / float64(best)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%.1f\t%s\t%s\t%.2f\t\n", r.Policy, r.Requests, r.Failed,
-			ms(r.TTFTP50), ms(r.TTFTP99), r.OutTokS, r.PromptTokens, r.CachedTokens, hit, ofBest, vs, strings.Join(per, " / "), r.Imbalance)
+		if wide {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%.1f\t%s\t%s\t%.2f\t\n", r.Policy, r.Requests, r.Failed,
+				ms(r.TTFTP50), ms(r.TTFTP99), r.OutTokS, r.PromptTokens, r.CachedTokens, hit, ofBest, vs, strings.Join(per, " / "), r.Imbalance)
+		} else {
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.1f\t%s\t%.2f\t\n", r.Policy, r.Failed,
+				ms(r.TTFTP50), ms(r.TTFTP99), r.CachedTokens, hit, ofBest, vs, r.Imbalance)
+		}
 	}
 	tw.Flush()
 }

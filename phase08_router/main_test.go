@@ -116,14 +116,25 @@ func TestCheckRowsRefusesDisagreement(t *testing.T) {
 
 // TestWriteRowsComparesWithRoundRobin checks the table's derived columns.
 func TestWriteRowsComparesWithRoundRobin(t *testing.T) {
-	var w bytes.Buffer
-	writeRows(&w, []Row{
+	rows := []Row{
 		{Policy: "round-robin", Requests: 6, PromptTokens: 100, CachedTokens: 20, PerReplica: []int{2, 2, 2}, Imbalance: 1},
 		{Policy: "prefix", Requests: 6, PromptTokens: 100, CachedTokens: 60, PerReplica: []int{3, 2, 1}, Imbalance: 1.5},
-	}, 80)
+	}
+	var w bytes.Buffer
+	writeRows(&w, rows, 80, true)
 	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
 	require.Len(t, lines, 3)
 	assert.Equal(t, []string{"prefix", "6", "0", "0.0", "0.0", "0.0", "100", "60", "60.0", "75.0", "3.00×", "3", "/", "2", "/", "1", "1.50"}, strings.Fields(lines[2]))
+
+	// The default keeps what the comparison is read by, in under 120 columns.
+	w.Reset()
+	writeRows(&w, rows, 80, false)
+	lines = strings.Split(strings.TrimSpace(w.String()), "\n")
+	require.Len(t, lines, 3)
+	assert.Equal(t, []string{"prefix", "0", "0.0", "0.0", "60", "60.0", "75.0", "3.00×", "1.50"}, strings.Fields(lines[2]))
+	for _, l := range lines {
+		assert.LessOrEqual(t, len([]rune(l)), 120, "%q", l)
+	}
 }
 
 // TestRoutingWorkloadBest checks the deterministic numbers of the table in
