@@ -55,6 +55,19 @@ BENCHSTAT ?= $(GO) tool benchstat
 phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_caching|multi_turn|no_shared_prefix|chunked_prefill; MODEL=llama|qwen3|gemma3)
 	$(GO) run ./phase08 -arch $(MODEL) -workload $(WORKLOAD) $(ARGS)
 
+# The three experiments of docs/phase08_experiments.md: each isolates one
+# effect on the virtual clock (deterministic numbers), prints its table and
+# writes its plot under out/.
+.PHONY: phase08-align phase08-pressure phase08-order
+phase08-align: ## experiment: one 1,000-token shared prefix at block sizes 1, 16 and 64: prefill against the block-aligned and the token-level optimum (out/phase08-align.svg)
+	$(GO) run ./phase08 align -clock step:50ms $(ARGS)
+
+phase08-pressure: ## experiment: six system prompts, a pool too small for them all: hit rate and evictions per design and eviction policy (out/phase08-pressure.svg)
+	$(GO) run ./phase08 pressure -clock step:50ms $(ARGS)
+
+phase08-order: ## experiment: first come first served against longest prefix first, with and without a starvation guard: hit rate and TTFT p99 (out/phase08-order.svg)
+	$(GO) run ./phase08 order -clock step:50ms $(ARGS)
+
 .PHONY: bench
 bench: ## shared cache + engine benchmarks of the three variants, compared with benchstat
 	@mkdir -p out/bench

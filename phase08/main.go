@@ -7,6 +7,7 @@
 //	go run ./phase08                              # prefix_caching at full size
 //	go run ./phase08 -workload multi_turn
 //	go run ./phase08 -workload no_shared_prefix   # what each cache costs when nothing is shared
+//	go run ./phase08 align|pressure|order        # the three experiments (see experiments)
 package main
 
 import (
@@ -26,5 +27,10 @@ var Variants = []cli.Variant{
 }
 
 func main() {
+	if len(os.Args) > 1 {
+		if run, ok := experiments[os.Args[1]]; ok {
+			os.Exit(run(os.Args[2:], os.Stdout, os.Stderr))
+		}
+	}
 	os.Exit(cli.Compare(Variants, os.Args[1:], os.Stdout, os.Stderr))
 }
