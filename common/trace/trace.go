@@ -87,23 +87,23 @@ func (t *Writer) PoolEvent(ev kvcache.TraceEvent) {
 	case kvcache.TraceMatch:
 		s = fmt.Sprintf("match   %s: %d of %d prompt tokens cached", name, ev.Matched, ev.Tokens)
 		if len(ev.Blocks) > 0 {
-			s += fmt.Sprintf(", lent %v", ev.Blocks)
+			s += fmt.Sprintf(", lent %s", list(ev.Blocks))
 		}
 	case kvcache.TraceGrow:
-		s = fmt.Sprintf("alloc   %s: %v", name, ev.Blocks)
+		s = fmt.Sprintf("alloc   %s: %s", name, list(ev.Blocks))
 	case kvcache.TraceCommit:
 		s = fmt.Sprintf("commit  %s: %d tokens; cache %d → %d blocks", name, ev.Tokens, ev.Cached[0], ev.Cached[1])
 		if ev.Lent[1] != ev.Lent[0] {
 			s += fmt.Sprintf("; adopted %s (lent %d → %d)", plural(ev.Lent[1]-ev.Lent[0], "page"), ev.Lent[0], ev.Lent[1])
 		}
 	case kvcache.TraceEvict:
-		s = fmt.Sprintf("evict   %d short: freed %v", ev.Want, ev.Blocks)
+		s = fmt.Sprintf("evict   %d short: freed %s", ev.Want, list(ev.Blocks))
 	case kvcache.TraceCopy:
 		s = fmt.Sprintf("cow     %s page %d: block %d is shared, copied to %d", name, ev.Page, ev.Blocks[0], ev.Blocks[1])
 	case kvcache.TraceFork:
-		s = fmt.Sprintf("fork    %s → %s: shares pages %v", name, t.Name(ev.Other), ev.Blocks)
+		s = fmt.Sprintf("fork    %s → %s: shares pages %s", name, t.Name(ev.Other), list(ev.Blocks))
 	case kvcache.TraceRelease:
-		s = fmt.Sprintf("release %s: freed %v", name, ev.Blocks)
+		s = fmt.Sprintf("release %s: freed %s", name, list(ev.Blocks))
 	default:
 		s = fmt.Sprintf("op %d  %s", ev.Op, name)
 	}
@@ -144,4 +144,13 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// list prints a block list, the middle of a long one elided: a 1024-token
+// prompt lends 64 blocks of 16.
+func list(bs []int32) string {
+	if len(bs) <= 12 {
+		return fmt.Sprint(bs)
+	}
+	return fmt.Sprintf("[%d %d %d … %d %d] (%d blocks)", bs[0], bs[1], bs[2], bs[len(bs)-2], bs[len(bs)-1], len(bs))
 }
