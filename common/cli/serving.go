@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"kvlab/common/model"
@@ -31,11 +30,6 @@ func (f *servingFlags) register(fs *flag.FlagSet, args []string, defaultPlot str
 	fs.String("workload", f.name, "workload: "+strings.Join(workload.Names(), ", "))
 	f.params = BenchDefaults(f.name)
 	f.params.RegisterFlags(fs)
-	fs.Func("max-tokens", "tokens every request generates, as generate's -max-tokens: sets -output-min and -output-max both to this (they draw a range)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		f.params.OutputMin, f.params.OutputMax = n, n
-		return err
-	})
 	fs.StringVar(&f.jsonPath, "json", "", "also write every run's summary and per-request records as JSON to this file")
 	fs.StringVar(&f.plotPath, "plot", defaultPlot, "write an SVG plot of TTFT per request to this file, and beside it the TTFT CDF (NAME-cdf.svg) and the prompt tokens computed against the optimum (NAME-prefill.svg) (empty: none)")
 	fs.BoolVar(&f.wide, "wide", false, "print every column of the table (about 220 characters wide), not only those the comparison is read by; the JSON has them all")

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -55,10 +56,27 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 		"minimum unique tokens per prompt: suffix, short prompt or user turn (full size: 32, chunked_prefill 16)")
 	fs.IntVar(&p.SuffixMax, "suffix-max", p.SuffixMax,
 		"maximum unique tokens per prompt (full size: 128, chunked_prefill 64)")
-	fs.IntVar(&p.OutputMin, "output-min", p.OutputMin,
-		"minimum tokens to generate per request (full size: 32, chunked_prefill 256)")
-	fs.IntVar(&p.OutputMax, "output-max", p.OutputMax,
-		"maximum tokens to generate per request (full size: 128, chunked_prefill 512)")
+	// -max-tokens alone fixes every request's length, as generate's
+	// -max-tokens does; with -min-tokens the two bound a range, drawn per
+	// request.
+	minSet := false
+	fs.Func("min-tokens", fmt.Sprintf("fewest tokens a request generates; with -max-tokens, each request's length is drawn from the range (default %d; full size: 32, chunked_prefill 256)", p.OutputMin),
+		func(v string) error {
+			n, err := strconv.Atoi(v)
+			p.OutputMin, minSet = n, true
+			return err
+		})
+	fs.Func("max-tokens", fmt.Sprintf("most tokens a request generates; given alone, every request generates exactly this many, like generate's -max-tokens (default %d; full size: 128, chunked_prefill 512)", p.OutputMax),
+		func(v string) error {
+			n, err := strconv.Atoi(v)
+			p.OutputMax = n
+			if !minSet {
+				p.OutputMin = n
+			}
+			return err
+		})
+	fs.IntVar(&p.OutputMin, "output-min", p.OutputMin, "deprecated: -min-tokens")
+	fs.IntVar(&p.OutputMax, "output-max", p.OutputMax, "deprecated: -max-tokens")
 	fs.Float64Var(&p.RPS, "rps", p.RPS,
 		"arrivals per second; multi_turn: conversation starts per second (full size: 8, chunked_prefill 16)")
 	fs.Int64Var(&p.Seed, "seed", p.Seed,
@@ -91,8 +109,8 @@ func (p Params) Validate() error {
 	// part with a distinct token; see Generate.
 	check(p.SuffixMin >= 1, "-suffix-min must be >= 1, have %d", p.SuffixMin)
 	check(p.SuffixMin <= p.SuffixMax, "-suffix-min (%d) must be <= -suffix-max (%d)", p.SuffixMin, p.SuffixMax)
-	check(p.OutputMin >= 1, "-output-min must be >= 1, have %d", p.OutputMin)
-	check(p.OutputMin <= p.OutputMax, "-output-min (%d) must be <= -output-max (%d)", p.OutputMin, p.OutputMax)
+	check(p.OutputMin >= 1, "-min-tokens must be >= 1, have %d", p.OutputMin)
+	check(p.OutputMin <= p.OutputMax, "-min-tokens (%d) must be <= -max-tokens (%d)", p.OutputMin, p.OutputMax)
 	check(p.RPS > 0 && !math.IsInf(p.RPS, 1), "-rps must be > 0 and finite, have %v", p.RPS)
 	check(p.Vocab >= 1 && p.Vocab <= math.MaxInt32+1, "-vocab must be in [1, 2^31], have %d", p.Vocab)
 	check(p.Conversations >= 1, "-conversations must be >= 1, have %d", p.Conversations)

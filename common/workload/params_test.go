@@ -26,8 +26,8 @@ func TestValidate(t *testing.T) {
 		{"prefix", func(p *Params) { p.PrefixLen = -1 }, "-prefix-len"},
 		{"suffix order", func(p *Params) { p.SuffixMin, p.SuffixMax = 10, 5 }, "-suffix-min (10) must be <= -suffix-max (5)"},
 		{"empty suffix", func(p *Params) { p.SuffixMin = 0 }, "-suffix-min must be >= 1"},
-		{"output order", func(p *Params) { p.OutputMin, p.OutputMax = 10, 5 }, "-output-min (10) must be <= -output-max (5)"},
-		{"output zero", func(p *Params) { p.OutputMin = 0 }, "-output-min must be >= 1"},
+		{"output order", func(p *Params) { p.OutputMin, p.OutputMax = 10, 5 }, "-min-tokens (10) must be <= -max-tokens (5)"},
+		{"output zero", func(p *Params) { p.OutputMin = 0 }, "-min-tokens must be >= 1"},
 		{"rps zero", func(p *Params) { p.RPS = 0 }, "-rps must be > 0"},
 		{"rps negative", func(p *Params) { p.RPS = -2 }, "-rps must be > 0"},
 		{"vocab", func(p *Params) { p.Vocab = 0 }, "-vocab"},
@@ -66,7 +66,7 @@ func TestRegisterFlags(t *testing.T) {
 
 	assert.Equal(t, "12", fs.Lookup("requests").DefValue, "the caller's value is the default")
 	for _, name := range []string{
-		"requests", "prefix-len", "suffix-min", "suffix-max", "output-min", "output-max",
+		"requests", "prefix-len", "suffix-min", "suffix-max", "min-tokens", "max-tokens",
 		"rps", "seed", "vocab", "conversations", "turns", "think", "long-prompts", "long-len",
 	} {
 		f := fs.Lookup(name)
@@ -75,7 +75,7 @@ func TestRegisterFlags(t *testing.T) {
 	}
 
 	require.NoError(t, fs.Parse([]string{
-		"-requests=3", "-prefix-len=7", "-suffix-min=1", "-suffix-max=2", "-output-min=4", "-output-max=5",
+		"-requests=3", "-prefix-len=7", "-suffix-min=1", "-suffix-max=2", "-min-tokens=4", "-max-tokens=5",
 		"-rps=2.5", "-seed=9", "-vocab=100", "-conversations=2", "-turns=6", "-think=2s",
 		"-long-prompts=1", "-long-len=50",
 	}))
@@ -85,4 +85,27 @@ func TestRegisterFlags(t *testing.T) {
 		LongPrompts: 1, LongLen: 50,
 	}
 	assert.Equal(t, want, p, "have %+v; want %+v", p, want)
+}
+
+// TestMaxTokensAloneFixesTheLength pins the two output-length flags: -max-tokens
+// alone fixes every request's length, as generate's does, in either order
+// with -min-tokens the two bound a range, and the defaults stay a range.
+func TestMaxTokensAloneFixesTheLength(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		min, max int
+	}{
+		{nil, 32, 128},
+		{[]string{"-max-tokens", "8"}, 8, 8},
+		{[]string{"-min-tokens", "2", "-max-tokens", "9"}, 2, 9},
+		{[]string{"-max-tokens", "9", "-min-tokens", "2"}, 2, 9},
+		{[]string{"-min-tokens", "40"}, 40, 128},
+	} {
+		p := DefaultParams("prefix_caching")
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		p.RegisterFlags(fs)
+		require.NoError(t, fs.Parse(tc.args))
+		assert.Equal(t, [2]int{tc.min, tc.max}, [2]int{p.OutputMin, p.OutputMax}, "%v: have [min max]; want", tc.args)
+	}
 }
