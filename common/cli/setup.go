@@ -55,6 +55,8 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	fs.IntVar(&f.eng.MaxContext, "max-context", 0, "context limit in tokens; 0: the model's max_position_embeddings")
 	fs.BoolVar(&f.eng.ChunkedPrefill, "chunked-prefill", f.eng.ChunkedPrefill, "split prompts into chunks under the step budget (false: whole-prompt prefill)")
 	fs.BoolVar(&f.eng.Audit, "audit", false, "check KV block ownership after every step (slow; for debugging)")
+	fs.BoolVar(&f.eng.WindowFree, "window-free", false, "give back a sliding-window layer's KV blocks once they fall out of every window still to come (Gemma-3's local layers); not with a prefix cache")
+	fs.IntVar(&f.eng.LocalBlocks, "local-blocks", 0, "with -window-free, the local layers' KV storage in blocks; 0: -blocks")
 	fs.StringVar(&f.order, "order", "fcfs", "which waiting request admission tries first: fcfs (arrival order) or longest-prefix (the longest cached prefix first)")
 	fs.IntVar(&f.eng.MaxWaitSteps, "max-wait-steps", 0, "with -order longest-prefix, a request that has waited this many engine steps goes first (0: no starvation guard)")
 	fs.Float64Var(&f.share, "tenant-cache-share", 0, "with a prefix cache, the most of the cached blocks one cache salt keeps when the pool must evict, e.g. 0.5 (0: no cap)")
@@ -80,6 +82,9 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 			return c, fmt.Errorf("-tenant-cache-share: caps a prefix cache's per-salt share, and this run has none (serve needs -prefix-caching)")
 		}
 		c.PrefixCache = kvcache.ShareCapped(c.PrefixCache, f.share)
+	}
+	if c.PrefixCache != nil && c.WindowFree {
+		return c, fmt.Errorf("-window-free: a prefix cache cannot reuse blocks whose sliding-window layers gave back their out-of-window KV: run without the cache (-no-cache; serve: without -prefix-caching), or drop -window-free (with a cache, every layer keeps every block)")
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
 		return c, fmt.Errorf("-chunked-prefill=false: a prefix cache requires chunked prefill (whole-prompt prefill attends only to the prompt's own tokens); drop the flag, or run without the cache")
@@ -197,6 +202,7 @@ var engineFlags = map[string]string{
 	"BlockSize": "-block-size", "NumBlocks": "-blocks", "MaxBatchTokens": "-max-batch-tokens",
 	"MaxRunning": "-max-running", "MaxContext": "-max-context", "ChunkedPrefill": "-chunked-prefill",
 	"Admission": "-admission", "PrefixCache": "-no-cache", "Commit": "-commit",
+	"WindowFree": "-window-free", "LocalBlocks": "-local-blocks",
 	"Order": "-order", "MaxWaitSteps": "-max-wait-steps",
 }
 

@@ -37,6 +37,18 @@ type Config struct {
 	// after every prefill chunk (the default) or only once the whole prompt
 	// is computed. See CommitEveryChunk.
 	Commit CommitPolicy
+	// WindowFree gives back a sliding-window layer's KV blocks once they
+	// fall out of every window still to come (Gemma-3's local layers): the
+	// local layers get a page table and a block storage of their own, and
+	// only the global layers keep every block. Off by default. It cannot go
+	// with a prefix cache, which would lend a finished sequence's blocks
+	// to a new request whose local layers need KV that was given back.
+	WindowFree bool
+	// LocalBlocks sizes the local layers' storage under WindowFree, in
+	// blocks; 0 means NumBlocks. A smaller storage is where the saving
+	// becomes memory: a sequence holds about a window's worth of local
+	// blocks, however long it grows.
+	LocalBlocks int
 	// Order chooses which waiting request admission tries first: arrival
 	// order (the default) or the longest cached prefix first. See
 	// OrderFCFS and OrderLongestPrefix.
@@ -124,6 +136,7 @@ var configWords = map[string]string{
 	"BlockSize": "block size", "NumBlocks": "number of KV blocks", "MaxBatchTokens": "max batch tokens",
 	"MaxRunning": "max running sequences", "MaxContext": "max context", "ChunkedPrefill": "chunked prefill",
 	"Admission": "admission policy", "PrefixCache": "prefix cache", "Commit": "commit policy",
+	"WindowFree": "freeing out-of-window blocks", "LocalBlocks": "local-layer blocks",
 	"Order": "admission order", "MaxWaitSteps": "max wait steps",
 }
 
@@ -173,6 +186,15 @@ func (c Config) Validate(modelMaxPos int) error {
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
 		bad("ChunkedPrefill", "is off, but a prefix cache requires chunked prefill: whole-prompt prefill attends only to the prompt's own tokens and would not see the cached prefix")
+	}
+	if c.WindowFree && c.PrefixCache != nil {
+		bad("WindowFree", "cannot go with a prefix cache: a cached prefix's sliding-window layers would have given back the KV a new request needs; with a cache, every layer keeps every block")
+	}
+	if c.LocalBlocks < 0 || c.LocalBlocks > c.NumBlocks {
+		bad("LocalBlocks", "must be in 0…%d (the number of KV blocks), have %d", c.NumBlocks, c.LocalBlocks)
+	}
+	if c.LocalBlocks > 0 && !c.WindowFree {
+		bad("LocalBlocks", "(%d) sizes the local layers' storage, which exists only when out-of-window blocks are freed", c.LocalBlocks)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("engine: invalid config: %w", err)

@@ -62,14 +62,27 @@ type Stats struct {
 	Failed        int
 	Cancelled     int // requests ended by Cancel
 	Forks         int // sample sequences split off a prompt
+	// With WindowFree, the most local-layer blocks held at once (the
+	// local layers' storage; PeakBlocks counts the global layers').
+	PeakLocalBlocks int
+	// EndBlocks and EndLocalBlocks sum, over finished sequences, the blocks
+	// each held at its end: its page table (blocks lent by a prefix cache
+	// included) and, with WindowFree, its local entries not given back.
+	EndBlocks, EndLocalBlocks int
 }
 
 // New builds an engine for m with a fresh KV pool.
 func New(m *model.Model, cfg Config) (*Engine, error) {
-	mc := m.Config
-	if err := cfg.Validate(mc.MaxPositionEmbeddings); err != nil {
+	if err := cfg.Validate(m.Config.MaxPositionEmbeddings); err != nil {
 		return nil, err
 	}
+	return build(m, cfg)
+}
+
+// build is New for a config Validate accepted (tests also build ones it
+// refuses, to show why).
+func build(m *model.Model, cfg Config) (*Engine, error) {
+	mc := m.Config
 	if cfg.MaxBatchTokens < cfg.MaxRunning {
 		// Every running decode must fit in one step, or the youngest would
 		// wait forever behind the oldest.
@@ -81,6 +94,9 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 		Blocks:    cfg.NumBlocks,
 		BlockSize: cfg.BlockSize,
 		NewCache:  cfg.PrefixCache,
+		// With WindowFree, the local layers' storage and their windows.
+		Windows:     windowsOf(&mc, cfg.WindowFree),
+		LocalBlocks: localBlocks(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -165,6 +181,7 @@ func (e *Engine) Step() []Output {
 	// Blocks peak here: every row of the step has its slot, and nothing
 	// has finished yet.
 	e.stats.PeakBlocks = max(e.stats.PeakBlocks, e.pool.UsedBlocks())
+	e.stats.PeakLocalBlocks = max(e.stats.PeakLocalBlocks, e.pool.UsedLocalBlocks())
 	out := e.pending
 	e.pending = nil
 	if e.tr != nil {
@@ -189,6 +206,9 @@ func (e *Engine) Step() []Output {
 // turn of the conversation can reuse prompt and output) and its blocks go
 // back to the pool.
 func (e *Engine) finish(s *sequence) {
+	global, local := e.pool.SeqBlocks(s.key)
+	e.stats.EndBlocks += global
+	e.stats.EndLocalBlocks += local
 	e.pool.Commit(s.key, s.tokens[:s.computed])
 	e.retire(s)
 	e.stats.Finished++

@@ -35,7 +35,8 @@ func (e *Engine) run(p plan, out []Output) []Output {
 func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 	b := &e.batch
 	st := &b.step
-	*st = model.Step{Tokens: st.Tokens[:0], Pos: st.Pos[:0], Slots: st.Slots[:0], Seqs: st.Seqs[:0], LogitRows: st.LogitRows[:0], Local: local}
+	*st = model.Step{Tokens: st.Tokens[:0], Pos: st.Pos[:0], Slots: st.Slots[:0], Seqs: st.Seqs[:0], LogitRows: st.LogitRows[:0], Local: local,
+		LocalSlots: st.LocalSlots[:0], LocalSeqs: st.LocalSeqs[:0]}
 	b.owners = b.owners[:0]
 
 	for _, w := range ws {
@@ -58,6 +59,7 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 		}
 		st.Slots = e.pool.Slots(st.Slots, s.key, s.computed+skip, w.n-skip)
 		st.Seqs = append(st.Seqs, kernels.AttnSeq{QStart: start, QLen: w.n, CtxLen: s.computed + w.n, Pages: e.pool.Pages(s.key)})
+		e.addLocal(st, w, skip)
 		if s.computed+w.n == len(s.tokens) {
 			st.LogitRows = append(st.LogitRows, int32(len(st.Tokens)-1))
 			b.owners = append(b.owners, s)
@@ -77,6 +79,9 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 	for _, w := range ws {
 		if w.s.phase == prefill || w.s.phase == decoding {
 			w.s.computed += w.n
+			// No query before computed comes again: local layers give
+			// back the blocks before its window (with WindowFree).
+			e.pool.Slide(w.s.key, w.s.computed)
 		}
 		// Offer every finished chunk to the prefix cache, not just the
 		// whole prompt: a request that arrives while a long prompt is still

@@ -18,11 +18,15 @@ type AuditReport struct {
 	DoubleFreed []int32
 	// FreeListBroken is set when the free list disagrees with the counts.
 	FreeListBroken string
+	// Local is the same report for the local layers' blocks when the pool
+	// gives back out-of-window blocks (Config.LocalBlocks), else nil.
+	Local *AuditReport
 }
 
 // Clean reports whether the audit found nothing.
 func (r AuditReport) Clean() bool {
-	return len(r.Leaked) == 0 && len(r.Overfreed) == 0 && len(r.DoubleFreed) == 0 && r.FreeListBroken == ""
+	return len(r.Leaked) == 0 && len(r.Overfreed) == 0 && len(r.DoubleFreed) == 0 && r.FreeListBroken == "" &&
+		(r.Local == nil || r.Local.Clean())
 }
 
 // Err returns nil for a clean report and a readable error otherwise.
@@ -42,6 +46,9 @@ func (r AuditReport) Err() error {
 	}
 	if r.FreeListBroken != "" {
 		parts = append(parts, r.FreeListBroken)
+	}
+	if r.Local != nil && !r.Local.Clean() {
+		parts = append(parts, "local layers: "+strings.TrimPrefix(r.Local.Err().Error(), "kvcache: audit: "))
 	}
 	return fmt.Errorf("kvcache: audit: %s", strings.Join(parts, "; "))
 }
@@ -74,6 +81,10 @@ func (p *Pool) Audit() AuditReport {
 	}
 	r.DoubleFreed = append(r.DoubleFreed, p.alloc.doubleFrees...)
 	r.FreeListBroken = p.alloc.checkFreeList()
+	if p.local != nil {
+		local := p.local.audit()
+		r.Local = &local
+	}
 	return r
 }
 

@@ -25,6 +25,16 @@ type Config struct {
 	// NewCache, when set, builds the prefix cache the pool consults. Nil is
 	// the phase-7 baseline: no reuse.
 	NewCache func(a *Allocator, blockSize int) PrefixCache
+	// Windows gives each layer's sliding window (0: a global layer); only
+	// LocalBlocks reads it.
+	Windows []int
+	// LocalBlocks, when > 0, gives back sliding-window layers' blocks once
+	// they fall out of every window still to come: the local layers keep
+	// their KV in a storage of LocalBlocks blocks of their own, through a
+	// second page table per sequence (windowfree.go). 0: every layer keeps
+	// every block of the sequence's one page table. It cannot go with a
+	// prefix cache, which would lend blocks whose local-layer KV is gone.
+	LocalBlocks int
 }
 
 // Validate reports an impossible configuration.
@@ -38,6 +48,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kvcache: blocks must be positive, have %d", c.Blocks)
 	case c.BlockSize <= 0:
 		return fmt.Errorf("kvcache: block size must be positive, have %d", c.BlockSize)
+	case c.LocalBlocks < 0:
+		return fmt.Errorf("kvcache: local blocks must not be negative, have %d", c.LocalBlocks)
+	case c.LocalBlocks > 0 && len(c.Windows) != c.Layers:
+		return fmt.Errorf("kvcache: local blocks need a window for each of the %d layers, have %d", c.Layers, len(c.Windows))
 	}
 	return nil
 }
@@ -54,6 +68,10 @@ type Pool struct {
 	copies    int       // blocks copied by PrepareWrite
 	obs       *Observer // nil unless KV events were asked for (Observe)
 	tr        Tracer    // nil unless a trace was asked for (SetTracer)
+
+	// local is nil unless local layers give back out-of-window blocks
+	// (Config.LocalBlocks; windowfree.go).
+	local *localPages
 }
 
 // seqPages is one sequence's view of the pool.
@@ -79,9 +97,19 @@ func NewPool(be kernels.Backend, c Config) (*Pool, error) {
 		be:        be,
 		seqs:      make(map[int]*seqPages),
 	}
-	for range c.Layers {
-		p.k = append(p.k, be.New(c.Blocks*c.BlockSize, c.KVDim))
-		p.v = append(p.v, be.New(c.Blocks*c.BlockSize, c.KVDim))
+	if c.LocalBlocks > 0 {
+		var err error
+		if p.local, err = newLocalPages(c.Windows, c.LocalBlocks); err != nil {
+			return nil, err
+		}
+	}
+	for l := range c.Layers {
+		rows := c.Blocks * c.BlockSize
+		if p.LocalLayer(l) {
+			rows = c.LocalBlocks * c.BlockSize
+		}
+		p.k = append(p.k, be.New(rows, c.KVDim))
+		p.v = append(p.v, be.New(rows, c.KVDim))
 	}
 	if c.NewCache != nil {
 		p.cache = c.NewCache(p.alloc, c.BlockSize)
@@ -114,11 +142,16 @@ func (p *Pool) Cache() PrefixCache { return p.cache }
 func (p *Pool) BlocksFor(n int) int { return (n + p.blockSize - 1) / p.blockSize }
 
 // FreeTokens returns how many more token slots could be allocated now:
-// free blocks plus blocks the prefix cache could evict on demand.
+// free blocks plus blocks the prefix cache could evict on demand (with
+// LocalBlocks, the fewer of the free global and local blocks: Grow takes
+// one of each per new entry).
 func (p *Pool) FreeTokens() int {
 	free := p.alloc.NumFree()
 	if p.cache != nil {
 		free += p.cache.Evictable()
+	}
+	if p.local != nil {
+		free = min(free, p.local.alloc.NumFree())
 	}
 	return free * p.blockSize
 }
@@ -155,6 +188,9 @@ func (p *Pool) Open(id int, salt string, prompt []int32) (cached int, err error)
 		}
 	}
 	p.seqs[id] = s
+	if p.local != nil {
+		p.local.open(id)
+	}
 	if p.obs != nil {
 		p.obs.open(id)
 	}
@@ -179,6 +215,9 @@ func (p *Pool) Fork(parent, child int) error {
 		p.alloc.Incref(b)
 	}
 	p.seqs[child] = c
+	if p.local != nil {
+		p.local.fork(parent, child)
+	}
 	if p.tr != nil {
 		p.tr.PoolEvent(TraceEvent{Op: TraceFork, Seq: parent, Other: child, Blocks: c.pages})
 	}
@@ -198,10 +237,18 @@ func (p *Pool) Grow(id, n int) error {
 	if need <= 0 {
 		return nil
 	}
+	if p.local != nil {
+		if err := p.local.short(id, p.BlocksFor(n)); err != nil {
+			return err
+		}
+	}
 	if err := p.reserve(need); err != nil {
 		return err
 	}
 	s.pages, _ = p.alloc.Allocate(s.pages, need) // reserve guaranteed enough
+	if p.local != nil {
+		p.local.grow(id, len(s.pages))
+	}
 	if p.tr != nil {
 		p.tr.PoolEvent(TraceEvent{Op: TraceGrow, Seq: id, Blocks: s.pages[len(s.pages)-need:]})
 	}
@@ -256,7 +303,9 @@ func (p *Pool) PrepareWrite(id, from, n int) error {
 		}
 		fresh, _ := p.alloc.Allocate(nil, 1)
 		for l := range p.k {
-			p.be.CopyBlock(p.k[l], p.v[l], old, fresh[0], p.blockSize)
+			if !p.LocalLayer(l) {
+				p.be.CopyBlock(p.k[l], p.v[l], old, fresh[0], p.blockSize)
+			}
 		}
 		p.alloc.Decref(old)
 		s.pages[i] = fresh[0]
@@ -264,6 +313,9 @@ func (p *Pool) PrepareWrite(id, from, n int) error {
 		if p.tr != nil {
 			p.tr.PoolEvent(TraceEvent{Op: TraceCopy, Seq: id, Page: i, Blocks: []int32{old, fresh[0]}})
 		}
+	}
+	if p.local != nil {
+		return p.local.prepareWrite(p, id, first, last)
 	}
 	return nil
 }
@@ -321,6 +373,9 @@ func (p *Pool) Release(id int) {
 	free := p.alloc.NumFree()
 	for _, b := range s.pages[s.lent:] {
 		p.alloc.Decref(b)
+	}
+	if p.local != nil {
+		p.local.release(id)
 	}
 	if p.cache != nil {
 		p.cache.Release(id)

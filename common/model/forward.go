@@ -29,6 +29,12 @@ type Step struct {
 	// last token of each sequence). Empty means none: the step only fills
 	// the cache, as for a prefill chunk that does not end a prompt.
 	LogitRows []int32
+	// LocalSlots and LocalSeqs, when LocalSeqs is not nil, address the
+	// sliding-window layers' own KV storage (a pool that gives back their
+	// out-of-window blocks): those layers write KV to LocalSlots and attend
+	// through LocalSeqs' page tables; the other layers use Slots and Seqs.
+	LocalSlots []int32
+	LocalSeqs  []kernels.AttnSeq
 }
 
 // Forward runs the model on s and returns a len(s.LogitRows)×vocab tensor of
@@ -48,6 +54,8 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 		panic(fmt.Sprintf("model: step has %d tokens but %d KV slots", n, len(s.Slots)))
 	case kv == nil && !s.Local:
 		panic("model: a step without a KV cache must be Local")
+	case s.LocalSeqs != nil && (len(s.LocalSlots) != n || len(s.LocalSeqs) != len(s.Seqs)):
+		panic(fmt.Sprintf("model: step has %d tokens and %d sequences but %d local KV slots and %d local sequences", n, len(s.Seqs), len(s.LocalSlots), len(s.LocalSeqs)))
 	}
 
 	be, c := m.be, &m.Config
@@ -95,15 +103,19 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 		}
 		be.RoPE(q, s.Pos, hd, w.invFreq)
 		be.RoPE(k, s.Pos, hd, w.invFreq)
+		slots, seqs := s.Slots, s.Seqs
+		if w.window > 0 && s.LocalSeqs != nil {
+			slots, seqs = s.LocalSlots, s.LocalSeqs
+		}
 		var kc, vc kernels.Tensor
 		if kv != nil {
 			kc, vc = kv.Layer(l)
-			be.WriteKV(kc, vc, k, v, s.Slots)
+			be.WriteKV(kc, vc, k, v, slots)
 		}
 		if s.Local {
-			be.AttendLocal(att, q, k, v, s.Seqs, shape)
+			be.AttendLocal(att, q, k, v, seqs, shape)
 		} else {
-			be.Attend(att, q, kc, vc, s.Seqs, shape)
+			be.Attend(att, q, kc, vc, seqs, shape)
 		}
 		be.MatMulT(h, att, w.wo)
 		if gemma {
