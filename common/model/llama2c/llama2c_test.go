@@ -121,8 +121,9 @@ func TestRefusesWhatRunCannotCompute(t *testing.T) {
 	assert.Error(t, err)
 }
 
-// TestSameFunction runs the exported file through runC, a Go transcription
-// of run.c's forward (interleaved RoPE), and checks its logits against the
+// TestSameFunction runs the exported file through runC, a plain one-token
+// forward written here with run.c's conventions (adjacent-pair RoPE, its
+// RMSNorm epsilon, its tensor layout), and checks its logits against the
 // project's forward of the HuggingFace checkpoint at every position.
 func TestSameFunction(t *testing.T) {
 	for _, tied := range []bool{true, false} {
@@ -153,7 +154,8 @@ func TestSameFunction(t *testing.T) {
 	}
 }
 
-// runC computes what run.c's forward computes, from the file's bytes.
+// runC is a naive forward over the file's bytes under run.c's conventions:
+// what run.c would compute from this file.
 type runC struct {
 	h      llama2c.Header
 	w      map[string][]float32
