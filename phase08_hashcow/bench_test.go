@@ -23,6 +23,7 @@ var hashes = []struct {
 	name string
 	f    blockhash.HashFunc
 }{
+	{"wordhash", blockhash.WordHash},
 	{"maphash", blockhash.MapHash},
 	{"xxhash", blockhash.XXHash},
 	{"fnv1a", blockhash.FNV1a},

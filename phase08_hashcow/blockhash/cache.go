@@ -36,7 +36,9 @@ import (
 type Cache struct {
 	alloc *kvcache.Allocator
 	bs    int
-	hash  HashFunc
+	// hash keys blocks; nil means WordHash, called directly rather than
+	// through a function value, which is what every walk pays for.
+	hash HashFunc
 	// vllm, when not nil, keys blocks by vLLM's block hash instead of hash
 	// (WithVLLMHash).
 	vllm *vllmHashes
@@ -90,7 +92,7 @@ type blockInfo struct {
 // Option configures a Cache.
 type Option func(*Cache)
 
-// WithHash makes the cache key blocks with h instead of MapHash: XXHash
+// WithHash makes the cache key blocks with h instead of WordHash: XXHash
 // where keys must mean the same in another process, a deliberately weak
 // hash in tests.
 func WithHash(h HashFunc) Option { return func(c *Cache) { c.hash = h } }
@@ -144,7 +146,6 @@ func New(a *kvcache.Allocator, blockSize int, opts ...Option) *Cache {
 	c := &Cache{
 		alloc:  a,
 		bs:     blockSize,
-		hash:   MapHash,
 		index:  newTable(n),
 		blocks: make([]blockInfo, n),
 		tokens: make([]int32, n*blockSize),
@@ -197,6 +198,14 @@ func (c *Cache) takeList() []int32 {
 		return l[:0]
 	}
 	return nil
+}
+
+// next returns the key of block under the block keyed parent.
+func (c *Cache) next(parent uint64, block []int32) uint64 {
+	if c.hash == nil {
+		return WordHash(parent, block)
+	}
+	return c.hash(parent, block)
 }
 
 // tokensOf returns the stored tokens of cached block b.

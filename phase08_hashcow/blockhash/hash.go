@@ -2,6 +2,8 @@ package blockhash
 
 import (
 	"hash/maphash"
+	"math/bits"
+	"math/rand/v2"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -64,9 +66,9 @@ func XXHash(parent uint64, tokens []int32) uint64 {
 
 // MapHash combines parent with the runtime's own hash of the tokens' bytes
 // (hash/maphash, the hash Go maps use, built on the CPU's AES instructions
-// where it has them). It is the Cache's default: keys live only in this
-// process's index, and it costs about half of XXHash per token (see
-// BenchmarkHash). Its seed is drawn once per process, so its keys differ
+// where it has them). It was the Cache's default before WordHash: keys
+// live only in this process's index, and it costs about half of XXHash per
+// token (see BenchmarkHash). Its seed is drawn once per process, so its keys differ
 // from one process to the next: never send them anywhere; use XXHash for
 // that. A seed an attacker cannot know also keeps them from choosing
 // prompts whose keys collide, though a collision would cost only a miss.
@@ -81,6 +83,48 @@ func MapHash(parent uint64, tokens []int32) uint64 {
 
 // processSeed seeds MapHash for the life of the process.
 var processSeed = maphash.MakeSeed()
+
+// WordHash combines parent with a hash of the tokens read as 8-byte words:
+// each pair of words is multiplied out to 128 bits (bits.Mul64) and the
+// halves xored, as wyhash does, after both are xored with secrets drawn
+// once per process — the first secret stepping by an odd constant per pair,
+// so that pairs in another order hash differently. The pairs are
+// independent, so a 16-token block is four multiplies side by side and one
+// more to chain parent in, with no call into the runtime (maphash.Bytes
+// goes through its generic memhash). It is the Cache's default.
+//
+// It is no stronger than it needs to be: a key is only a hint, and every
+// hit is verified against the block's tokens, its parent and its salt, so
+// a collision costs a miss, never wrong KV. Its secrets are per process, as
+// MapHash's seed is: the keys mean nothing outside it (use XXHash there),
+// and prompts cannot be chosen to collide without knowing them.
+func WordHash(parent uint64, tokens []int32) uint64 {
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(tokens))), len(tokens)/2)
+	s0, s1 := wordSecret[0], wordSecret[1]
+	acc := uint64(len(tokens)) ^ wordSecret[2]
+	for ; len(words) >= 2; words = words[2:] {
+		acc ^= mum(words[0]^s0, words[1]^s1)
+		s0 += 0x9e3779b97f4a7c15
+	}
+	if len(words) == 1 {
+		acc ^= mum(words[0]^s0, s1^0x94d049bb133111eb)
+		s0 += 0x9e3779b97f4a7c15
+	}
+	if len(tokens)%2 == 1 {
+		acc ^= mum(uint64(uint32(tokens[len(tokens)-1]))^s0, s1^0xbf58476d1ce4e5b9)
+	}
+	return mum(acc^wordSecret[3], parent^s1)
+}
+
+// mum multiplies a and b to 128 bits and folds the halves together.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// wordSecret keys WordHash for the life of the process. math/rand/v2's
+// top-level generator is seeded from the runtime's entropy at start-up.
+var wordSecret = [4]uint64{rand.Uint64() | 1, rand.Uint64() | 1, rand.Uint64(), rand.Uint64()}
 
 // fold combines a parent key with a block's own hash. Scaling parent by an
 // odd constant and adding h is one-to-one in each argument (no two blocks

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -74,6 +75,32 @@ func TestMapHashReadsEveryTokenByte(t *testing.T) {
 	}
 }
 
+// TestWordHashReadsEveryTokenByte flips every bit of every token, for
+// blocks of even and odd lengths (whole 8-byte word pairs, a lone word, a
+// lone token), and moves tokens between word pairs: each must change the
+// key, as must the parent.
+func TestWordHashReadsEveryTokenByte(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 16} {
+		block := cachetest.Tokens(11, n)
+		base := blockhash.WordHash(blockhash.Root, block)
+		require.Equal(t, base, blockhash.WordHash(blockhash.Root, slices.Clone(block)), "n=%d: the same block and parent twice", n)
+		require.NotEqual(t, base, blockhash.WordHash(blockhash.Root+1, block), "n=%d: a different parent", n)
+		require.NotEqual(t, base, blockhash.WordHash(blockhash.Root, block[:n-1]), "n=%d: one token less", n)
+		for i := range block {
+			for bit := range 32 {
+				changed := slices.Clone(block)
+				changed[i] ^= 1 << bit
+				require.NotEqual(t, base, blockhash.WordHash(blockhash.Root, changed), "n=%d: bit %d of token %d flipped", n, bit, i)
+			}
+		}
+		if n >= 8 {
+			// The first two 8-byte word pairs swapped.
+			swapped := slices.Concat(block[4:8], block[:4], block[8:])
+			require.NotEqual(t, base, blockhash.WordHash(blockhash.Root, swapped), "n=%d: word pairs swapped", n)
+		}
+	}
+}
+
 func TestXXHashKeysAreStable(t *testing.T) {
 	// XXHash is the hash for keys that leave the process: the same prefix
 	// must get the same key in every process, today and tomorrow. These
@@ -84,8 +111,8 @@ func TestXXHashKeysAreStable(t *testing.T) {
 	require.Equal(t, []uint64{0xfe3687ac8c0a1373, 0x4e7b67df35183acb}, []uint64{first, second})
 }
 
-func TestDefaultCacheHashIsMapHash(t *testing.T) {
-	// The default keys the index with MapHash; WithHash(XXHash) gives
+func TestDefaultCacheHashFindsWhatXXHashFinds(t *testing.T) {
+	// The default keys the index with WordHash; WithHash(XXHash) gives
 	// stable keys. Both find the same prefixes.
 	for _, tc := range []struct {
 		name string
@@ -108,7 +135,7 @@ func TestChainedKeysTellPrefixesApart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hash blockhash.HashFunc
-	}{{"fnv1a", blockhash.FNV1a}, {"xxhash", blockhash.XXHash}, {"maphash", blockhash.MapHash}} {
+	}{{"fnv1a", blockhash.FNV1a}, {"xxhash", blockhash.XXHash}, {"maphash", blockhash.MapHash}, {"wordhash", blockhash.WordHash}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.hash(tc.hash(blockhash.Root, first), shared)
 			b := tc.hash(tc.hash(blockhash.Root, other), shared)

@@ -38,7 +38,7 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 			full = kvevents.HashBlock(full, block, salt)
 			key = full.Uint64()
 		default:
-			key = c.hash(key, block)
+			key = c.next(key, block)
 		}
 		have, ok := c.index.get(key)
 		switch {

@@ -1,8 +1,8 @@
 package blockhash
 
 import (
-	"bytes"
 	"fmt"
+	"unsafe"
 
 	"kvlab/common/kvevents"
 )
@@ -14,17 +14,11 @@ func (c *Cache) Match(seq int, salt string, tokens []int32) (blocks []int32, mat
 	if _, dup := c.users[seq]; dup {
 		panic(fmt.Sprintf("blockhash: sequence %d matched twice without a release", seq))
 	}
-	blocks = c.walk(salt, tokens, c.takeList())
+	c.clock++
+	blocks = c.walk(salt, tokens, c.takeList(), true)
 	if len(blocks) == 0 {
 		c.spare = append(c.spare, blocks)
 		return nil, 0
-	}
-	c.clock++
-	for _, b := range blocks {
-		c.alloc.Incref(b)
-		c.blocks[b].users++
-		c.blocks[b].used = c.clock
-		c.pin(b)
 	}
 	c.users[seq] = blocks
 	return blocks, len(blocks) * c.bs
@@ -32,27 +26,60 @@ func (c *Cache) Match(seq int, salt string, tokens []int32) (blocks []int32, mat
 
 // MatchLen returns the number of tokens Match would reuse, touching nothing.
 func (c *Cache) MatchLen(salt string, tokens []int32) int {
-	blocks := c.walk(salt, tokens, c.takeList())
+	blocks := c.walk(salt, tokens, c.takeList(), false)
 	c.spare = append(c.spare, blocks)
 	return len(blocks) * c.bs
 }
 
+// take gives cached block b one more user, matched at the current clock:
+// Match's part of the walk, done while b's record is at hand rather than
+// in a second pass over the blocks.
+func (c *Cache) take(b int32) {
+	c.alloc.Incref(b)
+	info := &c.blocks[b]
+	info.users++
+	info.used = c.clock
+	if info.inLRU >= 0 {
+		c.pin(b)
+	}
+}
+
 // walk appends to dst the cached blocks holding the longest prefix of
-// tokens made of whole blocks, cached under salt.
-func (c *Cache) walk(salt string, tokens []int32, dst []int32) []int32 {
+// tokens made of whole blocks, cached under salt. With take, it also gives
+// each one a user (Match); without, it changes nothing (MatchLen).
+func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int32 {
 	if c.vllm != nil {
-		return c.walkVLLM(salt, tokens, dst)
+		return c.walkVLLM(salt, tokens, dst, take)
 	}
 	key, parent := SaltRoot(salt), uint64(0)
 	for end := c.bs; end <= len(tokens); end += c.bs {
 		block := tokens[end-c.bs : end]
-		key = c.hash(key, block)
+		// c.next and c.holds, written out: together they are past the
+		// compiler's inlining budget, and this loop runs once per block.
+		if c.hash == nil {
+			key = WordHash(key, block)
+		} else {
+			key = c.hash(key, block)
+		}
 		b, ok := c.index.get(key)
-		if !ok || !c.holds(b, parent, salt, block) {
+		if !ok {
+			break
+		}
+		info := &c.blocks[b]
+		if info.parent != parent || info.salt != salt || !sameTokens(c.tokensOf(b), block) {
 			break
 		}
 		dst = append(dst, b)
-		parent, salt = c.blocks[b].serial, "" // later blocks inherit the salt
+		parent, salt = info.serial, "" // later blocks inherit the salt
+		// c.take, written out for the same reason.
+		if take {
+			c.alloc.Incref(b)
+			info.users++
+			info.used = c.clock
+			if info.inLRU >= 0 {
+				c.pin(b)
+			}
+		}
 	}
 	return dst
 }
@@ -60,7 +87,7 @@ func (c *Cache) walk(salt string, tokens []int32, dst []int32) []int32 {
 // walkVLLM is walk for a cache keyed by vLLM's block hash: the chain
 // carries the parent's whole hash, and the salt enters the first block's
 // hash rather than the root.
-func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32) []int32 {
+func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32, take bool) []int32 {
 	full, parent := c.vllm.root, uint64(0)
 	for end := c.bs; end <= len(tokens); end += c.bs {
 		block := tokens[end-c.bs : end]
@@ -71,6 +98,9 @@ func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32) []int32 {
 		}
 		dst = append(dst, b)
 		parent, salt = c.blocks[b].serial, ""
+		if take {
+			c.take(b)
+		}
 	}
 	return dst
 }
@@ -85,5 +115,27 @@ func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32) []int32 {
 // last comparison only the key would keep tenants apart.
 func (c *Cache) holds(b int32, parent uint64, salt string, block []int32) bool {
 	info := &c.blocks[b]
-	return info.parent == parent && info.salt == salt && bytes.Equal(bytesOf(c.tokensOf(b)), bytesOf(block))
+	return info.parent == parent && info.salt == salt && sameTokens(c.tokensOf(b), block)
+}
+
+// sameTokens reports whether a and b hold the same tokens. It compares
+// eight bytes at a time and, with no early exit, without a branch per word:
+// on the walk's path a compare nearly always succeeds, so an exit would
+// only cost, and bytes.Equal's call into the runtime costs more than the
+// compare itself for a block of a few dozen tokens.
+func sameTokens(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	n := len(a) / 2
+	wa := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(a))), n)
+	wb := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	var d uint64
+	for i := range wa {
+		d |= wa[i] ^ wb[i]
+	}
+	if len(a)%2 == 1 {
+		d |= uint64(uint32(a[len(a)-1] ^ b[len(a)-1]))
+	}
+	return d == 0
 }
