@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cuda-deps.sh installs what the CUDA backend needs to build on Debian 12
-# (bookworm): nvcc 11.8 to turn kernels/cuda/*.cu into PTX, the CUDA 11.8
+# (bookworm): nvcc 11.8 to turn kernels/cuda/src/*.cu into PTX, the CUDA 11.8
 # headers that gorgonia.org/cu's cgo code compiles against, and libcuda1,
 # the driver's user-space library it links with (on a machine without a GPU
 # it simply reports "no device", so tagged test binaries still start and

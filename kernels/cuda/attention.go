@@ -8,7 +8,7 @@ import (
 	"kvlab/kernels"
 )
 
-// attnRows is ATT_ROWS in attention.cu: the (query, head) rows of one work
+// attnRows is ATT_ROWS in src/attention.cu: the (query, head) rows of one work
 // item; attnChunk is ATT_CHUNK, the most keys one work item reads;
 // attnTile is ATT_TILE, the keys of one tile (a work item's first key is a
 // multiple of it). The two sides must agree.
@@ -30,7 +30,7 @@ type attnPlan struct {
 
 // Attend computes causal attention, reading keys and values through each
 // sequence's page table, with AttnShape's sliding window and soft cap when
-// set (see attention.cu).
+// set (see src/attention.cu).
 func (b *Backend) Attend(out, q, kc, vc kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
 	b.attend("Attend", asCUDA(out), asCUDA(q), asCUDA(kc), asCUDA(vc), seqs, shape, false)
 }

@@ -1,10 +1,23 @@
 // Package cuda implements kernels.Backend on an NVIDIA GPU: tensors live in
 // device memory, and every operation is a kernel of our own, written in CUDA
-// C++ next to this file (one .cu file per kernel, each opening with what it
-// computes, its launch shape and the test that checks it), compiled to PTX
-// by `make kernels`, embedded in the binary and launched through the CUDA
+// C++ (one .cu file per kernel, each opening with what it computes, its
+// launch shape and the test that checks it), compiled to PTX by
+// `make kernels`, embedded in the binary and launched through the CUDA
 // driver API via gorgonia's cu package. No cuBLAS, no cuDNN: the kernels are the
 // lesson, and the binary needs nothing but the NVIDIA driver.
+//
+// # Layout
+//
+//	src/          the kernels: *.cu and common.cuh; read these first
+//	ptx/          the PTX that `make kernels` generates from src/, committed,
+//	              with SOURCES.sha256 (checked by TestPTXMatchesSources)
+//	emu/          the CPU emulator: a stand-in for the CUDA headers
+//	              (cuda_emu.h, mma.h, cuda_bf16.h, ...) and emulator.cc, which
+//	              runs src/*.cu on coroutines
+//	emulator.cc   one #include of emu/emulator.cc: cgo compiles only the C
+//	              and C++ files of the package's own folder, so the
+//	              emulator's translation unit has to be named here
+//	*.go          the launch code, package cuda, for all three builds
 //
 // # Build tags
 //
@@ -16,7 +29,7 @@
 // clearly why it is unavailable.
 //
 // With `-tags cudaemu` the same backend runs on a CPU emulator of the
-// kernels (emulator.cc compiles the .cu files unchanged with the host C++
+// kernels (emu/emulator.cc compiles src/*.cu unchanged with the host C++
 // compiler), so that the kernels and the Go that launches them are tested
 // on machines without a GPU or CUDA: `go test -tags cudaemu ./kernels/cuda/`.
 //
@@ -37,7 +50,7 @@
 // the products' scale), every other kernel agrees to about 1e-5. The tests
 // state each tolerance. Its matrix products are batch invariant, like the
 // CPU backend's: every matmul kernel sums each output element in one order
-// fixed by the product's shape (see matmul.cu), so a row's result does not
+// fixed by the product's shape (see src/matmul.cu), so a row's result does not
 // depend on the rows computed with it.
 package cuda
 

@@ -16,7 +16,7 @@ import (
 )
 
 // minComputeMajor is the oldest GPU generation the kernels support: bf16
-// tensor-core WMMA (matmul.cu) needs compute capability 8.0 (A100, RTX 30xx
+// tensor-core WMMA (src/matmul.cu) needs compute capability 8.0 (A100, RTX 30xx
 // and later), and the PTX is generated for compute_80.
 const minComputeMajor = 8
 
@@ -120,7 +120,7 @@ func (b *Backend) leave() {
 
 // load loads every embedded module into the current context and looks up
 // every kernel. A PTX file without a table entry, or the reverse, is an
-// error: it means the Go side and the .cu sources have drifted apart.
+// error: it means the Go side and the src/*.cu sources have drifted apart.
 func (f *functions) load() error {
 	want := f.entries()
 	files, err := ptxFiles.ReadDir("ptx")

@@ -3,10 +3,11 @@
 package cuda
 
 // The cudaemu build runs the backend on a CPU emulator of the kernels
-// (emulator.cc, which compiles the .cu files unchanged against the small
-// CUDA stand-in in emu/). It needs a C++20 compiler and no CUDA at all, so
-// the kernels' indexing, masking and reductions, and every line of Go that
-// prepares their launches, can be tested on any machine:
+// (emu/emulator.cc, which compiles src/*.cu unchanged against the small
+// CUDA stand-in beside it in emu/; emulator.cc here only includes it). It
+// needs a C++20 compiler and no CUDA at all, so the kernels' indexing,
+// masking and reductions, and every line of Go that prepares their
+// launches, can be tested on any machine:
 //
 //	go test -tags cudaemu ./kernels/cuda/
 //
@@ -14,7 +15,7 @@ package cuda
 // itself; see emu/cuda_emu.h for what it cannot show.
 
 /*
-#cgo CXXFLAGS: -std=c++20 -O2 -pthread -Wno-unknown-pragmas -I${SRCDIR}/emu -I${SRCDIR}
+#cgo CXXFLAGS: -std=c++20 -O2 -pthread -Wno-unknown-pragmas -I${SRCDIR}/emu
 #cgo LDFLAGS: -pthread
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,17 +40,18 @@ import (
 )
 
 // emulatedSources is never read. The go command does not know .cu files,
-// so it would not rebuild emulator.cc (which includes them) when a kernel
-// changes; embedding them makes their contents part of the package's build
-// inputs, so an edited kernel is always the one the tests run.
+// nor files of another folder that a .cc file includes, so it would not
+// rebuild emulator.cc when a kernel or the emulator changes; embedding them
+// makes their contents part of the package's build inputs, so an edited
+// kernel is always the one the tests run.
 //
-//go:embed *.cu *.cuh emu/*.h
+//go:embed src/*.cu src/*.cuh emu/*.h emu/*.cc
 var emulatedSources embed.FS
 
 // driver is empty: the emulator has no device or context.
 type driver struct{}
 
-// kernelFn is an emulated kernel, by its index in emulator.cc's table, with
+// kernelFn is an emulated kernel, by its index in emu/emulator.cc's table, with
 // its name for error messages.
 type kernelFn struct {
 	id   C.int
@@ -71,7 +73,7 @@ func New() (kernels.Backend, error) {
 			fn.id, fn.name = C.emu_kernel(cs), name
 			C.free(unsafe.Pointer(cs))
 			if fn.id < 0 {
-				return nil, fmt.Errorf("cuda: emulator lacks kernel %s of %s.cu", name, mod)
+				return nil, fmt.Errorf("cuda: emulator lacks kernel %s of src/%s.cu", name, mod)
 			}
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// ptxFiles holds the PTX that `make kernels` generates from the .cu files
-// beside this one. PTX is the GPU's portable assembly: the driver compiles
+// ptxFiles holds the PTX that `make kernels` generates from src/*.cu.
+// PTX is the GPU's portable assembly: the driver compiles
 // it for the actual GPU when a module is loaded (and caches the result), so
 // the binary carries no nvcc output tied to one GPU generation.
 //

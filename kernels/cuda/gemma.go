@@ -8,7 +8,7 @@ import (
 	"kvlab/kernels"
 )
 
-// The CUDA backend implements kernels.GemmaOps (gemma.cu), so model.Load
+// The CUDA backend implements kernels.GemmaOps (src/gemma.cu), so model.Load
 // accepts Gemma-3 on it.
 var _ kernels.GemmaOps = (*Backend)(nil)
 

@@ -18,7 +18,7 @@ import (
 // than the data needs.
 func elementwiseGrid(n, limit int) int { return min((n+255)/256, limit) }
 
-// MatMulT computes dst = x · wᵀ on tensor cores (see matmul.cu for the
+// MatMulT computes dst = x · wᵀ on tensor cores (see src/matmul.cu for the
 // kernels and the precision they keep).
 func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	d, xt, wt := asCUDA(dst), asCUDA(x), asCUDA(w)
@@ -59,7 +59,7 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	}
 }
 
-// matmulChunk is MM_BK in matmul.cu: the K step of every matmul kernel, and
+// matmulChunk is MM_BK in src/matmul.cu: the K step of every matmul kernel, and
 // skinnyWarps is SK_WARPS, the warps of a skinny block.
 const (
 	matmulChunk = 32

@@ -14,12 +14,12 @@ import (
 
 // TestPTXMatchesSources fails when the committed PTX is stale: `make kernels`
 // records in ptx/SOURCES.sha256 the nvcc flags it used and a SHA-256 of
-// every input (.cu, .cuh) and of every .ptx it wrote; this test recomputes
+// every input (src/*.cu, src/*.cuh) and of every .ptx it wrote; this test recomputes
 // the hashes and reads the flags Makefile.inc would use now. It runs in the
 // default build, with no GPU and no nvcc, so CI catches a kernel edited
 // without regenerating.
 func TestPTXMatchesSources(t *testing.T) {
-	if _, err := os.Stat("attention.cu"); err != nil {
+	if _, err := os.Stat(filepath.Join("src", "attention.cu")); err != nil {
 		// A test binary copied to a GPU machine runs without the sources.
 		t.Skip("not run from the source directory")
 	}
@@ -29,7 +29,7 @@ func TestPTXMatchesSources(t *testing.T) {
 	}
 
 	var want []string
-	for _, pattern := range []string{"*.cu", "*.cuh", filepath.Join("ptx", "*.ptx")} {
+	for _, pattern := range []string{filepath.Join("src", "*.cu"), filepath.Join("src", "*.cuh"), filepath.Join("ptx", "*.ptx")} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +64,7 @@ func TestPTXMatchesSources(t *testing.T) {
 		if filepath.Ext(src) != ".cu" {
 			continue
 		}
-		ptx := filepath.Join("ptx", strings.TrimSuffix(src, ".cu")+".ptx")
+		ptx := filepath.Join("ptx", strings.TrimSuffix(filepath.Base(src), ".cu")+".ptx")
 		data, err := os.ReadFile(ptx)
 		if err != nil {
 			t.Errorf("%s has no PTX: %v", src, err)
