@@ -109,7 +109,7 @@ func TestWindowFreeMatchesKeepingEveryBlock(t *testing.T) {
 	}
 }
 
-// TestPitfallWindowFreeCache shows why a prefix cache cannot simply reuse
+// TestWindowFreeCacheReadsGoneKV shows why a prefix cache cannot simply reuse
 // the blocks of a sequence whose local layers gave back their
 // out-of-window blocks. Request a runs a 40-token prefix and finishes;
 // request b shares the prefix. With WindowFree and a radix tree that caches
@@ -119,7 +119,7 @@ func TestWindowFreeMatchesKeepingEveryBlock(t *testing.T) {
 // output differs from the uncached run. The production rule is to refuse
 // the combination (Config.Validate): with a prefix cache every layer keeps
 // every block, and b, served from the cache, equals the uncached run.
-func TestPitfallWindowFreeCache(t *testing.T) {
+func TestWindowFreeCacheReadsGoneKV(t *testing.T) {
 	m := modeltest.LoadOptions(t, modeltest.Gemma3Options(7))
 	rng := rand.New(rand.NewPCG(9, 10))
 	prefix := randomPrompt(rng, 40, m.Config.VocabSize)
