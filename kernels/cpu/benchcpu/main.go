@@ -87,7 +87,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if os.Getenv("LLAMA2C_DIR") != "" {
-		fmt.Fprintln(os.Stderr, "benchcpu: LLAMA2C_DIR is set, but running llama2.c is not implemented (it needs the model in its own checkpoint format); set LLAMA_CPP_DIR to compare with llama.cpp")
+		fmt.Fprintln(os.Stderr, "benchcpu: LLAMA2C_DIR is set, but this command compares with llama.cpp (LLAMA_CPP_DIR); make bench-decode (kernels/cpu/benchdecode) compares with llama2.c")
 	}
 	var bench string
 	if *llamaDir != "" {
