@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from what the
 func runTraceExample(t *testing.T, commit engine.CommitPolicy) string {
 	t.Helper()
 	var buf bytes.Buffer
-	cfg := trace.ExampleConfig()
+	cfg := trace.WorkedExampleConfig()
 	cfg.PrefixCache = radix.New
 	cfg.Commit = commit
 	cfg.Trace = trace.New(&buf, true)
@@ -31,7 +31,7 @@ func runTraceExample(t *testing.T, commit engine.CommitPolicy) string {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if err := trace.RunExample(e, &buf); err != nil {
+	if err := trace.RunWorkedExample(e, &buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.String()

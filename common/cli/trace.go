@@ -64,7 +64,7 @@ func runTraceExample(v Variant, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(v, "trace-example", stderr)
 	var rf runtimeFlags
 	rf.register(fs, v)
-	ex := trace.ExampleConfig()
+	ex := trace.WorkedExampleConfig()
 	for name, val := range map[string]int{"block-size": ex.BlockSize, "blocks": ex.NumBlocks, "max-batch-tokens": ex.MaxBatchTokens, "max-running": ex.MaxRunning} {
 		if err := fs.Set(name, strconv.Itoa(val)); err != nil {
 			return err
@@ -92,7 +92,7 @@ func runTraceExample(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.Close()
-	if err := trace.RunExample(e, stdout); err != nil {
+	if err := trace.RunWorkedExample(e, stdout); err != nil {
 		return err
 	}
 	return tw.Err()

@@ -7,11 +7,11 @@ import (
 	"kvlab/common/engine"
 )
 
-// ExampleConfig returns the engine settings of the worked example
+// WorkedExampleConfig returns the engine settings of the worked example
 // (docs/phase08_trace.md): blocks of 4 tokens, a pool of 8 blocks small
 // enough that the last request evicts, an 8-token step budget so prompts
 // take more than one chunk, and the ownership audit after every step.
-func ExampleConfig() engine.Config {
+func WorkedExampleConfig() engine.Config {
 	c := engine.DefaultConfig()
 	c.BlockSize = 4
 	c.NumBlocks = 8
@@ -52,11 +52,11 @@ func exampleScript() []exampleRequest {
 	}
 }
 
-// RunExample runs the worked example on e, which should be built from
-// ExampleConfig with a prefix cache and, to see anything, a Trace. It
+// RunWorkedExample runs the worked example on e, which should be built from
+// WorkedExampleConfig with a prefix cache and, to see anything, a Trace. It
 // writes the requests as they are submitted and each one's output once
 // it finishes to w.
-func RunExample(e *engine.Engine, w io.Writer) error {
+func RunWorkedExample(e *engine.Engine, w io.Writer) error {
 	script := exampleScript()
 	done := map[int][]int32{} // request → sample 0's output
 	outputs := map[int][][]int32{}

@@ -83,6 +83,13 @@ var Blocks = []Block{
 	{Name: "prefix-admission-conservative", Doc: "docs/phase08_prefix.md", Runnable: "phase08_prefix", Args: args([]string{"bench", "-quiet", "-blocks", "256", "-admission", "conservative", "-wide"}, clock)},
 	{Name: "prefix-admission-cost-aware", Doc: "docs/phase08_prefix.md", Runnable: "phase08_prefix", Args: args([]string{"bench", "-quiet", "-blocks", "256", "-admission", "cost-aware", "-wide"}, clock)},
 	{Name: "phase07-bench", Doc: "docs/phase07.md", Runnable: "phase07_chunked", Args: args([]string{"bench", "-quiet"}, clock)},
+	// The worked example traced through each design (it counts steps, not time), and the commit moment on the full workload.
+	{Name: "trace-prefix", Doc: "docs/phase08_trace.md", Runnable: "phase08_prefix", Args: []string{"trace-example"}, Short: true},
+	{Name: "trace-hashcow", Doc: "docs/phase08_trace.md", Runnable: "phase08_hashcow", Args: []string{"trace-example"}, Short: true},
+	{Name: "trace-compressed", Doc: "docs/phase08_trace.md", Runnable: "phase08_compressed", Args: []string{"trace-example"}, Short: true},
+	{Name: "trace-prompt-end", Doc: "docs/phase08_trace.md", Runnable: "phase08_prefix", Args: []string{"trace-example", "-commit", "prompt-end"}, Short: true},
+	{Name: "trace-workload-chunk", Doc: "docs/phase08_trace.md", Runnable: "phase08_prefix", Args: []string{"bench", "-quiet", "-clock", "step:100ms"}},
+	{Name: "trace-workload-prompt-end", Doc: "docs/phase08_trace.md", Runnable: "phase08_prefix", Args: []string{"bench", "-commit", "prompt-end", "-quiet", "-clock", "step:100ms"}},
 }
 
 // Build compiles the runnables the blocks use into dir and returns a
