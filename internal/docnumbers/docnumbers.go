@@ -90,6 +90,10 @@ var Blocks = []Block{
 	{Name: "trace-prompt-end", Doc: "docs/phase08_trace.md", Runnable: "phase08_prefix", Args: []string{"trace-example", "-commit", "prompt-end"}, Short: true},
 	{Name: "trace-workload-chunk", Doc: "docs/phase08_trace.md", Runnable: "phase08_prefix", Args: []string{"bench", "-quiet", "-clock", "step:100ms"}},
 	{Name: "trace-workload-prompt-end", Doc: "docs/phase08_trace.md", Runnable: "phase08_prefix", Args: []string{"bench", "-commit", "prompt-end", "-quiet", "-clock", "step:100ms"}},
+	{Name: "experiment-align", Doc: "docs/phase08_experiments.md", Runnable: "phase08", Args: args([]string{"align"}, clock, []string{"-plot", "", "-quiet"})},
+	{Name: "experiment-pressure", Doc: "docs/phase08_experiments.md", Runnable: "phase08", Args: args([]string{"pressure"}, clock, []string{"-plot", "", "-quiet"})},
+	{Name: "experiment-order", Doc: "docs/phase08_experiments.md", Runnable: "phase08", Args: args([]string{"order"}, clock, []string{"-plot", "", "-quiet"}), Short: true},
+	{Name: "gpu-step-bound", Doc: "docs/gpu.md", Runnable: "phase08", Args: args(clock, []string{"-requests", "8", "-rps", "0.5", "-plot", "", "-quiet"})},
 }
 
 // Build compiles the runnables the blocks use into dir and returns a
