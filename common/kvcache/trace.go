@@ -117,3 +117,19 @@ func (p *Pool) traceCommit(id int, s *seqPages, tokens []int32) {
 	ev.Cached[1], ev.Lent[1] = p.cache.Stats().Blocks, s.lent
 	p.tr.PoolEvent(ev)
 }
+
+// Dump draws each salt's share of the cache (ShareCapped), one instance
+// per salt, when the design is a Dumper.
+func (c *shareCache) Dump(w io.Writer) {
+	salts := make([]string, 0, len(c.parts))
+	for s := range c.parts {
+		salts = append(salts, s)
+	}
+	slices.Sort(salts)
+	for _, s := range salts {
+		fmt.Fprintf(w, "share of salt %q:\n", s)
+		if d, ok := c.parts[s].cache.(Dumper); ok {
+			d.Dump(w)
+		}
+	}
+}
