@@ -113,3 +113,10 @@ bench-scale: ## prefix caches filled to 10k, 100k and 1M blocks: Match, Evictabl
 	  $(GOTEST) -run '^$$' -bench '^BenchmarkScale$$' -count $(SCALE_COUNT) -benchtime $(SCALE_TIME) $(SCALE_FLAGS) ./$$v/... > out/bench/scale-$$v.txt || exit 1; \
 	done
 	@for v in $(VARIANTS); do echo "== $$v"; $(BENCHSTAT) -ignore pkg -col /blocks out/bench/scale-$$v.txt || exit 1; done
+
+.PHONY: exercise exercises-check
+exercise: ## the exercises (docs/exercises.md): list them; EX=N undoes one fix in a scratch copy and runs its test; EX=N SHOW=fix shows the fix
+	@bash scripts/exercises.sh $(if $(EX),$(if $(filter fix,$(SHOW)),show,run) $(EX),list)
+
+exercises-check: ## every exercise's test passes, and fails with the exercise's patch applied (in a scratch copy)
+	bash scripts/exercises.sh check
