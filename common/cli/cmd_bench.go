@@ -55,6 +55,9 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		if compare != nil && *compare {
 			return fmt.Errorf("-compare runs engines in this process; with -url, run bench once per server (or phase08 -servers)")
 		}
+		if rf.trace.on || rf.trace.dump {
+			return fmt.Errorf("-trace traces an engine in this process, and with -url the engine is the server's: run bench without -url to trace one")
+		}
 		if err := sf.wallClockOnly("-url"); err != nil {
 			return err
 		}

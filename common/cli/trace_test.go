@@ -65,3 +65,12 @@ func TestTraceExample(t *testing.T) {
 		t.Errorf("without a cache: exit %d, %s", code, stderr)
 	}
 }
+
+// TestTraceRefusesURL: with -url the engine runs in the server, so there is
+// nothing here to trace.
+func TestTraceRefusesURL(t *testing.T) {
+	code, _, stderr := run("bench", "-url", "http://127.0.0.1:1", "-trace")
+	if code != 1 || !strings.Contains(stderr, "run bench without -url") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
