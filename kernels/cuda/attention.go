@@ -82,13 +82,13 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 			break
 		}
 	}
-	sp := b.meta[roleSeqs].upload(op, int32Bytes(p.seqs))
-	ip := b.meta[roleItems].upload(op, int32Bytes(p.items))
-	pp := b.meta[rolePages].upload(op, int32Bytes(p.pages))
+	sp := b.upload(roleSeqs, op, int32Bytes(p.seqs))
+	ip := b.upload(roleItems, op, int32Bytes(p.items))
+	pp := b.upload(rolePages, op, int32Bytes(p.pages))
 	var part, gp devPtr
 	if p.slots > 0 {
 		part = b.meta[roleAttnPart].scratch(op, int64(4*p.slots*sh.NumKVHeads*attnRows*(hd+2)))
-		gp = b.meta[roleAttnGroups].upload(op, int32Bytes(p.groups))
+		gp = b.upload(roleAttnGroups, op, int32Bytes(p.groups))
 	}
 	isLocal := 0
 	if local {

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -64,12 +65,22 @@ type Backend struct {
 	fn   functions
 
 	// Host metadata (token ids, positions, slots, page tables, ...) goes
-	// through one reusable device buffer per role.
-	meta [numRoles]metaBuf
-	plan attnPlan
+	// through one reusable device buffer per role, copied there from the
+	// pinned staging buffer asynchronously (see Backend.upload).
+	meta  [numRoles]metaBuf
+	stage staging
+	plan  attnPlan
 
-	argv [16]uint64 // kernel arguments of the launch being prepared
-	argp [16]unsafe.Pointer
+	// pageable makes metadata uploads synchronous copies from pageable Go
+	// memory instead, the way they were before the staging buffer: set
+	// KVLAB_CUDA_PAGEABLE=1 to compare the two (TestAsyncUploadsMatchSync
+	// does, on the emulator).
+	pageable bool
+
+	// argv holds the kernel arguments of the launch being prepared; each
+	// driver hands it to the kernel without allocating (driver_cu.go,
+	// driver_emu.go).
+	argv [maxKernelArgs]uint64
 
 	// syncEach makes every launch wait for its kernel, so that a fault is
 	// reported by the operation and kernel that caused it rather than by a
@@ -98,14 +109,20 @@ func (b *Backend) Describe() string { return b.desc }
 func (b *Backend) Synchronize() {
 	defer b.enter()()
 	check("Synchronize", devSync())
+	b.stage.idle()
 }
 
-// releaseMeta frees the metadata buffers; the caller holds the lock.
+// releaseMeta frees the metadata buffers and the staging buffer; the caller
+// holds the lock.
 func (b *Backend) releaseMeta() {
 	for i := range b.meta {
 		b.meta[i].release()
 	}
+	b.stage.release()
 }
+
+// pageableEnv names the switch of Backend.pageable.
+const pageableEnv = "KVLAB_CUDA_PAGEABLE"
 
 // check panics with op's name if err is a driver error. The interface has no
 // error results, and a failed allocation or launch leaves nothing sensible
@@ -193,6 +210,7 @@ func (b *Backend) FromHost(rows, cols int, data []float32) kernels.Tensor {
 	t := b.alloc(rows, cols)
 	if len(data) > 0 {
 		check("FromHost", devHtoD(t.ptr, unsafe.Pointer(&data[0]), int64(4*len(data))))
+		b.stage.idle() // a pageable upload first waits for the stream
 	}
 	return t
 }
@@ -209,6 +227,7 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 	}
 	defer b.enter()()
 	check("ToHost", devDtoH(unsafe.Pointer(&dst[0]), c.ptr, int64(4*len(dst))))
+	b.stage.idle()
 	return dst
 }
 
@@ -226,6 +245,7 @@ func (b *Backend) Free(t kernels.Tensor) {
 	// Kernels still queued may read the memory; cuMemFree does not wait for
 	// them on its own.
 	check("Free", devSync())
+	b.stage.idle()
 	check("Free", devFree(c.mem.ptr))
 	c.mem.freed = true
 }
@@ -262,31 +282,99 @@ const (
 
 // metaBuf is a growable device buffer plus a host copy of what it holds.
 //
-// An upload from pageable host memory waits for the kernels queued before
-// it, so uploading metadata before every kernel would stall the pipeline
-// hundreds of times per forward pass. A forward pass passes the same
-// positions, slots and page tables to every layer, though, so the upload is
-// skipped whenever the bytes equal what the buffer already holds: a step
-// then uploads each kind of metadata once. The device copy is never written
-// by a kernel, so the host copy stays exact.
+// A forward pass passes the same positions, slots and page tables to every
+// layer, so an upload is skipped whenever the bytes equal what the buffer
+// already holds: a step uploads each kind of metadata once (about six
+// uploads a decode step). The device copy is never written by a kernel, so
+// the host copy stays exact.
 type metaBuf struct {
 	ptr  devPtr
 	cap  int64
 	host []byte
 }
 
-// upload makes m hold data and returns its device address.
-func (m *metaBuf) upload(op string, data []byte) devPtr {
+// upload makes the metadata buffer of role hold data and returns its device
+// address; the caller holds the lock.
+//
+// A copy from pageable (ordinary Go) memory waits for every kernel queued
+// before it, so each upload would drain the GPU's queue: six times a
+// decode step. Instead the bytes go into the pinned staging buffer and an
+// asynchronous copy is queued on the stream, behind the kernels that may
+// still read the buffer's old contents and ahead of the kernels that read
+// the new: the host never waits. Backend.pageable restores the old path.
+func (b *Backend) upload(role metaRole, op string, data []byte) devPtr {
+	m := &b.meta[role]
 	n := int64(len(data))
 	if m.ptr != 0 && bytes.Equal(m.host, data) {
 		return m.ptr
 	}
 	m.reserve(op, n)
 	if n > 0 {
-		check(op, devHtoD(m.ptr, unsafe.Pointer(&data[0]), n))
+		if b.pageable {
+			check(op, devHtoD(m.ptr, unsafe.Pointer(&data[0]), n))
+		} else {
+			check(op, devHtoDAsync(m.ptr, b.stage.put(op, data), n))
+		}
 	}
 	m.host = append(m.host[:0], data...)
 	return m.ptr
+}
+
+// staging is a pinned (page-locked) host buffer that metadata passes
+// through on its way to the device. Only from pinned memory can a copy run
+// asynchronously, and only once the copy has run may its bytes be
+// overwritten: so the buffer is filled front to back, and starts over only
+// when the stream is known to be idle (after a synchronize, or a copy to
+// the host, which waits for everything queued before it). A step between
+// two such points uses a few KB; when the buffer fills up anyway, put waits
+// for the stream and starts over, or grows the buffer.
+type staging struct {
+	base      unsafe.Pointer // pinned host memory (driver_cu.go: cuMemHostAlloc)
+	cap, used int64
+	first     int64 // the first size, if not stagingMin (tests make it small)
+}
+
+// stagingMin is the staging buffer's first size; stagingAlign keeps every
+// staged copy 256-byte aligned, as the device buffers are.
+const (
+	stagingMin   = 64 << 10
+	stagingAlign = 256
+)
+
+// put copies data into the staging buffer and returns where; the caller
+// holds the lock and queues the copy to the device.
+func (s *staging) put(op string, data []byte) unsafe.Pointer {
+	n := (int64(len(data)) + stagingAlign - 1) / stagingAlign * stagingAlign
+	if s.used+n > s.cap {
+		check(op, devSync()) // every copy out of the buffer has run
+		s.used = 0
+		if n > s.cap {
+			first := cmp.Or(s.first, stagingMin)
+			size := max(n, 2*s.cap, first)
+			s.release()
+			s.first = first
+			p, err := hostAlloc(size)
+			check(op, err)
+			s.base, s.cap = p, size
+		}
+	}
+	p := unsafe.Add(s.base, s.used)
+	copy(unsafe.Slice((*byte)(p), len(data)), data)
+	s.used += n
+	return p
+}
+
+// idle records that every queued copy has run, so the buffer can be reused
+// from its start.
+func (s *staging) idle() { s.used = 0 }
+
+// release frees the buffer (the caller has waited for the stream, or is
+// about to: hostFree waits for it).
+func (s *staging) release() {
+	if s.base != nil {
+		_ = hostFree(s.base)
+	}
+	*s = staging{}
 }
 
 // reserve makes m at least n bytes long, discarding its contents.
@@ -334,10 +422,15 @@ func float32Bytes(s []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
 }
 
-// Kernel arguments. gorgonia.org/cu's Function.Launch copies 8 bytes from
-// each argument pointer, so every kernel parameter is 8 bytes wide on both
-// sides: device pointers, int64 counts, and float64 for scalars that the
-// kernel narrows to float itself.
+// Kernel arguments. Every kernel parameter is 8 bytes wide on both sides
+// (gorgonia.org/cu's Function.Launch, which the backend first used, copies 8
+// bytes from each argument pointer, and the convention stayed): device
+// pointers, int64 counts, and float64 for scalars that the kernel narrows
+// to float itself.
+
+// maxKernelArgs is the most arguments a kernel takes (the attention
+// kernels' 16).
+const maxKernelArgs = 16
 
 func ptrArg(t *Tensor) uint64   { return uint64(t.ptr) }
 func devArg(p devPtr) uint64    { return uint64(p) }
@@ -353,11 +446,8 @@ func (b *Backend) launch(op string, fn kernelFn, gridX, gridY, block int, args .
 	if gridY > 65535 {
 		panic(fmt.Sprintf("cuda: %s: grid of %d×%d blocks exceeds the y limit", op, gridX, gridY))
 	}
-	for i, a := range args {
-		b.argv[i] = a
-		b.argp[i] = unsafe.Pointer(&b.argv[i])
-	}
-	if err := fn.launch(gridX, gridY, block, b.argp[:len(args)]); err != nil {
+	copy(b.argv[:], args)
+	if err := b.drv.launch(fn, gridX, gridY, block, b.argv[:len(args)]); err != nil {
 		panic(launchFailure(op, fn.name, gridX, gridY, block, false, err))
 	}
 	if b.syncEach {

@@ -2,6 +2,25 @@
 
 package cuda
 
+// The launch path and the pinned host memory call the driver directly:
+// gorgonia.org/cu v0.9.6 wraps neither cuMemHostAlloc nor cuMemAllocHost,
+// and its Function.Launch allocates two C arrays per launch (see
+// driver.launch).
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <stdint.h>
+#include <stdlib.h>
+#include <cuda.h>
+
+static CUresult kvlabLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned block, void **argp) {
+	return cuLaunchKernel(f, gx, gy, 1, block, 1, 1, 0, (CUstream)0, argp, NULL);
+}
+
+static CUresult kvlabHostAlloc(void **p, size_t bytes) { return cuMemHostAlloc(p, bytes, 0); }
+*/
+import "C"
+
 import (
 	"fmt"
 	"os"
@@ -24,6 +43,32 @@ const minComputeMajor = 8
 type driver struct {
 	dev cu.Device
 	ctx cu.CUContext
+
+	// argv and argp are the kernel-argument arrays cuLaunchKernel reads,
+	// in C memory allocated once: argp[i] points at argv[i].
+	argv *C.uint64_t
+	argp *unsafe.Pointer
+}
+
+// A cu.Function is a struct holding one CUfunction and nothing else;
+// driver.launch reads it as one. This fails to compile if that changes.
+var _ = [1]struct{}{}[unsafe.Sizeof(cu.Function{})-unsafe.Sizeof(C.CUfunction(nil))]
+
+// allocArgs allocates the kernel-argument arrays.
+func (d *driver) allocArgs() {
+	d.argv = (*C.uint64_t)(C.malloc(C.size_t(8 * maxKernelArgs)))
+	d.argp = (*unsafe.Pointer)(C.malloc(C.size_t(unsafe.Sizeof(unsafe.Pointer(nil)) * maxKernelArgs)))
+	argv := unsafe.Slice(d.argv, maxKernelArgs)
+	argp := unsafe.Slice(d.argp, maxKernelArgs)
+	for i := range argp {
+		argp[i] = unsafe.Pointer(&argv[i])
+	}
+}
+
+func (d *driver) freeArgs() {
+	C.free(unsafe.Pointer(d.argv))
+	C.free(unsafe.Pointer(d.argp))
+	d.argv, d.argp = nil, nil
 }
 
 // kernelFn is a kernel loaded from the embedded PTX, with its name for
@@ -69,6 +114,7 @@ func New() (kernels.Backend, error) {
 		desc:     fmt.Sprintf("%s (sm_%d%d, %d SMs, driver %d)", name, major, minor, sms, cu.Version()),
 		sms:      max(1, sms),
 		syncEach: os.Getenv(syncEnv) == "1",
+		pageable: os.Getenv(pageableEnv) == "1",
 	}
 	// The primary context is the one the CUDA runtime (and so PyTorch) uses:
 	// sharing it costs nothing and lets both live in one process.
@@ -85,6 +131,7 @@ func New() (kernels.Backend, error) {
 		_ = dev.ReleasePrimaryCtx()
 		return nil, fmt.Errorf("cuda: %s: %w", name, err)
 	}
+	b.drv.allocArgs()
 	// The first load on a machine JIT-compiles every module; later ones
 	// read the driver's cache. Either way the time is worth a log line.
 	b.desc += fmt.Sprintf(", kernels loaded in %v", time.Since(start).Round(time.Millisecond))
@@ -96,6 +143,7 @@ func New() (kernels.Backend, error) {
 func (b *Backend) Close() error {
 	defer b.enter()()
 	b.releaseMeta()
+	b.drv.freeArgs()
 	return b.drv.dev.ReleasePrimaryCtx()
 }
 
@@ -191,10 +239,18 @@ func loadPTX(name string, src []byte) (cu.Module, error) {
 	return m, nil
 }
 
-// launch queues the kernel on the legacy default stream. cu copies 8 bytes
-// from each argument pointer.
-func (k kernelFn) launch(gridX, gridY, block int, argp []unsafe.Pointer) error {
-	return k.fn.Launch(gridX, gridY, 1, block, 1, 1, 0, cu.Stream{}, argp)
+// launch queues kernel k on the legacy default stream with the 8-byte
+// arguments args. gorgonia.org/cu's Function.Launch would C.malloc and free
+// two arrays on every call (cgo may not pass Go memory holding Go pointers);
+// here the arrays are allocated once, in C memory, and only the values are
+// copied in: one cgo call, no allocation.
+func (d *driver) launch(k kernelFn, gridX, gridY, block int, args []uint64) error {
+	copy(unsafe.Slice((*uint64)(unsafe.Pointer(d.argv)), maxKernelArgs), args)
+	fn := *(*C.CUfunction)(unsafe.Pointer(&k.fn))
+	if r := C.kvlabLaunch(fn, C.uint(gridX), C.uint(gridY), C.uint(block), d.argp); r != C.CUDA_SUCCESS {
+		return driverError(int(r))
+	}
+	return nil
 }
 
 // Device memory. The callers hold the backend's lock, so the context is
@@ -219,6 +275,30 @@ func devHtoD(dst devPtr, src unsafe.Pointer, bytes int64) error {
 // devDtoH waits for the kernels queued before it, then copies.
 func devDtoH(dst unsafe.Pointer, src devPtr, bytes int64) error {
 	return cu.MemcpyDtoH(dst, cu.DevicePtr(src), bytes)
+}
+
+// devHtoDAsync queues a copy from pinned host memory on the legacy default
+// stream and returns at once; src must stay unchanged until the copy has
+// run (see staging).
+func devHtoDAsync(dst devPtr, src unsafe.Pointer, bytes int64) error {
+	return cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, bytes, cu.Stream{})
+}
+
+// hostAlloc returns bytes of pinned (page-locked) host memory.
+func hostAlloc(bytes int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if r := C.kvlabHostAlloc(&p, C.size_t(bytes)); r != C.CUDA_SUCCESS {
+		return nil, fmt.Errorf("pinning %d bytes of host memory: %w", bytes, driverError(int(r)))
+	}
+	return p, nil
+}
+
+// hostFree waits for the copies that may still read p, then frees it.
+func hostFree(p unsafe.Pointer) error {
+	if err := devSync(); err != nil {
+		return err
+	}
+	return cu.MemFreeHost(p)
 }
 
 func devSync() error { return cu.Synchronize() }

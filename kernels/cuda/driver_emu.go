@@ -34,6 +34,7 @@ import (
 	"embed"
 	"fmt"
 	"os"
+	"sync"
 	"unsafe"
 
 	"kvlab/kernels"
@@ -66,6 +67,7 @@ func New() (kernels.Backend, error) {
 		desc:     "CPU emulator of the CUDA kernels (cudaemu build; no GPU)",
 		sms:      4,
 		syncEach: os.Getenv(syncEnv) == "1",
+		pageable: os.Getenv(pageableEnv) == "1",
 	}
 	for mod, ks := range b.fn.entries() {
 		for name, fn := range ks {
@@ -93,12 +95,11 @@ func (b *Backend) enter() func() {
 	return b.mu.Unlock
 }
 
-// launch runs the kernel to completion: the emulator is synchronous.
-func (k kernelFn) launch(gridX, gridY, block int, argp []unsafe.Pointer) error {
-	args := make([]uint64, len(argp))
-	for i, p := range argp {
-		args[i] = *(*uint64)(p)
-	}
+// launch runs the kernel to completion, after the copies queued before it:
+// the emulator is synchronous. args is the backend's argument array, Go
+// memory without pointers, which C may read during the call.
+func (d *driver) launch(k kernelFn, gridX, gridY, block int, args []uint64) error {
+	flush()
 	var first *C.uint64_t
 	if len(args) > 0 {
 		first = (*C.uint64_t)(unsafe.Pointer(&args[0]))
@@ -110,6 +111,51 @@ func (k kernelFn) launch(gridX, gridY, block int, argp []unsafe.Pointer) error {
 	return nil
 }
 
+// The emulator's stream. A copy from pinned memory (devHtoDAsync) is not
+// done when it is queued but just before the next operation that would
+// follow it on a GPU's stream: a launch, a copy, a clear, a free, a
+// synchronize. So a staging buffer overwritten before its copy ran would
+// hand the emulated kernels the wrong bytes, as it would a GPU's.
+var stream struct {
+	sync.Mutex
+	queued []asyncCopy // kept across flushes: no allocation once grown
+}
+
+type asyncCopy struct {
+	dst   devPtr
+	src   unsafe.Pointer // C memory (hostAlloc)
+	bytes int64
+}
+
+// flush performs the queued copies in order.
+func flush() {
+	stream.Lock()
+	defer stream.Unlock()
+	for _, c := range stream.queued {
+		C.emu_htod(C.uint64_t(c.dst), c.src, C.uint64_t(c.bytes))
+	}
+	stream.queued = stream.queued[:0]
+}
+
+func devHtoDAsync(dst devPtr, src unsafe.Pointer, bytes int64) error {
+	stream.Lock()
+	defer stream.Unlock()
+	stream.queued = append(stream.queued, asyncCopy{dst, src, bytes})
+	return nil
+}
+
+// Pinned host memory is C memory here: what matters is that it is not Go
+// memory, which a queued copy could not hold on to.
+func hostAlloc(bytes int64) (unsafe.Pointer, error) {
+	p := C.malloc(C.size_t(bytes))
+	if p == nil {
+		return nil, fmt.Errorf("out of host memory for %d bytes", bytes)
+	}
+	return p, nil
+}
+
+func hostFree(p unsafe.Pointer) error { flush(); C.free(p); return nil }
+
 func devAlloc(bytes int64) (devPtr, error) {
 	p := C.emu_alloc(C.uint64_t(bytes))
 	if p == 0 {
@@ -118,18 +164,24 @@ func devAlloc(bytes int64) (devPtr, error) {
 	return devPtr(p), nil
 }
 
-func devFree(p devPtr) error { C.emu_free(C.uint64_t(p)); return nil }
+func devFree(p devPtr) error { flush(); C.emu_free(C.uint64_t(p)); return nil }
 
-func devZero(p devPtr, bytes int64) error { C.emu_zero(C.uint64_t(p), C.uint64_t(bytes)); return nil }
+func devZero(p devPtr, bytes int64) error {
+	flush()
+	C.emu_zero(C.uint64_t(p), C.uint64_t(bytes))
+	return nil
+}
 
 func devHtoD(dst devPtr, src unsafe.Pointer, bytes int64) error {
+	flush()
 	C.emu_htod(C.uint64_t(dst), src, C.uint64_t(bytes))
 	return nil
 }
 
 func devDtoH(dst unsafe.Pointer, src devPtr, bytes int64) error {
+	flush()
 	C.emu_dtoh(dst, C.uint64_t(src), C.uint64_t(bytes))
 	return nil
 }
 
-func devSync() error { return nil }
+func devSync() error { flush(); return nil }

@@ -53,4 +53,5 @@ func (b *Backend) Scale(t kernels.Tensor, s float32, round func(float32) float32
 	}
 	defer b.enter()()
 	check("Scale", devHtoD(c.ptr, unsafe.Pointer(&h[0]), int64(4*n)))
+	b.stage.idle() // a pageable upload first waits for the stream
 }

@@ -69,3 +69,9 @@ func driverInitError() error {
 	return fmt.Errorf("%w: the CUDA driver reports %q (%s); check that nvidia-smi lists a GPU",
 		ErrNoDevice, text, name)
 }
+
+// driverError describes a driver result code, for the calls the backend
+// makes without gorgonia.org/cu (driver_cu.go).
+func driverError(r int) error {
+	return fmt.Errorf("%s (%s)", C.GoString(C.kvlabErrorText(C.int(r), 1)), C.GoString(C.kvlabErrorText(C.int(r), 0)))
+}

@@ -38,7 +38,10 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	cps := matmulChunksPerSlice(in, out)
 	chunks := (in + matmulChunk - 1) / matmulChunk
 	slices := (chunks + cps - 1) / cps
-	args := []uint64{ptrArg(d), ptrArg(xt), ptrArg(wt), intArg(n), intArg(in), intArg(out), intArg(cps)}
+	// The seven arguments every matmul kernel takes, spelled out at each
+	// launch: a slice built here and appended to would be allocated on
+	// every call.
+	dp, xp, wp, na, ia, oa, ca := ptrArg(d), ptrArg(xt), ptrArg(wt), intArg(n), intArg(in), intArg(out), intArg(cps)
 	switch b.matmulKernel(n, out) {
 	case matmulSkinny:
 		jobs := (out + 15) / 16 * slices // one warp per 16-column tile and K slice
@@ -47,15 +50,15 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 			part = b.meta[roleSlices].scratch("MatMulT", int64(4*slices*n*out))
 		}
 		b.launch("MatMulT", b.fn.matmulSkinny, (jobs+skinnyWarps-1)/skinnyWarps, 1, 32*skinnyWarps,
-			append(args, devArg(part))...)
+			dp, xp, wp, na, ia, oa, ca, devArg(part))
 		if slices > 1 {
 			b.launch("MatMulT", b.fn.matmulSumSlices, elementwiseGrid(n*out, 1024), 1, 256,
 				ptrArg(d), devArg(part), intArg(n*out), intArg(slices))
 		}
 	case matmulTile128:
-		b.launch("MatMulT", b.fn.matmul128, (out+127)/128, (n+127)/128, 256, args...)
+		b.launch("MatMulT", b.fn.matmul128, (out+127)/128, (n+127)/128, 256, dp, xp, wp, na, ia, oa, ca)
 	default:
-		b.launch("MatMulT", b.fn.matmul64, (out+127)/128, (n+63)/64, 256, args...)
+		b.launch("MatMulT", b.fn.matmul64, (out+127)/128, (n+63)/64, 256, dp, xp, wp, na, ia, oa, ca)
 	}
 }
 
@@ -189,8 +192,8 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []flo
 		return
 	}
 	defer b.enter()()
-	pp := b.meta[rolePos].upload("RoPE", int32Bytes(pos))
-	fp := b.meta[roleFreq].upload("RoPE", float32Bytes(invFreq))
+	pp := b.upload(rolePos, "RoPE", int32Bytes(pos))
+	fp := b.upload(roleFreq, "RoPE", float32Bytes(invFreq))
 	block := min(128, (half+31)/32*32)
 	b.launch("RoPE", b.fn.rope, s.rows, 1, block, ptrArg(s), devArg(pp), devArg(fp), intArg(s.cols), intArg(headDim))
 }
@@ -218,7 +221,7 @@ func (b *Backend) gather(op string, d, s *Tensor, idx []int32) {
 		return
 	}
 	defer b.enter()()
-	ip := b.meta[roleRows].upload(op, int32Bytes(idx))
+	ip := b.upload(roleRows, op, int32Bytes(idx))
 	b.launch(op, b.fn.gatherRows, len(idx), 1, 256, ptrArg(d), ptrArg(s), devArg(ip), intArg(d.cols))
 }
 
@@ -241,7 +244,7 @@ func (b *Backend) WriteKV(kc, vc, k, v kernels.Tensor, slots []int32) {
 		return
 	}
 	defer b.enter()()
-	sp := b.meta[roleSlots].upload("WriteKV", int32Bytes(slots))
+	sp := b.upload(roleSlots, "WriteKV", int32Bytes(slots))
 	b.launch("WriteKV", b.fn.writeKV, len(slots), 1, 256,
 		ptrArg(kct), ptrArg(vct), ptrArg(kt), ptrArg(vt), devArg(sp), intArg(kt.cols))
 }
@@ -281,5 +284,6 @@ func (b *Backend) ArgmaxRows(x kernels.Tensor) []int32 {
 	m.reserve("ArgmaxRows", int64(4*s.rows))
 	b.launch("ArgmaxRows", b.fn.argmax, s.rows, 1, 256, devArg(m.ptr), ptrArg(s), intArg(s.cols))
 	check("ArgmaxRows", copyToHost(res, m.ptr))
+	b.stage.idle()
 	return res
 }
