@@ -157,6 +157,10 @@ func (e *Engine) check(r Request) error {
 	if blocks := e.pool.BlocksFor(len(r.Prompt) + 1); blocks > e.pool.Allocator().Total() {
 		return fmt.Errorf("prompt of %d tokens needs %d KV blocks, the pool has %d", len(r.Prompt), blocks, e.pool.Allocator().Total())
 	}
+	if la := e.pool.LocalAllocator(); la != nil && e.pool.BlocksFor(len(r.Prompt)+1) > la.Total() {
+		// Admission gives the local layers the whole prompt's blocks.
+		return fmt.Errorf("prompt of %d tokens needs %d local-layer KV blocks, their storage has %d", len(r.Prompt), e.pool.BlocksFor(len(r.Prompt)+1), la.Total())
+	}
 	if err := e.model.CheckTokens(r.Prompt); err != nil {
 		return err
 	}

@@ -109,6 +109,21 @@ func TestWindowFreeMatchesKeepingEveryBlock(t *testing.T) {
 	}
 }
 
+// TestWindowFreeRefusesPromptsOverLocalStorage: admission gives the local
+// layers a whole prompt's blocks, so a prompt longer than their storage
+// could never start; Submit refuses it instead of queueing it forever.
+func TestWindowFreeRefusesPromptsOverLocalStorage(t *testing.T) {
+	m := modeltest.LoadOptions(t, modeltest.Gemma3Options(7))
+	c := testConfig()
+	c.WindowFree, c.LocalBlocks = true, 4 // 16 tokens of blocks of 4
+	e := newTestEngine(t, m, c)
+	rng := rand.New(rand.NewPCG(1, 2))
+	require.ErrorContains(t, e.Submit(Request{ID: 1, Prompt: randomPrompt(rng, 16, m.Config.VocabSize), MaxTokens: 1}), "local-layer KV blocks")
+	res := e.RunAll([]Request{{ID: 2, Prompt: randomPrompt(rng, 15, m.Config.VocabSize), MaxTokens: 40, IgnoreEOS: true}})
+	require.NoError(t, res[2].Err)
+	require.Len(t, res[2].Tokens, 40, "a prompt that fits generates far past the local storage")
+}
+
 // TestWindowFreeCacheReadsGoneKV shows why a prefix cache cannot simply reuse
 // the blocks of a sequence whose local layers gave back their
 // out-of-window blocks. Request a runs a 40-token prefix and finishes;
