@@ -99,7 +99,7 @@ func NewPool(be kernels.Backend, c Config) (*Pool, error) {
 	}
 	if c.LocalBlocks > 0 {
 		var err error
-		if p.local, err = newLocalPages(c.Windows, c.LocalBlocks); err != nil {
+		if p.local, err = newLocalPages(c.Windows, c.LocalBlocks, c.BlockSize); err != nil {
 			return nil, err
 		}
 	}

@@ -45,8 +45,9 @@ type localTable struct {
 }
 
 // newLocalPages returns the local half for layers with windows (0: global)
-// over blocks local blocks, or an error when no layer has a window.
-func newLocalPages(windows []int, blocks int) (*localPages, error) {
+// over blocks local blocks of blockSize, or an error when no layer has a
+// window or a sequence past its window would not fit.
+func newLocalPages(windows []int, blocks, blockSize int) (*localPages, error) {
 	w := &localPages{alloc: NewAllocator(blocks), layer: make([]bool, len(windows)), tables: map[int]*localTable{}}
 	for l, win := range windows {
 		if win < 0 {
@@ -57,6 +58,10 @@ func newLocalPages(windows []int, blocks int) (*localPages, error) {
 	}
 	if w.reach == 0 {
 		return nil, fmt.Errorf("kvcache: local blocks (%d) asked for, but no layer has a sliding window: nothing would be freed", blocks)
+	}
+	// A decode at position p holds the entries from p−W+1 to p.
+	if need := (w.reach-1)/blockSize + 2; blocks < need {
+		return nil, fmt.Errorf("kvcache: %d local blocks of %d tokens cannot hold one sequence's window of %d (%d blocks)", blocks, blockSize, w.reach, need)
 	}
 	return w, nil
 }

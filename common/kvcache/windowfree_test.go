@@ -77,13 +77,15 @@ func TestPoolWindowFree(t *testing.T) {
 	audit()
 }
 
-// TestPoolWindowFreeConfig refuses local storage without a window to free.
+// TestPoolWindowFreeConfig refuses local storage without a window to free,
+// or too small for one sequence's window.
 func TestPoolWindowFreeConfig(t *testing.T) {
 	for name, c := range map[string]kvcache.Config{
 		"no local layer":    {Layers: 2, KVDim: 1, Blocks: 4, BlockSize: 2, Windows: []int{0, 0}, LocalBlocks: 4},
 		"windows missing":   {Layers: 2, KVDim: 1, Blocks: 4, BlockSize: 2, LocalBlocks: 4},
 		"negative":          {Layers: 1, KVDim: 1, Blocks: 4, BlockSize: 2, Windows: []int{4}, LocalBlocks: -1},
 		"a negative window": {Layers: 2, KVDim: 1, Blocks: 4, BlockSize: 2, Windows: []int{4, -1}, LocalBlocks: 4},
+		"below one window":  {Layers: 2, KVDim: 1, Blocks: 8, BlockSize: 2, Windows: []int{0, 5}, LocalBlocks: 3},
 	} {
 		_, err := kvcache.NewPool(cpu.New(), c)
 		assert.Error(t, err, name)
