@@ -23,8 +23,8 @@ var hashes = []struct {
 	name string
 	f    blockhash.HashFunc
 }{
-	{"wordhash", blockhash.WordHash},
 	{"maphash", blockhash.MapHash},
+	{"wordhash", blockhash.WordHash},
 	{"xxhash", blockhash.XXHash},
 	{"fnv1a", blockhash.FNV1a},
 }

@@ -36,8 +36,8 @@ import (
 type Cache struct {
 	alloc *kvcache.Allocator
 	bs    int
-	// hash keys blocks; nil means WordHash, called directly rather than
-	// through a function value, which is what every walk pays for.
+	// hash keys blocks; nil means MapHash, called directly (and inlined)
+	// rather than through a function value.
 	hash HashFunc
 	// vllm, when not nil, keys blocks by vLLM's block hash instead of hash
 	// (WithVLLMHash).
@@ -92,7 +92,7 @@ type blockInfo struct {
 // Option configures a Cache.
 type Option func(*Cache)
 
-// WithHash makes the cache key blocks with h instead of WordHash: XXHash
+// WithHash makes the cache key blocks with h instead of MapHash: XXHash
 // where keys must mean the same in another process, a deliberately weak
 // hash in tests.
 func WithHash(h HashFunc) Option { return func(c *Cache) { c.hash = h } }
@@ -203,7 +203,7 @@ func (c *Cache) takeList() []int32 {
 // next returns the key of block under the block keyed parent.
 func (c *Cache) next(parent uint64, block []int32) uint64 {
 	if c.hash == nil {
-		return WordHash(parent, block)
+		return MapHash(parent, block)
 	}
 	return c.hash(parent, block)
 }

@@ -66,9 +66,9 @@ func XXHash(parent uint64, tokens []int32) uint64 {
 
 // MapHash combines parent with the runtime's own hash of the tokens' bytes
 // (hash/maphash, the hash Go maps use, built on the CPU's AES instructions
-// where it has them). It was the Cache's default before WordHash: keys
-// live only in this process's index, and it costs about half of XXHash per
-// token (see BenchmarkHash). Its seed is drawn once per process, so its keys differ
+// where it has them). It is the Cache's default: keys live only in this
+// process's index, and it costs about half of XXHash per token (see
+// BenchmarkHash). Its seed is drawn once per process, so its keys differ
 // from one process to the next: never send them anywhere; use XXHash for
 // that. A seed an attacker cannot know also keeps them from choosing
 // prompts whose keys collide, though a collision would cost only a miss.
@@ -91,7 +91,9 @@ var processSeed = maphash.MakeSeed()
 // so that pairs in another order hash differently. The pairs are
 // independent, so a 16-token block is four multiplies side by side and one
 // more to chain parent in, with no call into the runtime (maphash.Bytes
-// goes through its generic memhash). It is the Cache's default.
+// goes through its generic memhash). Select it with WithHash(WordHash): on
+// the AMD EPYC this was measured on, MapHash's AES rounds made Match
+// faster still (docs/phase08_hashcow.md, "Match: levers measured").
 //
 // It is no stronger than it needs to be: a key is only a hint, and every
 // hit is verified against the block's tokens, its parent and its salt, so

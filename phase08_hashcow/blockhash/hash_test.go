@@ -112,7 +112,7 @@ func TestXXHashKeysAreStable(t *testing.T) {
 }
 
 func TestDefaultCacheHashFindsWhatXXHashFinds(t *testing.T) {
-	// The default keys the index with WordHash; WithHash(XXHash) gives
+	// The default keys the index with MapHash; WithHash(XXHash) gives
 	// stable keys. Both find the same prefixes.
 	for _, tc := range []struct {
 		name string

@@ -52,21 +52,25 @@ func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int3
 		return c.walkVLLM(salt, tokens, dst, take)
 	}
 	key, parent := SaltRoot(salt), uint64(0)
-	for end := c.bs; end <= len(tokens); end += c.bs {
-		block := tokens[end-c.bs : end]
+	// The cache's fields in locals: the stores into a block's record below
+	// could alias them as far as the compiler knows, so it would reload
+	// each one every block.
+	bs, hash, index, infos, stored := c.bs, c.hash, c.index, c.blocks, c.tokens
+	for end := bs; end <= len(tokens); end += bs {
+		block := tokens[end-bs : end]
 		// c.next and c.holds, written out: together they are past the
 		// compiler's inlining budget, and this loop runs once per block.
-		if c.hash == nil {
-			key = WordHash(key, block)
+		if hash == nil {
+			key = MapHash(key, block)
 		} else {
-			key = c.hash(key, block)
+			key = hash(key, block)
 		}
-		b, ok := c.index.get(key)
+		b, ok := index.get(key)
 		if !ok {
 			break
 		}
-		info := &c.blocks[b]
-		if info.parent != parent || info.salt != salt || !sameTokens(c.tokensOf(b), block) {
+		info := &infos[b]
+		if info.parent != parent || info.salt != salt || !sameTokens(stored[int(b)*bs:int(b)*bs+bs], block) {
 			break
 		}
 		dst = append(dst, b)
