@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,19 +88,24 @@ func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
 		require.Equal(t, 4, stats.CachedTokens, "only s is shared")
 		requireSame(t, have, want)
 	})
-	t.Logf("with the bug (key of the block alone): %s; fixed (chained key): %s", bug, fix)
 	// The production index also compares each entry's parent, so the run
 	// above would pass even with unchained keys; the keys themselves must
 	// chain, or `same` after [s x] and `same` after [s] share one slot and
 	// evict each other's entries. Every hash the index offers must mix the
 	// parent in.
+	hashes := map[string]blockhash.HashFunc{"WordHash": blockhash.WordHash, "MapHash": blockhash.MapHash, "XXHash": blockhash.XXHash, "FNV1a": blockhash.FNV1a}
+	var apart []string
 	t.Run("production keys chain the parent", func(t *testing.T) {
-		for name, h := range map[string]blockhash.HashFunc{"MapHash": blockhash.MapHash, "XXHash": blockhash.XXHash} {
+		for _, name := range slices.Sorted(maps.Keys(hashes)) {
+			h := hashes[name]
 			afterSX := h(h(h(blockhash.Root, s), x), same)
 			afterS := h(h(blockhash.Root, s), same)
+			apart = append(apart, fmt.Sprintf("%s %v", name, afterSX != afterS))
 			require.NotEqual(t, afterSX, afterS, "%s: the key of a block must depend on its prefix", name)
 		}
 	})
+	t.Logf("with the bug (key of the block alone): %s; fixed (chained key): %s; the production hashes key the block same apart after [s x] and after [s]: %s",
+		bug, fix, strings.Join(apart, ", "))
 }
 
 // collide returns the first 4-token block b, scanning from token 1000, for
