@@ -7,18 +7,24 @@ package cpu
 //
 //	dotsRows8: dst[j] = dot(x, w[rows[j]*ld+off:]) for j < 8, over 8*nb
 //	           elements, in the order of dot.go (steps 1 and 2)
-//	axpyRows8: acc[d] = fma(p[t], v[rows[t]*ld+off+d], acc[d]) for t in
-//	           order, d < 64
-//	axpyRows1: the same for d < 8
+//	axpyRows:  acc[d] = fma(p[t], v[rows[t]*ld+off+d], acc[d]) for t in
+//	           order, d < len(acc), for len(acc) one of axpyWidths
 //
-// In the axpy kernels every element of acc is a chain of fused
+// In the axpy kernel every element of acc is a chain of fused
 // multiply-adds over the keys in position order, whatever the kernel's
-// width, so the width a head is cut into does not change a bit.
+// width, so the width a head is cut into does not change a bit. The width
+// decides speed only: each element's chain waits on its previous fused
+// multiply-add, so a kernel needs several eight-wide chains side by side
+// to keep the FMA units busy, and one pass over the keys per head is
+// cheaper than several. Hence the widths of 48 (head_dim 48, as in
+// llama2.c's small models) and 32 besides 64.
 type attnKernels struct {
 	dotsRows8 func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32)
-	axpyRows8 func(acc, p, v []float32, off int, rows []int32, ld int)
-	axpyRows1 func(acc, p, v []float32, off int, rows []int32, ld int)
+	axpyRows  func(acc, p, v []float32, off int, rows []int32, ld int)
 }
+
+// axpyWidths are the lengths of acc that axpyRows takes, widest first.
+var axpyWidths = [...]int{64, 48, 32, 16, 8}
 
 var goAttnKernels = attnKernels{
 	dotsRows8: func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32) {
@@ -27,8 +33,7 @@ var goAttnKernels = attnKernels{
 			dst[j] = dotGo(x, w[at:at+8*nb], nb)
 		}
 	},
-	axpyRows8: func(acc, p, v []float32, off int, rows []int32, ld int) { axpyRowsGo(acc[:64], p, v, off, rows, ld) },
-	axpyRows1: func(acc, p, v []float32, off int, rows []int32, ld int) { axpyRowsGo(acc[:8], p, v, off, rows, ld) },
+	axpyRows: axpyRowsGo,
 }
 
 func axpyRowsGo(acc, p, v []float32, off int, rows []int32, ld int) {
@@ -61,14 +66,14 @@ func scoresRow(ks *kernelSet, dst, q, k []float32, off int, rows []int32, ld, hd
 }
 
 // accumulateRow adds p[t]·v[rows[t]*ld+off:] (hd long) to acc for every t,
-// in position order: 64 columns at a time, then 8, then one.
+// in position order: the widest of axpyWidths that fits at a time, then
+// one column at a time.
 func accumulateRow(ks *kernelSet, acc, p, v []float32, off int, rows []int32, ld, hd int) {
 	d := 0
-	for ; d+64 <= hd; d += 64 {
-		ks.attn.axpyRows8(acc[d:d+64], p, v, off+d, rows, ld)
-	}
-	for ; d+8 <= hd; d += 8 {
-		ks.attn.axpyRows1(acc[d:d+8], p, v, off+d, rows, ld)
+	for _, w := range axpyWidths {
+		for ; d+w <= hd; d += w {
+			ks.attn.axpyRows(acc[d:d+w], p, v, off+d, rows, ld)
+		}
 	}
 	if d < hd {
 		axpyRowsGo(acc[d:hd], p, v, off+d, rows, ld)

@@ -36,6 +36,21 @@ func axpyRows8AVX2(acc, p, v *float32, rows *int32, n, ld int)
 //go:noescape
 func axpyRows1AVX2(acc, p, v *float32, rows *int32, n, ld int)
 
+//go:noescape
+func axpyRows2AVX2(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows4AVX2(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows6AVX2(acc, p, v *float32, rows *int32, n, ld int)
+
+// axpyAVX2 holds the assembly axpy kernels by the number of YMM
+// accumulators (len(acc)/8).
+var axpyAVX2 = [9]func(acc, p, v *float32, rows *int32, n, ld int){
+	1: axpyRows1AVX2, 2: axpyRows2AVX2, 4: axpyRows4AVX2, 6: axpyRows6AVX2, 8: axpyRows8AVX2,
+}
+
 // avx2Kernels wraps the assembly. The slice arguments are bounds-checked
 // here, once per call, so the assembly can trust its pointers.
 var avx2Kernels = kernelSet{
@@ -53,18 +68,15 @@ var avx2Kernels = kernelSet{
 			}
 			dotsRows8AVX2(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
 		},
-		axpyRows8: func(acc, p, v []float32, off int, rows []int32, ld int) {
-			_ = acc[63]
-			_ = p[:len(rows)]
-			if checkRows(v, off, rows, ld, 64) {
-				axpyRows8AVX2(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+		axpyRows: func(acc, p, v []float32, off int, rows []int32, ld int) {
+			w := len(acc)
+			if w%8 != 0 || w > 64 || axpyAVX2[w/8] == nil {
+				panic("cpu: axpyRows: no kernel for this width")
 			}
-		},
-		axpyRows1: func(acc, p, v []float32, off int, rows []int32, ld int) {
-			_ = acc[7]
+			k := axpyAVX2[w/8]
 			_ = p[:len(rows)]
-			if checkRows(v, off, rows, ld, 8) {
-				axpyRows1AVX2(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			if checkRows(v, off, rows, ld, w) {
+				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 			}
 		},
 	},

@@ -537,3 +537,114 @@ storeAxpy1:
 	VMOVUPS Y0, (DI)
 	VZEROUPPER
 	RET
+
+// func axpyRows6AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
+// The same for acc[0:48].
+TEXT ·axpyRows6AVX2(SB), NOSPLIT, $0-48
+	MOVQ    acc+0(FP), DI
+	MOVQ    p+8(FP), SI
+	MOVQ    v+16(FP), AX
+	MOVQ    rows+24(FP), DX
+	MOVQ    n+32(FP), R8
+	MOVQ    ld+40(FP), CX
+	SHLQ    $2, CX
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	TESTQ   R8, R8
+	JZ      storeAxpy6
+
+loopAxpy6:
+	VBROADCASTSS (SI), Y8
+	ROWPTR((DX), BX)
+	VFMADD231PS  (BX), Y8, Y0
+	VFMADD231PS  32(BX), Y8, Y1
+	VFMADD231PS  64(BX), Y8, Y2
+	VFMADD231PS  96(BX), Y8, Y3
+	VFMADD231PS  128(BX), Y8, Y4
+	VFMADD231PS  160(BX), Y8, Y5
+	ADDQ         $4, SI
+	ADDQ         $4, DX
+	DECQ         R8
+	JNZ          loopAxpy6
+
+storeAxpy6:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VZEROUPPER
+	RET
+
+// func axpyRows4AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
+// The same for acc[0:32].
+TEXT ·axpyRows4AVX2(SB), NOSPLIT, $0-48
+	MOVQ    acc+0(FP), DI
+	MOVQ    p+8(FP), SI
+	MOVQ    v+16(FP), AX
+	MOVQ    rows+24(FP), DX
+	MOVQ    n+32(FP), R8
+	MOVQ    ld+40(FP), CX
+	SHLQ    $2, CX
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	TESTQ   R8, R8
+	JZ      storeAxpy4
+
+loopAxpy4:
+	VBROADCASTSS (SI), Y8
+	ROWPTR((DX), BX)
+	VFMADD231PS  (BX), Y8, Y0
+	VFMADD231PS  32(BX), Y8, Y1
+	VFMADD231PS  64(BX), Y8, Y2
+	VFMADD231PS  96(BX), Y8, Y3
+	ADDQ         $4, SI
+	ADDQ         $4, DX
+	DECQ         R8
+	JNZ          loopAxpy4
+
+storeAxpy4:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VZEROUPPER
+	RET
+
+// func axpyRows2AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
+// The same for acc[0:16].
+TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-48
+	MOVQ    acc+0(FP), DI
+	MOVQ    p+8(FP), SI
+	MOVQ    v+16(FP), AX
+	MOVQ    rows+24(FP), DX
+	MOVQ    n+32(FP), R8
+	MOVQ    ld+40(FP), CX
+	SHLQ    $2, CX
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	TESTQ   R8, R8
+	JZ      storeAxpy2
+
+loopAxpy2:
+	VBROADCASTSS (SI), Y8
+	ROWPTR((DX), BX)
+	VFMADD231PS  (BX), Y8, Y0
+	VFMADD231PS  32(BX), Y8, Y1
+	ADDQ         $4, SI
+	ADDQ         $4, DX
+	DECQ         R8
+	JNZ          loopAxpy2
+
+storeAxpy2:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VZEROUPPER
+	RET

@@ -119,11 +119,11 @@ func TestKernelsMatchGo(t *testing.T) {
 
 // TestAttnKernelsMatchGo checks the attention kernels of this CPU against
 // the Go ones bit for bit, on scattered rows and head widths that exercise
-// every path (64-wide, 8-wide and scalar columns; 8 keys at a time and
+// every path (64-, 48-, 32-, 16- and 8-wide and scalar columns; 8 keys at a time and
 // single keys).
 func TestAttnKernelsMatchGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, hd := range []int{3, 8, 13, 48, 64, 72, 128} {
+	for _, hd := range []int{3, 8, 13, 40, 48, 64, 72, 80, 96, 128} {
 		for _, n := range []int{1, 7, 8, 19, 40} {
 			t.Run(fmt.Sprintf("hd=%d,keys=%d", hd, n), func(t *testing.T) {
 				const heads = 3
