@@ -269,15 +269,16 @@ func TestPitfallStaleKeyDeletesTheNewOwner(t *testing.T) {
 		h.Finish(2)
 		stale := h.Pool.Allocator().Total() - h.Pool.Allocator().NumFree()
 		require.Equal(t, 2, stale, "both blocks cached")
-		require.Equal(t, 1, h.Cache.Evict(1))
-		require.Equal(t, 4, h.Pool.MatchLen("", b), "evicting the stale block kept the new owner's key")
-		require.Equal(t, 0, h.Pool.MatchLen("", a))
+		evicted := h.Cache.Evict(1)
+		matchB, matchA := h.Pool.MatchLen("", b), h.Pool.MatchLen("", a)
+		t.Logf("with the bug (key deleted unconditionally): evicting stale block 5 leaves key 42 %s, so the new owner, block 9, is lost; fixed (deleted only if still its own): %s; blockhash, after evicting %d block, the stale one: the new owner's prompt matches %d of 4 tokens, the stale one's %d",
+			found[false], found[true], evicted, matchB, matchA)
+		require.Equal(t, 1, evicted)
+		require.Equal(t, 4, matchB, "evicting the stale block kept the new owner's key")
+		require.Equal(t, 0, matchA)
 		h.Start(3, tokens(700, 4)) // reuses the freed block
 		h.Release(3)
-		after := h.Pool.MatchLen("", b)
-		require.Equal(t, 4, after)
-		t.Logf("with the bug (key deleted unconditionally): evicting stale block 5 leaves key 42 %s, so the new owner, block 9, is lost; fixed (deleted only if still its own): %s; blockhash: after the stale block is evicted and reused, the new owner's prompt still matches %d tokens",
-			found[false], found[true], after)
+		require.Equal(t, 4, h.Pool.MatchLen("", b), "once the freed block is reused")
 	})
 }
 
