@@ -41,40 +41,33 @@ func (t *Tree) Evictable() int { return t.idle }
 
 // use records one more user of n.
 func (t *Tree) use(n int32) {
-	if t.nodes[n].users == 0 {
+	nd := &t.nodes[n]
+	if nd.users == 0 {
 		t.unlink(n)
 	}
-	t.nodes[n].users++
-}
-
-// unuse records that one user of n is gone.
-func (t *Tree) unuse(n int32) {
-	t.nodes[n].users--
-	switch {
-	case t.nodes[n].users < 0:
-		panic("radix: node released more often than used")
-	case t.nodes[n].users == 0:
-		t.rest(n)
-	}
+	nd.users++
 }
 
 // rest puts n, which has no user, on the ring: right before its parent if
 // the parent is there, else at the back, as the most recently used.
 func (t *Tree) rest(n int32) {
+	nodes := t.nodes
+	nd := &nodes[n]
 	at := t.ring
-	if p := t.nodes[n].parent; t.nodes[p].users == 0 && t.nodes[p].depth > 0 {
-		at = p
+	if p := &nodes[nd.parent]; p.users == 0 && p.depth > 0 {
+		at = nd.parent
 	}
-	prev := t.nodes[at].prev
-	t.nodes[n].prev, t.nodes[n].next = prev, at
-	t.nodes[prev].next, t.nodes[at].prev = n, n
+	prev := nodes[at].prev
+	nd.prev, nd.next = prev, at
+	nodes[prev].next, nodes[at].prev = n, n
 	t.idle++
 }
 
 // unlink takes n off the ring.
 func (t *Tree) unlink(n int32) {
-	prev, next := t.nodes[n].prev, t.nodes[n].next
-	t.nodes[prev].next, t.nodes[next].prev = next, prev
+	nodes := t.nodes
+	prev, next := nodes[n].prev, nodes[n].next
+	nodes[prev].next, nodes[next].prev = next, prev
 	t.idle--
 }
 

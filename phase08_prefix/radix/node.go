@@ -36,12 +36,27 @@ type node struct {
 	prev, next int32
 }
 
-// label returns a string that shares block's memory, so that comparing two
-// blocks is one memory compare and hashing one allocates nothing. It is
-// never stored: the edge table keeps node indices, and compares against
-// the tree's own copy of the tokens.
+// label returns a string that shares block's memory, so that hashing a
+// block allocates nothing. It is never stored: the edge table keeps node
+// indices, and compares against the tree's own copy of the tokens.
 func label(block []int32) string {
 	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(block))), 4*len(block))
+}
+
+// sameTokens reports whether a and b, of the same length, hold the same
+// tokens. Every step of a lookup makes one such compare; eight bytes at a
+// time in a loop the compiler inlines was faster at 16 tokens than a call
+// to the runtime's general memory compare.
+func sameTokens(a, b []int32) bool {
+	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
+	n := uintptr(len(a)) * 4
+	i := uintptr(0)
+	for ; i+8 <= n; i += 8 {
+		if *(*uint64)(unsafe.Add(pa, i)) != *(*uint64)(unsafe.Add(pb, i)) {
+			return false
+		}
+	}
+	return i == n || *(*uint32)(unsafe.Add(pa, i)) == *(*uint32)(unsafe.Add(pb, i))
 }
 
 // tokensOf returns block node n's tokens: the tree's copy.
@@ -52,7 +67,7 @@ func (t *Tree) tokensOf(n int32) []int32 {
 
 // child returns parent's child labelled by block, or none.
 func (t *Tree) child(parent int32, block []int32) int32 {
-	if c := t.nodes[parent].recent; c != none && label(t.tokensOf(c)) == label(block) {
+	if c := t.nodes[parent].recent; c != none && sameTokens(t.tokensOf(c), block) {
 		return c
 	}
 	return t.findEdge(parent, block)

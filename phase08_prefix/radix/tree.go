@@ -32,6 +32,7 @@ package radix
 import (
 	"fmt"
 	"hash/maphash"
+	"slices"
 
 	"kvlab/common/kvcache"
 )
@@ -138,7 +139,7 @@ func (t *Tree) dropRoot(r int32) {
 }
 
 // find returns the deepest node of salt's tree whose path is a prefix of
-// tokens (the root when not even the first block is cached, nil when salt
+// tokens (the root when not even the first block is cached, none when salt
 // has no tree). It changes nothing.
 func (t *Tree) find(salt string, tokens []int32) int32 {
 	n := t.rootOf(salt, false)
@@ -175,28 +176,29 @@ func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matc
 	if _, ok := t.held[seq]; ok {
 		panic(fmt.Sprintf("radix: sequence %d matched again before its release", seq))
 	}
-	blocks = t.blocks[:0]
+	bs := t.blockSize
+	blocks = slices.Grow(t.blocks[:0], len(tokens)/bs)
 	n := t.rootOf(salt, false)
 	if n == none {
 		return blocks, 0
 	}
-	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
+	for ; len(tokens) >= bs; tokens = tokens[bs:] {
 		c := t.child(n, tokens[:bs])
 		if c == none {
 			break
 		}
 		if t.nodes[n].recent != c {
-			t.nodes[n].recent = c
+			t.nodes[n].recent = c // the child matched last
 		}
 		t.use(c)
 		blocks = append(blocks, c) // node c holds block c
 		n = c
 	}
-	if t.nodes[n].depth > 0 {
+	if len(blocks) > 0 {
 		t.held[seq] = n
 	}
 	t.blocks = blocks
-	return blocks, len(blocks) * t.blockSize
+	return blocks, len(blocks) * bs
 }
 
 // Insert caches the whole blocks of tokens that seq wrote, pages being its
@@ -252,8 +254,16 @@ func (t *Tree) Release(seq int) {
 		return
 	}
 	delete(t.held, seq)
-	for ; t.nodes[n].depth > 0; n = t.nodes[n].parent { // deepest first; lru.go says why
-		t.unuse(n)
+	nodes := t.nodes
+	for ; nodes[n].depth > 0; n = nodes[n].parent { // deepest first; lru.go says why
+		nd := &nodes[n]
+		nd.users-- // one user of n is gone
+		switch {
+		case nd.users < 0:
+			panic("radix: node released more often than used")
+		case nd.users == 0:
+			t.rest(n)
+		}
 	}
 }
 
