@@ -1,8 +1,8 @@
 package blockhash
 
 import (
+	"bytes"
 	"fmt"
-	"unsafe"
 
 	"kvlab/common/kvevents"
 )
@@ -58,8 +58,10 @@ func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int3
 	bs, hash, index, infos, stored := c.bs, c.hash, c.index, c.blocks, c.tokens
 	for end := bs; end <= len(tokens); end += bs {
 		block := tokens[end-bs : end]
-		// c.next and c.holds, written out: together they are past the
-		// compiler's inlining budget, and this loop runs once per block.
+		// c.next and c.holds, written out: next is past the compiler's
+		// inlining budget, and written here the default hash is a direct,
+		// inlined call instead of one through a function value, and holds
+		// reads the locals above.
 		if hash == nil {
 			key = MapHash(key, block)
 		} else {
@@ -70,12 +72,12 @@ func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int3
 			break
 		}
 		info := &infos[b]
-		if info.parent != parent || info.salt != salt || !sameTokens(stored[int(b)*bs:int(b)*bs+bs], block) {
+		if info.parent != parent || info.salt != salt || !bytes.Equal(bytesOf(stored[int(b)*bs:int(b)*bs+bs]), bytesOf(block)) {
 			break
 		}
 		dst = append(dst, b)
 		parent, salt = info.serial, "" // later blocks inherit the salt
-		// c.take, written out for the same reason.
+		// c.take, written out: it is past the inlining budget too.
 		if take {
 			c.alloc.Incref(b)
 			info.users++
@@ -119,27 +121,5 @@ func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32, take bool) []
 // last comparison only the key would keep tenants apart.
 func (c *Cache) holds(b int32, parent uint64, salt string, block []int32) bool {
 	info := &c.blocks[b]
-	return info.parent == parent && info.salt == salt && sameTokens(c.tokensOf(b), block)
-}
-
-// sameTokens reports whether a and b hold the same tokens. It compares
-// eight bytes at a time and, with no early exit, without a branch per word:
-// on the walk's path a compare nearly always succeeds, so an exit would
-// only cost, and bytes.Equal's call into the runtime costs more than the
-// compare itself for a block of a few dozen tokens.
-func sameTokens(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	n := len(a) / 2
-	wa := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(a))), n)
-	wb := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
-	var d uint64
-	for i := range wa {
-		d |= wa[i] ^ wb[i]
-	}
-	if len(a)%2 == 1 {
-		d |= uint64(uint32(a[len(a)-1] ^ b[len(a)-1]))
-	}
-	return d == 0
+	return info.parent == parent && info.salt == salt && bytes.Equal(bytesOf(c.tokensOf(b)), bytesOf(block))
 }
