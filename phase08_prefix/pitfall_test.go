@@ -457,7 +457,7 @@ func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 	prompt := tokens(rand.New(rand.NewPCG(21, 22)), 10)
 	want := run(t, m, baseline(config()), request(2, prompt, 3))
 	var bugCached, fixCached, fixPrefilled int
-	var bugErr string
+	var bugErr, fixFirstErr string
 	var fixGap float64
 
 	t.Run("sharing the partial block", func(t *testing.T) {
@@ -475,7 +475,12 @@ func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 	})
 	t.Run("Tree", func(t *testing.T) {
 		e := newEngine(t, m, config())
-		serve(t, e, 100, request(1, prompt, 1))
+		// Two tokens: the first request commits its prompt, then writes
+		// position 10 into its own partial block, which the tree must not
+		// have taken.
+		first := serve(t, e, 100, request(1, prompt, 2))[1]
+		fixFirstErr = fmt.Sprint(first.err)
+		require.NoError(t, first.err, "the first request's own partial block")
 		before := e.Stats().PrefillTokens
 		have := serve(t, e, 100, request(2, prompt, 3))
 		fixCached, fixPrefilled = have[2].cached, e.Stats().PrefillTokens-before
@@ -485,8 +490,8 @@ func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 			t.Fatalf("have cached %d, prefilled %d; want 8, 2", have[2].cached, e.Stats().PrefillTokens-before)
 		}
 	})
-	t.Logf("with the bug (the partial third block shared): %d of 10 tokens reused, then the first decode write is refused (%s); fixed (whole blocks only): %d reused, %d recomputed, logits off by %.3g",
-		bugCached, bugErr, fixCached, fixPrefilled, fixGap)
+	t.Logf("with the bug (the partial third block shared): %d of 10 tokens reused, then the first decode write is refused (%s); fixed (whole blocks only): the first request decodes into its own partial block (error: %s), the second reuses %d and recomputes %d, logits off by %.3g",
+		bugCached, bugErr, fixFirstErr, fixCached, fixPrefilled, fixGap)
 }
 
 // Pitfall 8. Conservative admission charges the whole prompt even when
