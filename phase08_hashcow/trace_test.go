@@ -70,3 +70,37 @@ func TestTraceCommitMoment(t *testing.T) {
 		t.Errorf("prompt-end commit: no %q in the trace:\n%s", promptEnd, got)
 	}
 }
+
+// TestTraceFigure: docs/img/phase08-trace-hashcow.svg, the figure sequence
+// docs/phase08_trace.md shows, is exactly what the worked example draws on
+// the built-in model (the one trace-example runs). -update rewrites it.
+func TestTraceFigure(t *testing.T) {
+	var buf bytes.Buffer
+	cfg := trace.WorkedExampleConfig()
+	cfg.PrefixCache = blockhash.PrefixCache
+	tw := trace.New(&buf, true)
+	tw.Record()
+	cfg.Trace = tw
+	e, err := engine.New(modeltest.LoadOptions(t, model.Builtin()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := trace.RunWorkedExample(e, &buf); err != nil {
+		t.Fatal(err)
+	}
+	got := tw.Figure("phase08_hashcow: the worked example, step by step")
+	path := filepath.Join("..", "docs", "img", "phase08-trace-hashcow.svg")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the figure the code draws now (rerun with -update if the change is intended)", path)
+	}
+}

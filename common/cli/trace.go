@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 
 	"kvlab/common/engine"
@@ -71,6 +72,7 @@ func runTraceExample(v Variant, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	rf.eng.Audit = ex.Audit
+	svg := fs.String("svg", "", "also draw the steps as an SVG figure sequence into this file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -86,6 +88,9 @@ func runTraceExample(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	tw := trace.New(stdout, true)
+	if *svg != "" {
+		tw.Record()
+	}
 	cfg.Trace = tw
 	e, err := engine.New(m, cfg)
 	if err != nil {
@@ -94,6 +99,11 @@ func runTraceExample(v Variant, args []string, stdout, stderr io.Writer) error {
 	defer e.Close()
 	if err := trace.RunWorkedExample(e, stdout); err != nil {
 		return err
+	}
+	if *svg != "" {
+		if err := os.WriteFile(*svg, tw.Figure(v.Name+": the worked example, step by step"), 0o644); err != nil {
+			return err
+		}
 	}
 	return tw.Err()
 }

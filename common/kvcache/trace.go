@@ -133,3 +133,27 @@ func (c *shareCache) Dump(w io.Writer) {
 		}
 	}
 }
+
+// BlockState is one block as a trace draws it.
+type BlockState struct {
+	Refs   int  // the allocator's count: 0 is free
+	Held   bool // some live page table names it
+	Cached int  // references the prefix cache accounts for (PrefixCache.Holds)
+}
+
+// BlockStates returns the state of every block, by block id.
+func (p *Pool) BlockStates() []BlockState {
+	out := make([]BlockState, p.alloc.Total())
+	for _, s := range p.seqs {
+		for _, b := range s.pages {
+			out[b].Held = true
+		}
+	}
+	for b := range out {
+		out[b].Refs = p.alloc.Refs(int32(b))
+		if p.cache != nil && out[b].Refs > 0 {
+			out[b].Cached = p.cache.Holds(int32(b))
+		}
+	}
+	return out
+}

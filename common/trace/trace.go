@@ -28,6 +28,9 @@ type Writer struct {
 	plan  string
 	lines []string
 	err   error
+
+	record bool    // keep every step for Figure (Record)
+	frames []frame // the steps kept
 }
 
 var _ engine.Tracer = (*Writer)(nil)
@@ -132,6 +135,9 @@ func (t *Writer) StepDone(pool *kvcache.Pool) {
 		for _, l := range strings.SplitAfter(strings.TrimRight(d.String(), "\n"), "\n") {
 			b.WriteString("  | " + strings.TrimRight(l, "\n") + "\n")
 		}
+	}
+	if t.record {
+		t.keep(pool)
 	}
 	t.plan, t.lines = "", t.lines[:0]
 	if _, err := t.w.Write(b.Bytes()); err != nil && t.err == nil {
