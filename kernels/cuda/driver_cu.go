@@ -13,8 +13,17 @@ package cuda
 #include <stdlib.h>
 #include <cuda.h>
 
-static CUresult kvlabLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned block, void **argp) {
-	return cuLaunchKernel(f, gx, gy, 1, block, 1, 1, 0, (CUstream)0, argp, NULL);
+static CUresult kvlabLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned block, unsigned shared, void **argp) {
+	return cuLaunchKernel(f, gx, gy, 1, block, 1, 1, shared, (CUstream)0, argp, NULL);
+}
+
+// kvlabAllowShared lets f launch with up to bytes of dynamic shared memory
+// (beyond 48 KB a kernel must opt in) and asks for the largest shared
+// memory carveout, so that two such blocks can share an SM.
+static CUresult kvlabAllowShared(CUfunction f, int bytes) {
+	CUresult r = cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+	if (r != CUDA_SUCCESS) return r;
+	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
 }
 
 static CUresult kvlabHostAlloc(void **p, size_t bytes) { return cuMemHostAlloc(p, bytes, 0); }
@@ -51,8 +60,11 @@ type driver struct {
 }
 
 // A cu.Function is a struct holding one CUfunction and nothing else;
-// driver.launch reads it as one. This fails to compile if that changes.
+// kernelFn.cfn reads it as one. This fails to compile if that changes.
 var _ = [1]struct{}{}[unsafe.Sizeof(cu.Function{})-unsafe.Sizeof(C.CUfunction(nil))]
+
+// cfn returns the driver's handle of the kernel.
+func (k *kernelFn) cfn() C.CUfunction { return *(*C.CUfunction)(unsafe.Pointer(&k.fn)) }
 
 // allocArgs allocates the kernel-argument arrays.
 func (d *driver) allocArgs() {
@@ -74,8 +86,9 @@ func (d *driver) freeArgs() {
 // kernelFn is a kernel loaded from the embedded PTX, with its name for
 // error messages.
 type kernelFn struct {
-	fn   cu.Function
-	name string
+	fn     cu.Function
+	name   string
+	shared int // bytes of dynamic shared memory (functions.setShared)
 }
 
 // New returns a backend on the first CUDA device. It fails with an error
@@ -130,6 +143,13 @@ func New() (kernels.Backend, error) {
 	if err := b.fn.load(); err != nil {
 		_ = dev.ReleasePrimaryCtx()
 		return nil, fmt.Errorf("cuda: %s: %w", name, err)
+	}
+	b.fn.setShared()
+	for _, k := range []*kernelFn{&b.fn.matmul128, &b.fn.matmul64} {
+		if r := C.kvlabAllowShared(k.cfn(), C.int(k.shared)); r != C.CUDA_SUCCESS {
+			_ = dev.ReleasePrimaryCtx()
+			return nil, fmt.Errorf("cuda: %s: kernel %s: allowing %d bytes of shared memory: %w", name, k.name, k.shared, driverError(int(r)))
+		}
 	}
 	b.drv.allocArgs()
 	// The first load on a machine JIT-compiles every module; later ones
@@ -246,8 +266,7 @@ func loadPTX(name string, src []byte) (cu.Module, error) {
 // copied in: one cgo call, no allocation.
 func (d *driver) launch(k kernelFn, gridX, gridY, block int, args []uint64) error {
 	copy(unsafe.Slice((*uint64)(unsafe.Pointer(d.argv)), maxKernelArgs), args)
-	fn := *(*C.CUfunction)(unsafe.Pointer(&k.fn))
-	if r := C.kvlabLaunch(fn, C.uint(gridX), C.uint(gridY), C.uint(block), d.argp); r != C.CUDA_SUCCESS {
+	if r := C.kvlabLaunch(k.cfn(), C.uint(gridX), C.uint(gridY), C.uint(block), C.uint(k.shared), d.argp); r != C.CUDA_SUCCESS {
 		return driverError(int(r))
 	}
 	return nil

@@ -21,7 +21,7 @@ package cuda
 #include <stdlib.h>
 
 int emu_kernel(const char *name);
-int emu_launch(int k, int gx, int gy, int block, const uint64_t *args, int nargs);
+int emu_launch(int k, int gx, int gy, int block, int shared, const uint64_t *args, int nargs);
 uint64_t emu_alloc(uint64_t bytes);
 void emu_free(uint64_t p);
 void emu_zero(uint64_t p, uint64_t bytes);
@@ -55,8 +55,9 @@ type driver struct{}
 // kernelFn is an emulated kernel, by its index in emu/emulator.cc's table, with
 // its name for error messages.
 type kernelFn struct {
-	id   C.int
-	name string
+	id     C.int
+	name   string
+	shared int // bytes of dynamic shared memory (functions.setShared)
 }
 
 // New returns the backend on the CPU emulator. It never fails for want of a
@@ -79,6 +80,7 @@ func New() (kernels.Backend, error) {
 			}
 		}
 	}
+	b.fn.setShared()
 	return b, nil
 }
 
@@ -104,9 +106,9 @@ func (d *driver) launch(k kernelFn, gridX, gridY, block int, args []uint64) erro
 	if len(args) > 0 {
 		first = (*C.uint64_t)(unsafe.Pointer(&args[0]))
 	}
-	if C.emu_launch(k.id, C.int(gridX), C.int(gridY), C.int(block), first, C.int(len(args))) != 0 {
-		return fmt.Errorf("emulator refused a launch of %d×%d blocks of %d threads with %d arguments",
-			gridX, gridY, block, len(args))
+	if C.emu_launch(k.id, C.int(gridX), C.int(gridY), C.int(block), C.int(k.shared), first, C.int(len(args))) != 0 {
+		return fmt.Errorf("emulator refused a launch of %d×%d blocks of %d threads with %d arguments and %d bytes of shared memory",
+			gridX, gridY, block, len(args), k.shared)
 	}
 	return nil
 }

@@ -33,6 +33,22 @@ type functions struct {
 	attentionMerge                    kernelFn
 }
 
+// matmulStages and matmulShared mirror MM_STAGES and MM_SHARED in
+// src/matmul.cu: the dynamic shared memory of the tiled kernel with bm-row
+// tiles (MM_STAGES f32 chunks of bm + 128 rows of 32 floats, then the bf16
+// tiles of bm + 128 rows of 40). The emulator aborts a kernel that needs
+// more than its launch gave.
+const matmulStages = 2
+
+func matmulShared(bm int) int { return matmulStages*(bm+128)*32*4 + (bm+128)*40*2 }
+
+// setShared records the dynamic shared memory of the kernels that use it;
+// every other kernel launches with none.
+func (f *functions) setShared() {
+	f.matmul128.shared = matmulShared(128)
+	f.matmul64.shared = matmulShared(64)
+}
+
 // attnHeadDims are the head-dimension limits of the attention kernel's
 // instantiations (paged_attention_dN handles head_dim <= N).
 var attnHeadDims = [...]int{32, 64, 128, 256}

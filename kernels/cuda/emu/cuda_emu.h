@@ -95,6 +95,33 @@ inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl(v, (unsigned)src)
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int mask) { return emu_shfl(v, (threadIdx.x % 32) ^ (unsigned)mask); }
 
+// cp.async (see common.cuh): the emulator has no memory pipeline, so a copy
+// happens at once, zero fill included, and commit and wait do nothing. The
+// kernels still issue, commit and wait in the order a GPU needs, but a
+// missing wait or barrier cannot show here.
+#define KVLAB_EMU 1
+
+inline void cp_async16(void* dst, const void* src, int src_bytes) {
+    std::memcpy(dst, src, (size_t)src_bytes);
+    std::memset((char*)dst + src_bytes, 0, (size_t)(16 - src_bytes));
+}
+
+inline void cp_async4(void* dst, const void* src, int src_bytes) {
+    std::memcpy(dst, src, (size_t)src_bytes);
+    std::memset((char*)dst + src_bytes, 0, (size_t)(4 - src_bytes));
+}
+
+inline void cp_async_commit() {}
+
+template <int N>
+inline void cp_async_wait() {}
+
+// Dynamic shared memory is one buffer per launch, of the size the launch
+// asked for, shared by the blocks as they run one after another;
+// emu_dynamic_shared aborts when a kernel needs more than it was given.
+unsigned char* emu_dynamic_shared(size_t bytes);
+#define DYNAMIC_SHARED(name, bytes) unsigned char* name = emu_dynamic_shared(bytes)
+
 // Correctly rounded arithmetic without contraction (see the pragma above),
 // so plain operators already behave this way.
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -7,6 +7,7 @@
 
 #include <ucontext.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -274,8 +275,13 @@ void run_block(block_state& b, unsigned threads) {
     }
 }
 
-void run_grid(invoker fn, int gx, int gy, int block, const uint64_t* args) {
+std::vector<float4> dyn_shared; // the launch's dynamic shared memory, 16-byte aligned
+size_t dyn_bytes = 0;
+
+void run_grid(invoker fn, int gx, int gy, int block, int shared, const uint64_t* args) {
     while (stack_pool.size() < (size_t)block) stack_pool.emplace_back(new char[stack_bytes]);
+    dyn_bytes = (size_t)shared;
+    dyn_shared.resize((dyn_bytes + sizeof(float4) - 1) / sizeof(float4));
     block_state b;
     b.fn = fn;
     b.args = args;
@@ -302,6 +308,15 @@ void emu_sync_warp() {
 
 uint64_t* emu_warp_slots() { return &state->slots[(threadIdx.x / 32) * 32]; }
 
+unsigned char* emu_dynamic_shared(size_t bytes) {
+    if (bytes > dyn_bytes) {
+        std::fprintf(stderr, "emulator: kernel needs %zu bytes of dynamic shared memory, launched with %zu\n", bytes,
+                     dyn_bytes);
+        std::abort();
+    }
+    return reinterpret_cast<unsigned char*>(dyn_shared.data());
+}
+
 extern "C" {
 
 // emu_kernel returns the index of the kernel called name, or -1.
@@ -312,14 +327,16 @@ int emu_kernel(const char* name) {
     return -1;
 }
 
-// emu_launch runs kernel k on a gx×gy grid of block-thread blocks and
-// returns 0, or -1 for a launch the GPU would refuse too. It runs on a
+// emu_launch runs kernel k on a gx×gy grid of block-thread blocks with
+// shared bytes of dynamic shared memory and returns 0, or -1 for a launch
+// the GPU would refuse too (227 KB is the most an H100 block may have). It runs on a
 // thread of its own, so that the coroutines' stack switching never happens
 // on a thread the Go runtime manages.
-int emu_launch(int k, int gx, int gy, int block, const uint64_t* args, int nargs) {
+int emu_launch(int k, int gx, int gy, int block, int shared, const uint64_t* args, int nargs) {
     if (k < 0 || nargs != kernels[k].nargs || block <= 0 || block > 1024 || block % 32 != 0) return -1;
+    if (shared < 0 || shared > 227 * 1024) return -1;
     std::lock_guard<std::mutex> hold(launch_lock);
-    std::thread worker([=] { run_grid(kernels[k].fn, gx, gy, block, args); });
+    std::thread worker([=] { run_grid(kernels[k].fn, gx, gy, block, shared, args); });
     worker.join();
     return 0;
 }

@@ -9,6 +9,41 @@
 
 #include <math_constants.h>
 
+// Asynchronous copies from global to shared memory (cp.async, sm_80+), for
+// kernels that keep the next tiles' loads in flight while they compute.
+// cp_async16 copies 16 bytes (both addresses 16-byte aligned) and cp_async4
+// 4 bytes; only the first src_bytes are read and the rest of the
+// destination is zero-filled, so src_bytes = 0 reads nothing and writes
+// zeros (src must still be a valid address). cp_async_commit closes the
+// group of copies this thread issued since the last commit;
+// cp_async_wait<N>() waits until at most N of this thread's groups are
+// still in flight. A copy is visible to the thread that issued it after the
+// wait, and to the other threads of the block after a __syncthreads that
+// follows the wait. The CPU emulator (emu/cuda_emu.h, which defines
+// KVLAB_EMU) copies at once and makes commit and wait no-ops.
+#ifndef KVLAB_EMU
+__device__ __forceinline__ void cp_async16(void* dst_shared, const void* src, int src_bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst_shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async4(void* dst_shared, const void* src, int src_bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst_shared);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// DYNAMIC_SHARED declares name as the block's dynamic shared memory, of
+// which the kernel uses bytes (the launch must give at least that many).
+#define DYNAMIC_SHARED(name, bytes) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
 // warp_sum returns the sum of v over the 32 lanes of a warp, in every lane.
 // The butterfly order is fixed, so the result does not depend on timing.
 __device__ __forceinline__ float warp_sum(float v) {

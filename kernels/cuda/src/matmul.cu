@@ -33,11 +33,21 @@
 //           the host takes 64 when 128-row tiles would leave SMs idle); grid
 //           = (ceil(out/128), ceil(n/BM)). The 8 warps form a 2×4 grid, each
 //           owning BM/2×32 outputs as (BM/32)×2 WMMA 16×16 accumulators. The
-//           K loop steps one chunk at a time: the next chunk's f32 values
-//           are loaded into registers while the tensor cores work on the
-//           current bf16 tile in shared memory (rows padded by 8 to spread
-//           banks). At the end of each slice the accumulators are written
-//           to dst (first slice) or added to it, and restart from zero.
+//           K loop steps one chunk at a time through a cp.async pipeline
+//           (sm_80+): MM_STAGES f32 chunks of x and w are copied from global
+//           into shared memory asynchronously, without passing through
+//           registers; at each step every thread rounds the chunk it copied
+//           to the bf16 tile the tensor cores read (rows padded by 8 to
+//           spread banks) and at once reuses that f32 buffer for the copy of
+//           the chunk MM_STAGES ahead, so MM_STAGES chunks are in flight
+//           while the tensor cores work. At the end of each slice the
+//           accumulators are written to dst (first slice) or added to it,
+//           and restart from zero. Shared memory is dynamic (MM_SHARED
+//           bytes: 84 KB for BM = 128, 63 KB for BM = 64, more than the
+//           48 KB a static array may have), and __launch_bounds__(256, 2)
+//           holds the kernel to 128 registers so that two blocks fit an SM
+//           (an H100's 228 KB of shared memory holds two of either; an
+//           A100's 164 KB two of BM = 64 and one of BM = 128).
 //   matmul_bf16_skinny: n <= 16 (decode), 128 threads. A 128-row tile
 //           would waste almost all of its work and launch too few blocks to
 //           keep the memory system busy, and a decode matmul is bound by
@@ -68,6 +78,32 @@ using namespace nvcuda;
 #define MM_BN 128       // output columns per block (tiled kernel)
 #define MM_BK 32        // K step
 #define MM_LD (MM_BK + 8) // shared-memory row length in bf16: padding spreads banks
+#define MM_STAGES 2     // f32 chunks in flight in the tiled kernel's pipeline
+
+// MM_SHARED(BM) is the tiled kernel's dynamic shared memory in bytes: the
+// MM_STAGES f32 chunks of x (BM rows) and w (MM_BN rows), then the bf16
+// tiles. The Go side's matmulShared must agree (TestMatMulT runs both
+// kernels on the emulator, which checks the size).
+#define MM_F32_CHUNK(BM) (((BM) + MM_BN) * MM_BK * 4)
+#define MM_SHARED(BM) (MM_STAGES * MM_F32_CHUNK(BM) + ((BM) + MM_BN) * MM_LD * 2)
+
+// copy4_async starts the copy of x[r][c..c+3] of a rows×cols row-major
+// matrix into the 16-byte-aligned s, with zeros for elements outside it.
+// With vec (cols % 4 == 0, so every row starts 16-byte aligned) it is one
+// 16-byte copy, else four 4-byte ones.
+__device__ __forceinline__ void copy4_async(float* s, const float* __restrict__ a, long long rows,
+                                            long long cols, long long r, long long c, bool vec) {
+    if (vec) {
+        const bool in = r < rows && c < cols; // c + 4 <= cols follows
+        cp_async16(s, in ? a + r * cols + c : a, in ? 16 : 0);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const bool in = r < rows && c + e < cols;
+        cp_async4(s + e, in ? a + r * cols + c + e : a, in ? 4 : 0);
+    }
+}
 
 // load4 returns x[r][c..c+3] of a rows×cols row-major matrix, with zeros for
 // elements outside it.
@@ -105,9 +141,15 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
     constexpr int FM = WM / 16, FN = WN / 16;
     constexpr int A_LOADS = BM * MM_BK / 4 / MM_THREADS;
     constexpr int B_LOADS = MM_BN * MM_BK / 4 / MM_THREADS;
-    __shared__ __align__(32) __nv_bfloat16 As[BM * MM_LD];
-    __shared__ __align__(32) __nv_bfloat16 Bs[MM_BN * MM_LD];
-    __shared__ __align__(32) float stage[MM_THREADS / 32][16 * 16];
+    // Dynamic shared memory: f32 chunks [stage][A rows | B rows][MM_BK],
+    // then the bf16 tiles As and Bs. The per-warp 16×16 f32 tiles that
+    // emit stages results through reuse the bf16 tiles, which no warp reads
+    // while emit runs.
+    DYNAMIC_SHARED(smem, MM_SHARED(BM));
+    float* const f32 = reinterpret_cast<float*>(smem);
+    __nv_bfloat16* const As = reinterpret_cast<__nv_bfloat16*>(smem + MM_STAGES * MM_F32_CHUNK(BM));
+    __nv_bfloat16* const Bs = As + BM * MM_LD;
+    static_assert((BM + MM_BN) * MM_LD * 2 >= MM_THREADS / 32 * 16 * 16 * 4, "emit's tiles fit the bf16 tiles");
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int wm = warp >> 2, wn = warp & 3;
@@ -115,6 +157,7 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
     const bool vec = (in & 3) == 0;
     // Each thread moves float4s at rows lr + 32*i, columns lc..lc+3 of a tile.
     const int lr = tid >> 3, lc = (tid & 7) * 4;
+    const long long ktiles = (in + MM_BK - 1) / MM_BK;
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
 #pragma unroll
@@ -122,25 +165,41 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
 #pragma unroll
         for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
-    float4 ra[A_LOADS], rb[B_LOADS];
-    auto load = [&](long long k0) {
+    // issue starts the copies of chunk kt into f32 buffer kt % MM_STAGES,
+    // and closes them as one group (an empty group past the last chunk, so
+    // that every step waits for the same count); convert rounds chunk kt to
+    // the bf16 tiles. A thread converts exactly the elements it copied, so
+    // its own wait suffices before convert.
+    auto issue = [&](long long kt) {
+        if (kt < ktiles) {
+            float* fa = f32 + (kt % MM_STAGES) * (MM_F32_CHUNK(BM) / 4);
+            float* fb = fa + BM * MM_BK;
+            const long long k0 = kt * MM_BK;
 #pragma unroll
-        for (int i = 0; i < A_LOADS; ++i) ra[i] = load4(x, n, in, m0 + lr + 32 * i, k0 + lc, vec);
+            for (int i = 0; i < A_LOADS; ++i)
+                copy4_async(&fa[(lr + 32 * i) * MM_BK + lc], x, n, in, m0 + lr + 32 * i, k0 + lc, vec);
 #pragma unroll
-        for (int i = 0; i < B_LOADS; ++i) rb[i] = load4(w, out, in, n0 + lr + 32 * i, k0 + lc, vec);
+            for (int i = 0; i < B_LOADS; ++i)
+                copy4_async(&fb[(lr + 32 * i) * MM_BK + lc], w, out, in, n0 + lr + 32 * i, k0 + lc, vec);
+        }
+        cp_async_commit();
     };
-    auto store = [&]() {
+    auto convert = [&](long long kt) {
+        const float* fa = f32 + (kt % MM_STAGES) * (MM_F32_CHUNK(BM) / 4);
+        const float* fb = fa + BM * MM_BK;
 #pragma unroll
-        for (int i = 0; i < A_LOADS; ++i) store4(&As[(lr + 32 * i) * MM_LD + lc], ra[i]);
+        for (int i = 0; i < A_LOADS; ++i)
+            store4(&As[(lr + 32 * i) * MM_LD + lc], *reinterpret_cast<const float4*>(&fa[(lr + 32 * i) * MM_BK + lc]));
 #pragma unroll
-        for (int i = 0; i < B_LOADS; ++i) store4(&Bs[(lr + 32 * i) * MM_LD + lc], rb[i]);
+        for (int i = 0; i < B_LOADS; ++i)
+            store4(&Bs[(lr + 32 * i) * MM_LD + lc], *reinterpret_cast<const float4*>(&fb[(lr + 32 * i) * MM_BK + lc]));
     };
 
     // emit writes the accumulators to dst (first slice) or adds them to what
     // dst holds (later slices), through a per-warp 16×16 staging tile so that
     // the edges of dst can be clipped element by element. Each element is
     // read and written by the same thread every time.
-    float* st = stage[warp];
+    float* st = reinterpret_cast<float*>(As) + warp * 256;
     auto emit = [&](bool first) {
 #pragma unroll
         for (int i = 0; i < FM; ++i) {
@@ -159,43 +218,49 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
         }
     };
 
-    const long long ktiles = (in + MM_BK - 1) / MM_BK;
-    load(0);
-    store();
-    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < MM_STAGES; ++s) issue(s);
     for (long long kt = 0; kt < ktiles; ++kt) {
-        if (kt + 1 < ktiles) load((kt + 1) * MM_BK); // in flight while the tensor cores run
-#pragma unroll
+        cp_async_wait<MM_STAGES - 1>(); // this thread's copies of chunk kt have landed
+        convert(kt);
+        __syncthreads();    // the bf16 tiles are whole
+        issue(kt + MM_STAGES); // into the buffer just converted: in flight while the tensor cores run
+        // Not unrolled: for BM = 128, ptxas (CUDA 11.8) then spills 68 bytes
+        // per thread on sm_80 and 8 on sm_90 under the 128-register cap,
+        // against 112 and 64 unrolled.
+#pragma unroll 1
         for (int kk = 0; kk < MM_BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[FM];
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[FN];
-#pragma unroll
-            for (int i = 0; i < FM; ++i) wmma::load_matrix_sync(a[i], &As[(wm * WM + i * 16) * MM_LD + kk], MM_LD);
             // w's rows are dst's columns: read as a col-major K×N matrix, Bs
             // is exactly the B operand, with no transpose anywhere.
 #pragma unroll
             for (int j = 0; j < FN; ++j) wmma::load_matrix_sync(b[j], &Bs[(wn * WN + j * 16) * MM_LD + kk], MM_LD);
+            // One A fragment at a time: fewer live registers, so that the
+            // kernel fits the 128 that two blocks per SM leave it.
 #pragma unroll
-            for (int i = 0; i < FM; ++i)
+            for (int i = 0; i < FM; ++i) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+                wmma::load_matrix_sync(a, &As[(wm * WM + i * 16) * MM_LD + kk], MM_LD);
 #pragma unroll
-                for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a, b[j], acc[i][j]);
+            }
         }
-        __syncthreads();
-        if ((kt + 1) % cps == 0 || kt + 1 == ktiles) emit(kt < cps); // a slice ends
-        if (kt + 1 < ktiles) {
-            store();
-            __syncthreads();
+        __syncthreads(); // every warp is done with the bf16 tiles
+        if ((kt + 1) % cps == 0 || kt + 1 == ktiles) { // a slice ends
+            emit(kt < cps);
+            __syncthreads(); // emit's tiles live in the bf16 tiles convert writes next
         }
     }
+    cp_async_wait<0>(); // nothing may still be writing shared memory when the block exits
 }
 
-extern "C" __global__ void __launch_bounds__(MM_THREADS)
+extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
 matmul_bf16_128(float* dst, const float* x, const float* w, long long n, long long in, long long out,
                 long long cps) {
     matmul_tiled<128>(dst, x, w, n, in, out, cps);
 }
 
-extern "C" __global__ void __launch_bounds__(MM_THREADS)
+extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
 matmul_bf16_64(float* dst, const float* x, const float* w, long long n, long long in, long long out,
                 long long cps) {
     matmul_tiled<64>(dst, x, w, n, in, out, cps);
