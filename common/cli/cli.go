@@ -5,6 +5,10 @@
 //	generate    generate tokens for a prompt and print them as JSON
 //	bench       run a serving workload and print a metrics table
 //	serve       serve the engine over HTTP: OpenAI and llama-server APIs
+//	trace-example  trace a small scripted run through the variant's prefix cache
+//
+// generate and bench take -trace: one line per engine step and cache event
+// on stderr (common/trace).
 //
 // A phase's main package passes a Variant saying which prefix cache (if
 // any) its engine uses; everything else is the same in every phase, so the
