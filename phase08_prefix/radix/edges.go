@@ -2,11 +2,11 @@ package radix
 
 import "hash/maphash"
 
-// The edge table holds every edge of the tree — every node but the roots —
-// keyed by the parent's index and the child's tokens. It takes the place of
-// a children map in every node: one slice of plain integers for the whole
-// tree, which the garbage collector never scans, instead of a million small
-// maps it must.
+// The edge table holds the edges of the tree that its nodes do not keep
+// themselves (node.first), keyed by the parent's index and the child's
+// tokens. It takes the place of a children map in every node: one slice of
+// plain integers for the whole tree, which the garbage collector never
+// scans, instead of a million small maps it must.
 //
 // It is open addressing with linear probing: an edge lives in the first
 // free slot at or after its home slot, the hash's low bits. There are at

@@ -19,17 +19,24 @@ const none int32 = -1
 // copy, written once when the node is made. Past the allocator's blocks
 // come the lru ring's sentinel and the roots, which hold no block.
 //
-// A node's children are not stored in the node: the tree keeps one table
-// of every edge, keyed by parent and tokens (edges.go).
+// A node keeps one child in itself (first); the others are in the tree's
+// one table of edges, keyed by parent and tokens (edges.go). Most nodes of
+// a prompt tree have one child, so most lookups and changes never touch
+// the table, which at a million blocks is far out of cache.
 type node struct {
 	parent int32 // none: the slot caches nothing (or it is a root)
 	depth  int32 // blocks from the root: this node's block is page depth-1
 	// users counts the live sequences this node lends its block to. A user
 	// of a node uses all of its ancestors too. users > 0 pins the node.
 	users int32
-	kids  int32 // children
-	// recent is the child added or matched last, tried before the edge
-	// table: a long shared prefix is a chain of nodes with one child each.
+	kids  int32 // children, first included
+	// first is the child that is not in the edge table: the first one
+	// added while the place was free. It is none after that child goes,
+	// until a new child takes the place.
+	first int32
+	// recent is the child added or matched last, tried first: it saves a
+	// table lookup where a node has many children, as where a shared
+	// system prompt ends.
 	recent int32
 	// prev and next link the node into the tree's lru ring while users == 0,
 	// and mean nothing otherwise.
@@ -65,10 +72,23 @@ func (t *Tree) tokensOf(n int32) []int32 {
 	return t.tokens[i : i+t.blockSize]
 }
 
-// child returns parent's child labelled by block, or none.
+// child returns parent's child labelled by block, or none: its recent
+// child, its first, or one from the edge table, asked only when parent has
+// children there.
 func (t *Tree) child(parent int32, block []int32) int32 {
-	if c := t.nodes[parent].recent; c != none && sameTokens(t.tokensOf(c), block) {
+	p := &t.nodes[parent]
+	if c := p.recent; c != none && sameTokens(t.tokensOf(c), block) {
 		return c
+	}
+	inTable := p.kids
+	if c := p.first; c != none {
+		if c != p.recent && sameTokens(t.tokensOf(c), block) {
+			return c
+		}
+		inTable--
+	}
+	if inTable == 0 {
+		return none
 	}
 	return t.findEdge(parent, block)
 }
@@ -81,10 +101,15 @@ func (t *Tree) newNode(parent int32, block []int32, page int32) int32 {
 		panic(fmt.Sprintf("radix: block %d cached twice", page))
 	}
 	copy(t.tokensOf(n), block)
-	t.nodes[n] = node{parent: parent, depth: t.nodes[parent].depth + 1, recent: none}
-	t.addEdge(n)
-	t.nodes[parent].kids++
-	t.nodes[parent].recent = n
+	t.nodes[n] = node{parent: parent, depth: t.nodes[parent].depth + 1, first: none, recent: none}
+	p := &t.nodes[parent]
+	if p.first == none {
+		p.first = n
+	} else {
+		t.addEdge(n)
+	}
+	p.kids++
+	p.recent = n
 	t.cached++
 	return n
 }
@@ -97,7 +122,11 @@ func (t *Tree) removeLeaf(n int32) (freed bool) {
 		panic("radix: removing a node that is in use")
 	}
 	p := t.nodes[n].parent
-	t.removeEdge(n) // while n still names its parent: the edge's key
+	if t.nodes[p].first == n {
+		t.nodes[p].first = none
+	} else {
+		t.removeEdge(n) // while n still names its parent: the edge's key
+	}
 	t.nodes[n].parent = none
 	t.nodes[p].kids--
 	if t.nodes[p].recent == n {

@@ -100,7 +100,7 @@ func NewTree(a *kvcache.Allocator, blockSize int) *Tree {
 	}
 	t.mask = uint32(len(t.edges) - 1)
 	for i := range t.nodes {
-		t.nodes[i] = node{parent: none, recent: none}
+		t.nodes[i] = node{parent: none, first: none, recent: none}
 	}
 	t.nodes[t.ring].prev, t.nodes[t.ring].next = t.ring, t.ring
 	return t
@@ -126,7 +126,7 @@ func (t *Tree) rootOf(salt string, create bool) int32 {
 		r = int32(len(t.nodes))
 		t.nodes = append(t.nodes, node{})
 	}
-	t.nodes[r] = node{parent: none, recent: none}
+	t.nodes[r] = node{parent: none, first: none, recent: none}
 	t.salted[salt], t.saltOf[r] = r, salt
 	return r
 }
