@@ -22,7 +22,8 @@
 #              failure, not a skip) and KVLAB_CUDA_SYNC=1 (a fault names
 #              its kernel); on a failure, each failing test again under
 #              compute-sanitizer memcheck, if installed
-#   bench      the matmul and attention benchmarks
+#   bench      the matmul and attention benchmarks, and the decode step's
+#              host overhead with async and with pageable metadata uploads
 #   torch      scripts/torch_gemm_bench.py (cuBLAS on the same shapes), if
 #              PyTorch sees the GPU
 #   ncu        Nsight Compute on the decode-attention kernel, if installed
@@ -149,7 +150,7 @@ if ! step tests env KVLAB_REQUIRE_GPU=1 KVLAB_CUDA_SYNC=1 "$test_bin" -test.v -t
 	fi
 fi
 
-step bench env KVLAB_REQUIRE_GPU=1 "$test_bin" -test.run '^$' -test.bench 'BenchmarkMatMulT|BenchmarkAttend' \
+step bench env KVLAB_REQUIRE_GPU=1 "$test_bin" -test.run '^$' -test.bench 'BenchmarkMatMulT|BenchmarkAttend|BenchmarkDecodeStep' \
 	-test.benchtime "$benchtime" -test.count=1
 
 if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then

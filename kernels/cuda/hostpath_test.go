@@ -204,3 +204,31 @@ func TestAsyncUploadsMatchSync(t *testing.T) {
 	}
 	requireEqual(t, asyncData, syncData, "KV cache and gathered sums, async against synchronous uploads")
 }
+
+// BenchmarkDecodeStep times the toy decode step of TestLaunchAllocations
+// (two layers, 23 launches, 6 metadata uploads, one argmax) with
+// metadata uploaded through the pinned staging buffer (async) and by
+// synchronous copies from pageable memory (pageable). Its kernels are tiny,
+// so on a GPU the time is almost all host overhead: launches, uploads and
+// the final wait.
+func BenchmarkDecodeStep(b *testing.B) {
+	be := needGPU(b)
+	for _, pageable := range []bool{false, true} {
+		name := "async"
+		if pageable {
+			name = "pageable"
+		}
+		b.Run(name, func(b *testing.B) {
+			defer func(p bool) { be.pageable = p }(be.pageable)
+			be.pageable = pageable
+			f := newStepFixture(be)
+			defer f.free(be)
+			i := 0
+			for b.Loop() {
+				f.setStep(i % 4)
+				i++
+				f.step(be)
+			}
+		})
+	}
+}
