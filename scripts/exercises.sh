@@ -48,7 +48,7 @@ section() {
 
 # question DIR prints the README's "## Predict" section, without its heading.
 question() {
-  section "$1/README.md" "## Predict" | tail -n +2 | sed '/./,$!d'
+  section "$1/README.md" "## Predict" | tail -n +2 | awk 'NF { for (; blank > 0; blank--) print ""; print; seen = 1; next } seen { blank++ }'
 }
 
 title() {
