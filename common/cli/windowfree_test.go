@@ -36,7 +36,7 @@ func TestWindowFreeFlags(t *testing.T) {
 
 	code, keep, stderr := main("generate", "-model", gemma, "-no-cache", "-block-size", "2", "-max-tokens", "40", "-prompt", prompt)
 	require.Equal(t, 0, code, stderr)
-	code, free, stderr := main("generate", "-model", gemma, "-no-cache", "-window-free", "-local-blocks", "12", "-block-size", "2", "-max-tokens", "40", "-prompt", prompt)
+	code, free, stderr := main("generate", "-model", gemma, "-no-cache", "-window-free", "-local-blocks", "32", "-block-size", "2", "-max-tokens", "40", "-prompt", prompt)
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, keep, free)
 

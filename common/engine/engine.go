@@ -157,9 +157,15 @@ func (e *Engine) check(r Request) error {
 	if blocks := e.pool.BlocksFor(len(r.Prompt) + 1); blocks > e.pool.Allocator().Total() {
 		return fmt.Errorf("prompt of %d tokens needs %d KV blocks, the pool has %d", len(r.Prompt), blocks, e.pool.Allocator().Total())
 	}
-	if la := e.pool.LocalAllocator(); la != nil && e.pool.BlocksFor(len(r.Prompt)+1) > la.Total() {
-		// Admission gives the local layers the whole prompt's blocks.
-		return fmt.Errorf("prompt of %d tokens needs %d local-layer KV blocks, their storage has %d", len(r.Prompt), e.pool.BlocksFor(len(r.Prompt)+1), la.Total())
+	if la := e.pool.LocalAllocator(); la != nil {
+		// Admission gives the local layers a block for every token the
+		// sequence has, and a preempted sequence comes back with its
+		// output: the longest it can grow must fit, or it could wait
+		// forever.
+		n := min(len(r.Prompt)+max(r.MaxTokens, 1), e.context)
+		if blocks := e.pool.BlocksFor(n); blocks > la.Total() {
+			return fmt.Errorf("prompt and output of up to %d tokens need %d local-layer KV blocks when admitted again after a preemption, their storage has %d", n, blocks, la.Total())
+		}
 	}
 	if err := e.model.CheckTokens(r.Prompt); err != nil {
 		return err

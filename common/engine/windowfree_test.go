@@ -109,19 +109,27 @@ func TestWindowFreeMatchesKeepingEveryBlock(t *testing.T) {
 	}
 }
 
-// TestWindowFreeRefusesPromptsOverLocalStorage: admission gives the local
-// layers a whole prompt's blocks, so a prompt longer than their storage
-// could never start; Submit refuses it instead of queueing it forever.
-func TestWindowFreeRefusesPromptsOverLocalStorage(t *testing.T) {
+// TestWindowFreeRefusesRequestsOverLocalStorage: admission gives the local
+// layers a block for every token a sequence has, and a preempted sequence
+// is readmitted with its output, so a request whose prompt and output
+// could outgrow the local storage could wait forever; Submit refuses it.
+// One that fits is served, preempted and readmitted alike.
+func TestWindowFreeRefusesRequestsOverLocalStorage(t *testing.T) {
 	m := modeltest.LoadOptions(t, modeltest.Gemma3Options(7))
 	c := testConfig()
-	c.WindowFree, c.LocalBlocks = true, 4 // 16 tokens of blocks of 4
+	c.WindowFree, c.LocalBlocks, c.NumBlocks = true, 12, 20 // 48 and 80 tokens in blocks of 4
 	e := newTestEngine(t, m, c)
 	rng := rand.New(rand.NewPCG(1, 2))
-	require.ErrorContains(t, e.Submit(Request{ID: 1, Prompt: randomPrompt(rng, 16, m.Config.VocabSize), MaxTokens: 1}), "local-layer KV blocks")
-	res := e.RunAll([]Request{{ID: 2, Prompt: randomPrompt(rng, 15, m.Config.VocabSize), MaxTokens: 40, IgnoreEOS: true}})
-	require.NoError(t, res[2].Err)
-	require.Len(t, res[2].Tokens, 40, "a prompt that fits generates far past the local storage")
+	require.ErrorContains(t, e.Submit(Request{ID: 1, Prompt: randomPrompt(rng, 16, m.Config.VocabSize), MaxTokens: 33}), "local-layer KV blocks")
+	var reqs []Request
+	for id := range 3 {
+		reqs = append(reqs, Request{ID: 2 + id, Prompt: randomPrompt(rng, 16, m.Config.VocabSize), MaxTokens: 32, IgnoreEOS: true})
+	}
+	for id, r := range e.RunAll(reqs) {
+		require.NoError(t, r.Err, "request %d", id)
+		require.Len(t, r.Tokens, 32)
+	}
+	require.Positive(t, e.Stats().Preemptions, "three sequences of 48 tokens in 80 tokens of global blocks must preempt")
 }
 
 // TestWindowFreeCacheReadsGoneKV shows why a prefix cache cannot simply reuse
