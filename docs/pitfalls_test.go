@@ -12,11 +12,11 @@ import (
 	"testing"
 )
 
-// TestEveryPitfallTestLogsItsSymptom checks that every TestPitfall function
+// TestSymptomTestsLogWhatTheyMeasured checks that every TestPitfall function
 // logs what it measured (t.Log, t.Logf, or a symptom collector that logs
 // when the test ends), so that `go test -v -run Pitfall ./...` prints a
 // line for each.
-func TestEveryPitfallTestLogsItsSymptom(t *testing.T) {
+func TestSymptomTestsLogWhatTheyMeasured(t *testing.T) {
 	n := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -74,10 +74,10 @@ func logs(body *ast.BlockStmt) bool {
 
 var pitfallTest = regexp.MustCompile(`\bTestPitfall[A-Za-z0-9_]*`)
 
-// TestEveryPitfallEntryShowsWhatYouSee checks that every PITFALLS.md section
+// TestPITFALLSEntriesShowWhatYouSee checks that every PITFALLS.md section
 // citing a TestPitfall test shows, under "**What you see**", the line that
 // test logs.
-func TestEveryPitfallEntryShowsWhatYouSee(t *testing.T) {
+func TestPITFALLSEntriesShowWhatYouSee(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(root, "*", "PITFALLS.md"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no PITFALLS.md files: %v", err)
