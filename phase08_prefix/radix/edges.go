@@ -48,7 +48,7 @@ func (t *Tree) findEdge(parent int32, block []int32) int32 {
 		if e.node == none {
 			return none
 		}
-		if e.hash == h && t.nodes[e.node].parent == parent && sameTokens(t.tokensOf(e.node), block) {
+		if e.hash == h && t.nodes[e.node].parent == parent && t.labels(e.node, block) {
 			return e.node
 		}
 	}

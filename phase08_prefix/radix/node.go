@@ -50,20 +50,23 @@ func label(block []int32) string {
 	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(block))), 4*len(block))
 }
 
-// sameTokens reports whether a and b, of the same length, hold the same
-// tokens. Every step of a lookup makes one such compare; eight bytes at a
-// time in a loop the compiler inlines was faster at 16 tokens than a call
-// to the runtime's general memory compare.
-func sameTokens(a, b []int32) bool {
-	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
-	n := uintptr(len(a)) * 4
+// labels reports whether block, of blockSize tokens, is block node n's
+// label: the same tokens as the tree's copy. Every step of a lookup makes
+// one such compare, so it is written for speed: eight bytes at a time,
+// straight from the arena (n holds a block, so its tokens are there), in a
+// loop the compiler inlines. At 16 tokens that beat slicing the arena and
+// calling the runtime's general memory compare.
+func (t *Tree) labels(n int32, block []int32) bool {
+	size := uintptr(t.blockSize) * 4
+	a := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.tokens)), uintptr(n)*size)
+	b := unsafe.Pointer(unsafe.SliceData(block))
 	i := uintptr(0)
-	for ; i+8 <= n; i += 8 {
-		if *(*uint64)(unsafe.Add(pa, i)) != *(*uint64)(unsafe.Add(pb, i)) {
+	for ; i+8 <= size; i += 8 {
+		if *(*uint64)(unsafe.Add(a, i)) != *(*uint64)(unsafe.Add(b, i)) {
 			return false
 		}
 	}
-	return i == n || *(*uint32)(unsafe.Add(pa, i)) == *(*uint32)(unsafe.Add(pb, i))
+	return i == size || *(*uint32)(unsafe.Add(a, i)) == *(*uint32)(unsafe.Add(b, i))
 }
 
 // tokensOf returns block node n's tokens: the tree's copy.
@@ -77,12 +80,12 @@ func (t *Tree) tokensOf(n int32) []int32 {
 // children there.
 func (t *Tree) child(parent int32, block []int32) int32 {
 	p := &t.nodes[parent]
-	if c := p.recent; c != none && sameTokens(t.tokensOf(c), block) {
+	if c := p.recent; c != none && t.labels(c, block) {
 		return c
 	}
 	inTable := p.kids
 	if c := p.first; c != none {
-		if c != p.recent && sameTokens(t.tokensOf(c), block) {
+		if c != p.recent && t.labels(c, block) {
 			return c
 		}
 		inTable--
