@@ -16,7 +16,9 @@
 //     array between two warp barriers;
 //   - WMMA fragments hold a whole 16×16 tile in every lane, and every lane
 //     computes the full product (wasteful, but simple and exact);
-//   - bf16 rounding is done bit for bit (round to nearest even).
+//   - bf16 rounding is done bit for bit (round to nearest even);
+//   - a cp.async copy is performed at the wait that covers it, the latest
+//     moment a GPU may, so a read before its wait sees stale bytes.
 //
 // What it cannot show: anything about the real hardware. Fragment layouts,
 // memory coalescing, bank conflicts, timing, and the few numerical details
@@ -95,26 +97,27 @@ inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl(v, (unsigned)src)
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int mask) { return emu_shfl(v, (threadIdx.x % 32) ^ (unsigned)mask); }
 
-// cp.async (see common.cuh): the emulator has no memory pipeline, so a copy
-// happens at once, zero fill included, and commit and wait do nothing. The
-// kernels still issue, commit and wait in the order a GPU needs, but a
-// missing wait or barrier cannot show here.
+// cp.async (see common.cuh). The emulator queues each copy on the issuing
+// thread and performs it, zero fill included, only when that thread waits
+// for its group (cp_async_wait<N> performs every group but the newest N):
+// the latest moment a GPU may. So a kernel that reads shared memory before
+// the wait that covers it, or waits for too few groups, reads stale bytes
+// here as it could on a GPU, and a thread that exits with copies not
+// waited for aborts the run. What it cannot show is a copy landing early.
 #define KVLAB_EMU 1
 
-inline void cp_async16(void* dst, const void* src, int src_bytes) {
-    std::memcpy(dst, src, (size_t)src_bytes);
-    std::memset((char*)dst + src_bytes, 0, (size_t)(16 - src_bytes));
-}
+void emu_cp_async(void* dst, const void* src, int src_bytes, int size);
+void emu_cp_async_commit();
+void emu_cp_async_wait(int newest_pending);
 
-inline void cp_async4(void* dst, const void* src, int src_bytes) {
-    std::memcpy(dst, src, (size_t)src_bytes);
-    std::memset((char*)dst + src_bytes, 0, (size_t)(4 - src_bytes));
-}
-
-inline void cp_async_commit() {}
+inline void cp_async16(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, src_bytes, 16); }
+inline void cp_async4(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, src_bytes, 4); }
+inline void cp_async_commit() { emu_cp_async_commit(); }
 
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+    emu_cp_async_wait(N);
+}
 
 // Dynamic shared memory is one buffer per launch, of the size the launch
 // asked for, shared by the blocks as they run one after another;

@@ -209,9 +209,20 @@ void init_context(context& c, char* stack, void (*entry)()) {
 }
 #endif
 
+// async_copy is one queued cp.async of a thread, in group `group` (the
+// thread's count of commits when it was issued).
+struct async_copy {
+    void* dst;
+    const void* src;
+    int bytes, size;
+    unsigned group;
+};
+
 struct coroutine {
     context ctx;
     bool done = false;
+    std::vector<async_copy> copies; // issued, not yet performed
+    unsigned committed = 0;         // groups closed so far
 };
 
 struct block_state {
@@ -270,6 +281,11 @@ void run_block(block_state& b, unsigned threads) {
             if (b.co[t].done) {
                 --b.live;
                 --b.warp_live[t / 32];
+                if (!b.co[t].copies.empty()) {
+                    std::fprintf(stderr, "emulator: thread %u of block (%u, %u) exited with %zu cp.async copies not waited for\n",
+                                 t, blockIdx.x, blockIdx.y, b.co[t].copies.size());
+                    std::abort();
+                }
             }
         }
     }
@@ -307,6 +323,29 @@ void emu_sync_warp() {
 }
 
 uint64_t* emu_warp_slots() { return &state->slots[(threadIdx.x / 32) * 32]; }
+
+void emu_cp_async(void* dst, const void* src, int src_bytes, int size) {
+    coroutine& c = state->co[state->cur];
+    c.copies.push_back(async_copy{dst, src, src_bytes, size, c.committed});
+}
+
+void emu_cp_async_commit() { ++state->co[state->cur].committed; }
+
+void emu_cp_async_wait(int newest_pending) {
+    coroutine& c = state->co[state->cur];
+    // Groups g < committed - newest_pending must be complete.
+    const unsigned limit = c.committed >= (unsigned)newest_pending ? c.committed - (unsigned)newest_pending : 0;
+    size_t kept = 0;
+    for (const async_copy& a : c.copies) {
+        if (a.group < limit) {
+            std::memcpy(a.dst, a.src, (size_t)a.bytes);
+            std::memset((char*)a.dst + a.bytes, 0, (size_t)(a.size - a.bytes));
+        } else {
+            c.copies[kept++] = a;
+        }
+    }
+    c.copies.resize(kept);
+}
 
 unsigned char* emu_dynamic_shared(size_t bytes) {
     if (bytes > dyn_bytes) {

@@ -20,7 +20,7 @@
 // still in flight. A copy is visible to the thread that issued it after the
 // wait, and to the other threads of the block after a __syncthreads that
 // follows the wait. The CPU emulator (emu/cuda_emu.h, which defines
-// KVLAB_EMU) copies at once and makes commit and wait no-ops.
+// KVLAB_EMU) performs each copy only at the wait that covers it.
 #ifndef KVLAB_EMU
 __device__ __forceinline__ void cp_async16(void* dst_shared, const void* src, int src_bytes) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst_shared);
