@@ -71,6 +71,24 @@ func experimentFlags(name, usage, workloadName string, stderr io.Writer) (*flag.
 	return fs, rf, sf
 }
 
+// parseExperiment parses args after the experiment has set its defaults
+// on the flags' fields: the usage text shows those defaults, and -workload,
+// which an experiment fixes, is refused.
+func parseExperiment(fs *flag.FlagSet, sf *servingFlags, args []string) error {
+	fs.VisitAll(func(f *flag.Flag) { f.DefValue = f.Value.String() })
+	fs.Lookup("workload").DefValue = sf.name
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "workload" && f.Value.String() != sf.name {
+			err = fmt.Errorf("-workload: this experiment runs %s only", sf.name)
+		}
+	})
+	return err
+}
+
 // runChecked serves reqs once per configuration and checks that every
 // configuration generated the first one's tokens.
 func (sf *servingFlags) runChecked(m *model.Model, configs []namedConfig, reqs []workload.Request, stderr io.Writer) ([]*metrics.Run, error) {
@@ -109,7 +127,7 @@ func alignment(variants []Variant, args []string, stdout, stderr io.Writer) erro
 	sizes := fs.String("block-sizes", "1,16,64", "block sizes to compare, comma-separated (-block-size and -blocks are ignored)")
 	poolTokens := fs.Int("pool-tokens", 16384, "KV pool size in tokens at every block size (blocks = pool-tokens ÷ block size)")
 	sf.params.Requests, sf.params.PrefixLen = 16, 1000
-	if err := parse(fs, args); err != nil {
+	if err := parseExperiment(fs, sf, args); err != nil {
 		return err
 	}
 	var blockSizes []int
@@ -191,7 +209,7 @@ func pressure(variants []Variant, args []string, stdout, stderr io.Writer) error
 	// running requests and their tails.
 	sf.params.RPS, rf.eng.NumBlocks = 2, 96
 	roomy := fs.Int("roomy-blocks", 2048, "the pool of the reference row, large enough that nothing is evicted")
-	if err := parse(fs, args); err != nil {
+	if err := parseExperiment(fs, sf, args); err != nil {
 		return err
 	}
 	m, reqs, err := sf.load(rf)
@@ -262,7 +280,7 @@ func order(v Variant, args []string, stdout, stderr io.Writer) error {
 	// prompts stay cached.
 	sf.params.RPS, rf.eng.NumBlocks = 16, 128
 	guard := fs.Int("guard", 20, "the starvation guard of the third run: a request that has waited this many engine steps goes first (-order and -max-wait-steps are ignored)")
-	if err := parse(fs, args); err != nil {
+	if err := parseExperiment(fs, sf, args); err != nil {
 		return err
 	}
 	if *guard <= 0 {
