@@ -2,8 +2,8 @@
 //
 // Every kernel is declared extern "C" so that its PTX entry keeps the plain
 // name the Go side looks up, and every parameter is 8 bytes wide (a pointer,
-// a long long or a double): gorgonia.org/cu's Function.Launch copies exactly
-// 8 bytes from each argument it is given, so a 4-byte int or float parameter
+// a long long or a double): the Go side hands the driver one 8-byte value
+// per argument (backend.go's Backend.launch), so a 4-byte float parameter
 // would be fed the wrong bytes.
 #pragma once
 
