@@ -146,14 +146,34 @@ func (t *Tree) find(salt string, tokens []int32) int32 {
 	if n == none {
 		return none
 	}
-	for bs := t.blockSize; len(tokens) >= bs; tokens = tokens[bs:] {
+	bs := t.blockSize
+	for {
+		n, tokens = t.followRecent(n, tokens)
+		if len(tokens) < bs {
+			return n
+		}
 		c := t.child(n, tokens[:bs])
 		if c == none {
+			return n
+		}
+		n, tokens = c, tokens[bs:]
+	}
+}
+
+// followRecent follows recent children down from n while each is labelled
+// by the next block of tokens, and returns where it stopped and the tokens
+// left: the fast lane of find, since most of a lookup is such a chain. It
+// calls nothing, so that the compiler keeps its loop in registers.
+func (t *Tree) followRecent(n int32, tokens []int32) (int32, []int32) {
+	nodes, bs := t.nodes, t.blockSize
+	for len(tokens) >= bs {
+		c := nodes[n].recent
+		if c == none || !t.labels(c, tokens) {
 			break
 		}
-		n = c
+		n, tokens = c, tokens[bs:]
 	}
-	return n
+	return n, tokens
 }
 
 // MatchLen returns how many leading tokens Match would find cached: a
@@ -172,33 +192,31 @@ func (t *Tree) MatchLen(salt string, tokens []int32) int {
 // blocks in position order and the number of tokens they hold. A prompt
 // that is all whole blocks may match entirely; the engine then recomputes
 // its last token for the logits. The slice is valid until the next Match.
+//
+// It is find, then a walk back up the path found, as Release walks it.
 func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matched int) {
 	if _, ok := t.held[seq]; ok {
 		panic(fmt.Sprintf("radix: sequence %d matched again before its release", seq))
 	}
-	bs := t.blockSize
-	blocks = slices.Grow(t.blocks[:0], len(tokens)/bs)
-	n := t.rootOf(salt, false)
-	if n == none {
-		return blocks, 0
+	n := t.find(salt, tokens)
+	if n == none || t.nodes[n].depth == 0 {
+		return t.blocks[:0], 0
 	}
-	for ; len(tokens) >= bs; tokens = tokens[bs:] {
-		c := t.child(n, tokens[:bs])
-		if c == none {
-			break
-		}
-		if t.nodes[n].recent != c {
-			t.nodes[n].recent = c // the child matched last
+	depth := int(t.nodes[n].depth)
+	blocks = slices.Grow(t.blocks[:0], depth)[:depth]
+	nodes := t.nodes
+	for i, c := depth-1, n; i >= 0; i-- {
+		blocks[i] = c // node c holds block c
+		p := nodes[c].parent
+		if nodes[p].recent != c {
+			nodes[p].recent = c // the child matched last
 		}
 		t.use(c)
-		blocks = append(blocks, c) // node c holds block c
-		n = c
+		c = p
 	}
-	if len(blocks) > 0 {
-		t.held[seq] = n
-	}
+	t.held[seq] = n
 	t.blocks = blocks
-	return blocks, len(blocks) * bs
+	return blocks, depth * t.blockSize
 }
 
 // Insert caches the whole blocks of tokens that seq wrote, pages being its
