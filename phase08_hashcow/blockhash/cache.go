@@ -57,6 +57,12 @@ type Cache struct {
 	lru    lru
 	pinned []int32
 
+	// salts holds the cache salt of every cached first block that was
+	// cached under one. Later blocks have none (their parent's serial
+	// carries it), and most first blocks have none either, so a map beside
+	// blocks costs less than a string in every block's record (16 bytes).
+	salts map[int32]string
+
 	// users lists the blocks each sequence took in Match, to give back in
 	// Release; spare recycles those lists.
 	users map[int][]int32
@@ -79,14 +85,11 @@ type blockInfo struct {
 	// parent is the serial of the block before this one in its prompt; 0
 	// for a first block.
 	parent uint64
-	// salt is the cache salt a first block was cached under; later blocks
-	// leave it empty, their parent's serial carries it.
-	salt  string
-	key   uint64 // the key it was cached under
-	used  int64  // clock of the last Match or Insert that went through it
-	depth int32  // its index in the prompt, in blocks
-	users int32  // sequences holding it through Match
-	inLRU int32  // its position in lru, or -1
+	key    uint64 // the key it was cached under
+	used   int64  // clock of the last Match or Insert that went through it
+	depth  int32  // its index in the prompt, in blocks
+	users  int32  // sequences holding it through Match
+	inLRU  int32  // its position in lru, or -1
 }
 
 // Option configures a Cache.
@@ -150,6 +153,7 @@ func New(a *kvcache.Allocator, blockSize int, opts ...Option) *Cache {
 		blocks: make([]blockInfo, n),
 		tokens: make([]int32, n*blockSize),
 		users:  make(map[int][]int32),
+		salts:  make(map[int32]string),
 	}
 	for i := range c.blocks {
 		c.blocks[i].inLRU = -1
@@ -206,6 +210,24 @@ func (c *Cache) next(parent uint64, block []int32) uint64 {
 		return MapHash(parent, block)
 	}
 	return c.hash(parent, block)
+}
+
+// saltOf returns the cache salt cached block b was cached under as a first
+// block, or "".
+func (c *Cache) saltOf(b int32) string {
+	if len(c.salts) == 0 {
+		return ""
+	}
+	return c.salts[b]
+}
+
+// setSalt records salt as cached block b's ("" for none).
+func (c *Cache) setSalt(b int32, salt string) {
+	if salt == "" {
+		delete(c.salts, b)
+		return
+	}
+	c.salts[b] = salt
 }
 
 // tokensOf returns the stored tokens of cached block b.

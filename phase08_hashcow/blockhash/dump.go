@@ -43,8 +43,8 @@ func (c *Cache) Dump(w io.Writer) {
 			if p == -1 && info.parent != 0 {
 				fmt.Fprint(w, " (parent evicted)")
 			}
-			if info.salt != "" {
-				fmt.Fprintf(w, " salt %q", info.salt)
+			if salt := c.saltOf(b); salt != "" {
+				fmt.Fprintf(w, " salt %q", salt)
 			}
 			if refs == 1 {
 				fmt.Fprint(w, " evictable")

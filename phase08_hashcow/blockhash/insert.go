@@ -29,7 +29,7 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 		b, block := pages[i], tokens[i*c.bs:(i+1)*c.bs]
 		mine := &c.blocks[b]
 		switch {
-		case mine.serial != 0 && mine.salt == salt:
+		case mine.serial != 0 && c.saltOf(b) == salt:
 			key = mine.key // its tokens, prefix and salt are seq's: the same key
 			if c.vllm != nil {
 				full = c.vllm.hashes[b]
@@ -42,7 +42,7 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 		}
 		have, ok := c.index.get(key)
 		switch {
-		case ok && have == b && mine.parent == parent && mine.salt == salt:
+		case ok && have == b && mine.parent == parent && c.saltOf(b) == salt:
 			// Lent by Match, or inserted before: already reachable.
 		case ok && have != b && c.holds(have, parent, salt, block):
 			// Computed twice (two prompts admitted before either was
@@ -64,7 +64,8 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 			if mine.serial != 0 {
 				// Cached under a parent that is gone: hang it under this
 				// one. Its serial stays, so its children stay its own.
-				mine.parent, mine.key, mine.salt = parent, key, salt
+				mine.parent, mine.key = parent, key
+				c.setSalt(b, salt)
 				c.index.put(key, b)
 			} else {
 				c.add(b, key, parent, salt, i, block)
@@ -94,7 +95,8 @@ func (c *Cache) forget(b int32) {
 func (c *Cache) add(b int32, key, parent uint64, salt string, depth int, block []int32) {
 	c.alloc.Incref(b)
 	c.serial++
-	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, salt: salt, key: key, depth: int32(depth), inLRU: -1}
+	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, depth: int32(depth), inLRU: -1}
+	c.setSalt(b, salt)
 	copy(c.tokensOf(b), block)
 	c.index.put(key, b)
 	c.pinned = append(c.pinned, b) // seq holds it too

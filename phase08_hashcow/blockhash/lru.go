@@ -45,6 +45,7 @@ func (c *Cache) drop(b int32) {
 		c.index.delete(info.key)
 	}
 	*info = blockInfo{inLRU: -1}
+	delete(c.salts, b)
 	c.alloc.Decref(b)
 	c.cached--
 	c.evicted++
