@@ -192,31 +192,55 @@ func (t *Tree) MatchLen(salt string, tokens []int32) int {
 // blocks in position order and the number of tokens they hold. A prompt
 // that is all whole blocks may match entirely; the engine then recomputes
 // its last token for the logits. The slice is valid until the next Match.
-//
-// It is find, then a walk back up the path found, as Release walks it.
 func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matched int) {
 	if _, ok := t.held[seq]; ok {
 		panic(fmt.Sprintf("radix: sequence %d matched again before its release", seq))
 	}
-	n := t.find(salt, tokens)
-	if n == none || t.nodes[n].depth == 0 {
+	n := t.rootOf(salt, false)
+	if n == none {
 		return t.blocks[:0], 0
 	}
-	depth := int(t.nodes[n].depth)
-	blocks = slices.Grow(t.blocks[:0], depth)[:depth]
-	nodes := t.nodes
-	for i, c := depth-1, n; i >= 0; i-- {
-		blocks[i] = c // node c holds block c
-		p := nodes[c].parent
-		if nodes[p].recent != c {
-			nodes[p].recent = c // the child matched last
+	bs := t.blockSize
+	blocks = slices.Grow(t.blocks[:0], len(tokens)/bs) // room for every block: useRecent relies on it
+	for {
+		n, tokens, blocks = t.useRecent(n, tokens, blocks)
+		if len(tokens) < bs {
+			break
+		}
+		c := t.child(n, tokens[:bs])
+		if c == none {
+			break
+		}
+		t.nodes[n].recent = c // the child matched last
+		t.use(c)
+		blocks = append(blocks, c) // node c holds block c
+		n, tokens = c, tokens[bs:]
+	}
+	if len(blocks) > 0 {
+		t.held[seq] = n
+	}
+	t.blocks = blocks
+	return blocks, len(blocks) * bs
+}
+
+// useRecent is Match's fast lane, as followRecent is find's: it follows
+// recent children down from n while each is labelled by the next block of
+// tokens, makes the sequence a user of each and appends its block. blocks
+// has room for all of them, so the loop needs no call.
+func (t *Tree) useRecent(n int32, tokens, blocks []int32) (int32, []int32, []int32) {
+	nodes, bs := t.nodes, t.blockSize
+	for len(tokens) >= bs {
+		c := nodes[n].recent
+		if c == none || !t.labels(c, tokens) {
+			break
 		}
 		t.use(c)
-		c = p
+		k := len(blocks)
+		blocks = blocks[:k+1] // not append: Match made the room, and a call would slow the loop
+		blocks[k] = c
+		n, tokens = c, tokens[bs:]
 	}
-	t.held[seq] = n
-	t.blocks = blocks
-	return blocks, depth * t.blockSize
+	return n, tokens, blocks
 }
 
 // Insert caches the whole blocks of tokens that seq wrote, pages being its
