@@ -40,3 +40,25 @@ func TestTableAgainstMap(t *testing.T) {
 		})
 	}
 }
+
+// TestTableKeepsFortyKeyBits pins what a packed slot gives up: keys equal
+// in their low 40 bits are one key to the table (the cache verifies every
+// hit, so that costs at most a miss), keys that differ there are apart,
+// and block ids up to the table's limit survive the packing.
+func TestTableKeepsFortyKeyBits(t *testing.T) {
+	tab := newTable(8)
+	const low = 0x12_3456_789a
+	tab.put(low|1<<50, maxTableBlocks-1)
+	if b, ok := tab.get(low | 1<<63); !ok || b != maxTableBlocks-1 {
+		t.Fatalf("get of a key equal in its low 40 bits: have %d, %v; want %d, true", b, ok, maxTableBlocks-1)
+	}
+	if _, ok := tab.get(low ^ 1<<39); ok {
+		t.Fatal("a key differing in bit 39 found the entry")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("newTable accepted more blocks than a slot can name")
+		}
+	}()
+	newTable(maxTableBlocks + 1)
+}
