@@ -9,10 +9,11 @@ import "hash/maphash"
 // scans, instead of a million small maps it must.
 //
 // It is open addressing with linear probing: an edge lives in the first
-// free slot at or after its home slot, the hash's low bits. There are at
-// least twice as many slots as blocks, so the table is never more than half
-// full, probes stay short, and it never grows. A removal shifts the slots
-// after it back instead of leaving a tombstone (removeEdge).
+// free slot at or after its home slot, the hash's low bits. The table
+// doubles before it is more than half full, so probes stay short, and it
+// grows with the edges it holds, not with the blocks: a tree of prompts is
+// mostly chains of first children, which need no slot. A removal shifts
+// the slots after it back instead of leaving a tombstone (removeEdge).
 
 // edge is one slot of the table.
 type edge struct {
@@ -20,17 +21,32 @@ type edge struct {
 	node int32  // the child; none: the slot is empty
 }
 
-// newEdges returns an empty table for up to blocks edges.
-func newEdges(blocks int) []edge {
-	size := 8
-	for size < 2*blocks {
-		size *= 2
-	}
+// newEdges returns an empty table of size slots, a power of two.
+func newEdges(size int) []edge {
 	e := make([]edge, size)
 	for i := range e {
 		e[i].node = none
 	}
 	return e
+}
+
+// growEdges doubles the table and enters every edge again at its home
+// slot under the new mask: the stored hashes make that a copy, no token is
+// read.
+func (t *Tree) growEdges() {
+	old := t.edges
+	t.edges = newEdges(2 * len(old))
+	t.mask = uint32(len(t.edges) - 1)
+	for _, e := range old {
+		if e.node == none {
+			continue
+		}
+		i := e.hash & t.mask
+		for t.edges[i].node != none {
+			i = (i + 1) & t.mask
+		}
+		t.edges[i] = e
+	}
 }
 
 // hash hashes the key of the edge from parent labelled by block. Equal keys
@@ -56,6 +72,10 @@ func (t *Tree) findEdge(parent int32, block []int32) int32 {
 
 // addEdge enters node n, whose parent and tokens are set, into the table.
 func (t *Tree) addEdge(n int32) {
+	if 2*(t.inTable+1) > len(t.edges) {
+		t.growEdges()
+	}
+	t.inTable++
 	h := t.hash(t.nodes[n].parent, t.tokensOf(n))
 	i := h & t.mask
 	for t.edges[i].node != none {
@@ -82,4 +102,5 @@ func (t *Tree) removeEdge(n int32) {
 		}
 	}
 	t.edges[i] = edge{node: none}
+	t.inTable--
 }

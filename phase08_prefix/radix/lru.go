@@ -156,8 +156,8 @@ func (t *Tree) AuditCache() error {
 			edges++
 		}
 	}
-	if edges != cached-firsts {
-		return fmt.Errorf("radix: the edge table holds %d edges for %d nodes, %d of them first children", edges, cached, firsts)
+	if edges != cached-firsts || edges != t.inTable {
+		return fmt.Errorf("radix: the edge table holds %d edges (it counts %d) for %d nodes, %d of them first children", edges, t.inTable, cached, firsts)
 	}
 	return nil
 }

@@ -44,11 +44,12 @@ type Tree struct {
 
 	// nodes[b] is block b's node, for every block of the allocator; after
 	// them come ring, root and the salted roots.
-	nodes  []node
-	tokens []int32 // block node b's tokens are tokens[b*blockSize:][:blockSize]
-	edges  []edge  // every parent-to-child edge; see edges.go
-	mask   uint32  // len(edges)-1
-	seed   maphash.Seed
+	nodes   []node
+	tokens  []int32 // block node b's tokens are tokens[b*blockSize:][:blockSize]
+	edges   []edge  // the parent-to-child edges nodes do not keep; see edges.go
+	mask    uint32  // len(edges)-1
+	inTable int     // edges in the table
+	seed    maphash.Seed
 
 	root int32 // the unsalted tree's root: no block, no label, depth 0
 	// salted holds the root of each salt's tree but the unsalted one, and
@@ -90,7 +91,7 @@ func NewTree(a *kvcache.Allocator, blockSize int) *Tree {
 		blockSize: blockSize,
 		nodes:     make([]node, total+2),
 		tokens:    make([]int32, total*blockSize),
-		edges:     newEdges(total),
+		edges:     newEdges(8),
 		seed:      maphash.MakeSeed(),
 		ring:      int32(total),
 		root:      int32(total + 1),

@@ -253,3 +253,29 @@ func TestReleaseOfUnknownSequenceIsANoOp(t *testing.T) {
 	}
 	requireClean(t, p)
 }
+
+// A node keeps its first child itself and the others in the edge table,
+// which starts with 8 slots and doubles as it fills. 100 prompts that differ
+// in their first block make the root's children fill it many times over;
+// every prompt must still be found after each growth and after evictions
+// shift entries back.
+func TestEdgeTableGrowsWithItsEdges(t *testing.T) {
+	p, tree := newPool(t, 256, 4)
+	prompt := func(i int) []int32 { return join(seq(1000*i, 4), seq(1000*i+500, 4)) }
+	for i := range 100 {
+		serve(t, p, i, prompt(i))
+		require.NoError(t, tree.AuditCache())
+	}
+	require.Equal(t, 99, tree.inTable, "edges in the table: every first block but the root's first child")
+	require.GreaterOrEqual(t, len(tree.edges), 2*tree.inTable, "the table stays at most half full")
+	for i := range 100 {
+		require.Equal(t, 8, tree.MatchLen("", prompt(i)), "prompt %d", i)
+	}
+	require.Equal(t, 100, tree.Evict(100)) // the 50 oldest prompts, leaf first
+	require.NoError(t, tree.AuditCache())
+	for i := range 100 {
+		want := map[bool]int{true: 0, false: 8}[i < 50]
+		require.Equal(t, want, tree.MatchLen("", prompt(i)), "prompt %d after evicting the 50 oldest", i)
+	}
+	requireClean(t, p)
+}
