@@ -124,10 +124,12 @@ func BenchmarkAttendPrefill(b *testing.B) {
 
 // BenchmarkMatMulTDecode measures single-row products whose weights do not
 // fit in cache (a decode step streams every weight once), with float32 and
-// bf16 weights; GB/s counts the weight bytes read.
+// bf16 weights, and one that does (288×288, a projection of the model
+// benchdecode runs, where the cost of handing work to the helpers shows);
+// GB/s counts the weight bytes read.
 func BenchmarkMatMulTDecode(b *testing.B) {
 	be := cpu.New()
-	for _, s := range []struct{ in, out int }{{512, 8192}, {1536, 4096}, {4096, 4096}} {
+	for _, s := range []struct{ in, out int }{{288, 288}, {512, 8192}, {1536, 4096}, {4096, 4096}} {
 		for _, dtype := range []string{"f32", "bf16"} {
 			b.Run(fmt.Sprintf("in=%d,out=%d,%s", s.in, s.out, dtype), func(b *testing.B) {
 				rng := newRand(1)
