@@ -18,13 +18,15 @@ import (
 type devPtr uint64
 
 // Tensor is the CUDA backend's tensor: a rows×cols row-major block of
-// float32 values in device memory. A View shares its parent's allocation.
+// float32 values in device memory, or of bfloat16 values for a weight made
+// by FromHostBF16. A View shares its parent's allocation.
 type Tensor struct {
 	ptr        devPtr
 	rows, cols int
 	mem        *allocation // shared by a tensor and its views
 	view       bool
 	freed      bool
+	bf16       bool // elements are bf16 bit patterns (FromHostBF16)
 }
 
 // allocation is one device allocation, shared by a tensor and its views so
@@ -45,6 +47,14 @@ func (t *Tensor) Cols() int { return t.cols }
 func (t *Tensor) Ptr() uint64 { return uint64(t.ptr) }
 
 func (t *Tensor) elems() int { return t.rows * t.cols }
+
+// elemBytes is the size of one element: 4, or 2 for a bf16 weight.
+func (t *Tensor) elemBytes() int {
+	if t.bf16 {
+		return 2
+	}
+	return 4
+}
 
 // Backend implements kernels.Backend on one CUDA device (device 0 of those
 // the driver exposes; set CUDA_VISIBLE_DEVICES to pick another), or, in the
@@ -150,7 +160,17 @@ func launchFailure(op, fn string, gridX, gridY, block int, after bool, err error
 	return fmt.Sprintf("cuda: %s: kernel %s on %d×%d blocks of %d threads: %s: %v", op, fn, gridX, gridY, block, what, err)
 }
 
+// asCUDA returns t as a float32 CUDA tensor; a bf16 weight is accepted only
+// where asWeight is used (MatMulT's w, Embed's table, ToHost, View, Free).
 func asCUDA(t kernels.Tensor) *Tensor {
+	c := asWeight(t)
+	if c.bf16 {
+		panic("cuda: a bf16 weight (FromHostBF16) can only be MatMulT's w, Embed's table, or copied to the host")
+	}
+	return c
+}
+
+func asWeight(t kernels.Tensor) *Tensor {
 	c, ok := t.(*Tensor)
 	if !ok {
 		panic(fmt.Sprintf("cuda: tensor of type %T is not a CUDA tensor", t))
@@ -167,15 +187,16 @@ func sameShape(op string, a, b *Tensor) {
 	}
 }
 
-// alloc returns an uninitialised rows×cols tensor. Empty tensors get no
-// device memory (the driver refuses zero-byte allocations).
-func (b *Backend) alloc(rows, cols int) *Tensor {
+// alloc returns an uninitialised rows×cols tensor (of bf16 values if bf16
+// is set). Empty tensors get no device memory (the driver refuses zero-byte
+// allocations).
+func (b *Backend) alloc(rows, cols int, bf16 bool) *Tensor {
 	if rows < 0 || cols < 0 {
 		panic(fmt.Sprintf("cuda: New(%d, %d)", rows, cols))
 	}
-	t := &Tensor{rows: rows, cols: cols, mem: &allocation{}}
+	t := &Tensor{rows: rows, cols: cols, mem: &allocation{}, bf16: bf16}
 	if n := int64(rows) * int64(cols); n > 0 {
-		p, err := devAlloc(4 * n)
+		p, err := devAlloc(int64(t.elemBytes()) * n)
 		check(fmt.Sprintf("allocating %d×%d floats", rows, cols), err)
 		t.ptr, t.mem.ptr = p, p
 	}
@@ -194,7 +215,7 @@ func copyToHost(dst []int32, p devPtr) error {
 // New returns a zeroed rows×cols tensor.
 func (b *Backend) New(rows, cols int) kernels.Tensor {
 	defer b.enter()()
-	t := b.alloc(rows, cols)
+	t := b.alloc(rows, cols, false)
 	if n := t.elems(); n > 0 {
 		check("New", memsetZero(t))
 	}
@@ -207,7 +228,7 @@ func (b *Backend) FromHost(rows, cols int, data []float32) kernels.Tensor {
 		panic(fmt.Sprintf("cuda: FromHost %d×%d with %d values", rows, cols, len(data)))
 	}
 	defer b.enter()()
-	t := b.alloc(rows, cols)
+	t := b.alloc(rows, cols, false)
 	if len(data) > 0 {
 		check("FromHost", devHtoD(t.ptr, unsafe.Pointer(&data[0]), int64(4*len(data))))
 		b.stage.idle() // a pageable upload first waits for the stream
@@ -215,10 +236,47 @@ func (b *Backend) FromHost(rows, cols int, data []float32) kernels.Tensor {
 	return t
 }
 
+// FromHostBF16 returns a weight tensor that holds data as bfloat16 on the
+// device, each value rounded to the nearest bf16 (ties to even), so values
+// read from a bf16 checkpoint are stored exactly. model.Load uses it for a
+// bf16 checkpoint's 2-D weights (common/model/load.go's bf16Holder): a
+// decode step then reads half the bytes of w. Such a tensor can be
+// MatMulT's w (src/matmul.cu's matmul_bf16w_* kernels) or Embed's table
+// (gather_rows_bf16); ToHost, View and Free work on it; every other
+// operation panics. The matmul kernels round an f32 w to bf16 anyway, so a
+// product has the same bits with either.
+func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
+	if rows < 0 || cols < 0 || len(data) != rows*cols {
+		panic(fmt.Sprintf("cuda: FromHostBF16 %d×%d with %d values", rows, cols, len(data)))
+	}
+	h := make([]uint16, len(data))
+	for i, v := range data {
+		h[i] = toBF16(v)
+	}
+	defer b.enter()()
+	t := b.alloc(rows, cols, true)
+	if len(h) > 0 {
+		check("FromHostBF16", devHtoD(t.ptr, unsafe.Pointer(&h[0]), int64(2*len(h))))
+		b.stage.idle()
+	}
+	return t
+}
+
+// toBF16 rounds f to the nearest bfloat16, ties to even; NaN stays NaN (as
+// the CPU backend and the GPU's __float2bfloat16_rn do).
+func toBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x0040
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
 // ToHost copies t into dst and returns dst. It waits for every kernel queued
 // before it.
 func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
-	c := asCUDA(t)
+	c := asWeight(t)
 	if len(dst) != c.elems() {
 		panic(fmt.Sprintf("cuda: ToHost of %d×%d into %d values", c.rows, c.cols, len(dst)))
 	}
@@ -226,7 +284,15 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 		return dst
 	}
 	defer b.enter()()
-	check("ToHost", devDtoH(unsafe.Pointer(&dst[0]), c.ptr, int64(4*len(dst))))
+	if c.bf16 {
+		h := make([]uint16, len(dst))
+		check("ToHost", devDtoH(unsafe.Pointer(&h[0]), c.ptr, int64(2*len(h))))
+		for i, v := range h {
+			dst[i] = math.Float32frombits(uint32(v) << 16)
+		}
+	} else {
+		check("ToHost", devDtoH(unsafe.Pointer(&dst[0]), c.ptr, int64(4*len(dst))))
+	}
 	b.stage.idle()
 	return dst
 }
@@ -236,7 +302,7 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 // alive through the garbage collector); freeing a view only retires the
 // view.
 func (b *Backend) Free(t kernels.Tensor) {
-	c := asCUDA(t)
+	c := asWeight(t)
 	c.freed = true
 	if c.view || c.mem.ptr == 0 {
 		return
@@ -252,13 +318,13 @@ func (b *Backend) Free(t kernels.Tensor) {
 
 // View returns rows [from, from+n) of t, sharing its memory.
 func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
-	c := asCUDA(t)
+	c := asWeight(t)
 	if from < 0 || n < 0 || from+n > c.rows {
 		panic(fmt.Sprintf("cuda: View rows [%d, %d) of a %d-row tensor", from, from+n, c.rows))
 	}
 	return &Tensor{
-		ptr:  c.ptr + devPtr(4*from*c.cols),
-		rows: n, cols: c.cols, mem: c.mem, view: true,
+		ptr:  c.ptr + devPtr(c.elemBytes()*from*c.cols),
+		rows: n, cols: c.cols, mem: c.mem, view: true, bf16: c.bf16,
 	}
 }
 

@@ -145,7 +145,7 @@ func New() (kernels.Backend, error) {
 		return nil, fmt.Errorf("cuda: %s: %w", name, err)
 	}
 	b.fn.setShared()
-	for _, k := range []*kernelFn{&b.fn.matmul128, &b.fn.matmul64} {
+	for _, k := range b.fn.bigShared() {
 		if r := C.kvlabAllowShared(k.cfn(), C.int(k.shared)); r != C.CUDA_SUCCESS {
 			_ = dev.ReleasePrimaryCtx()
 			return nil, fmt.Errorf("cuda: %s: kernel %s: allowing %d bytes of shared memory: %w", name, k.name, k.shared, driverError(int(r)))

@@ -28,25 +28,37 @@ type functions struct {
 	gatherRows, writeKV, copyBlock    kernelFn
 	softmax, argmax                   kernelFn
 	matmul128, matmul64, matmulSkinny kernelFn
+	matmulW128, matmulW64, matmulWSk  kernelFn // the same with a bf16 weight
 	matmulSumSlices                   kernelFn
+	gatherRowsBF16                    kernelFn
 	attention                         [len(attnHeadDims)]kernelFn
 	attentionMerge                    kernelFn
 }
 
 // matmulStages and matmulShared mirror MM_STAGES and MM_SHARED in
 // src/matmul.cu: the dynamic shared memory of the tiled kernel with bm-row
-// tiles (MM_STAGES f32 chunks of bm + 128 rows of 32 floats, then the bf16
-// tiles of bm + 128 rows of 40). The emulator aborts a kernel that needs
-// more than its launch gave.
+// tiles and wBytes-byte weights (MM_STAGES chunks of bm rows of 32 floats
+// and 128 rows of 32 weights, then the bf16 tiles of bm + 128 rows of 40).
+// The emulator aborts a kernel that needs more than its launch gave.
 const matmulStages = 2
 
-func matmulShared(bm int) int { return matmulStages*(bm+128)*32*4 + (bm+128)*40*2 }
+func matmulShared(bm, wBytes int) int {
+	return matmulStages*(bm*32*4+128*32*wBytes) + (bm+128)*40*2
+}
 
 // setShared records the dynamic shared memory of the kernels that use it;
 // every other kernel launches with none.
 func (f *functions) setShared() {
-	f.matmul128.shared = matmulShared(128)
-	f.matmul64.shared = matmulShared(64)
+	f.matmul128.shared = matmulShared(128, 4)
+	f.matmul64.shared = matmulShared(64, 4)
+	f.matmulW128.shared = matmulShared(128, 2)
+	f.matmulW64.shared = matmulShared(64, 2)
+}
+
+// bigShared lists the kernels that need more than the 48 KB of shared
+// memory a kernel gets without opting in.
+func (f *functions) bigShared() []*kernelFn {
+	return []*kernelFn{&f.matmul128, &f.matmul64, &f.matmulW128, &f.matmulW64}
 }
 
 // attnHeadDims are the head-dimension limits of the attention kernel's
@@ -67,16 +79,19 @@ func (f *functions) entries() map[string]map[string]*kernelFn {
 		"rmsnorm":       {"rmsnorm": &f.rmsnorm},
 		"rmsnorm_heads": {"rmsnorm_heads": &f.rmsnormHeads},
 		"rope":          {"rope": &f.rope},
-		"gather_rows":   {"gather_rows": &f.gatherRows},
+		"gather_rows":   {"gather_rows": &f.gatherRows, "gather_rows_bf16": &f.gatherRowsBF16},
 		"write_kv":      {"write_kv": &f.writeKV},
 		"copy_block":    {"copy_block": &f.copyBlock},
 		"softmax":       {"softmax_rows": &f.softmax},
 		"argmax":        {"argmax_rows": &f.argmax},
 		"matmul": {
-			"matmul_bf16_128":    &f.matmul128,
-			"matmul_bf16_64":     &f.matmul64,
-			"matmul_bf16_skinny": &f.matmulSkinny,
-			"matmul_sum_slices":  &f.matmulSumSlices,
+			"matmul_bf16_128":     &f.matmul128,
+			"matmul_bf16_64":      &f.matmul64,
+			"matmul_bf16_skinny":  &f.matmulSkinny,
+			"matmul_bf16w_128":    &f.matmulW128,
+			"matmul_bf16w_64":     &f.matmulW64,
+			"matmul_bf16w_skinny": &f.matmulWSk,
+			"matmul_sum_slices":   &f.matmulSumSlices,
 		},
 		"attention": {"attention_merge": &f.attentionMerge},
 	}

@@ -21,7 +21,7 @@ func elementwiseGrid(n, limit int) int { return min((n+255)/256, limit) }
 // MatMulT computes dst = x · wᵀ on tensor cores (see src/matmul.cu for the
 // kernels and the precision they keep).
 func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
-	d, xt, wt := asCUDA(dst), asCUDA(x), asCUDA(w)
+	d, xt, wt := asCUDA(dst), asCUDA(x), asWeight(w)
 	n, in, out := xt.rows, xt.cols, wt.rows
 	if wt.cols != in || d.rows != n || d.cols != out {
 		panic(fmt.Sprintf("cuda: MatMulT %d×%d · (%d×%d)ᵀ into %d×%d",
@@ -42,6 +42,10 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	// launch: a slice built here and appended to would be allocated on
 	// every call.
 	dp, xp, wp, na, ia, oa, ca := ptrArg(d), ptrArg(xt), ptrArg(wt), intArg(n), intArg(in), intArg(out), intArg(cps)
+	k128, k64, ksk := b.fn.matmul128, b.fn.matmul64, b.fn.matmulSkinny
+	if wt.bf16 {
+		k128, k64, ksk = b.fn.matmulW128, b.fn.matmulW64, b.fn.matmulWSk
+	}
 	switch b.matmulKernel(n, out) {
 	case matmulSkinny:
 		jobs := (out + 15) / 16 * slices // one warp per 16-column tile and K slice
@@ -49,16 +53,16 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 		if slices > 1 {
 			part = b.meta[roleSlices].scratch("MatMulT", int64(4*slices*n*out))
 		}
-		b.launch("MatMulT", b.fn.matmulSkinny, (jobs+skinnyWarps-1)/skinnyWarps, 1, 32*skinnyWarps,
+		b.launch("MatMulT", ksk, (jobs+skinnyWarps-1)/skinnyWarps, 1, 32*skinnyWarps,
 			dp, xp, wp, na, ia, oa, ca, devArg(part))
 		if slices > 1 {
 			b.launch("MatMulT", b.fn.matmulSumSlices, elementwiseGrid(n*out, 1024), 1, 256,
 				ptrArg(d), devArg(part), intArg(n*out), intArg(slices))
 		}
 	case matmulTile128:
-		b.launch("MatMulT", b.fn.matmul128, (out+127)/128, (n+127)/128, 256, dp, xp, wp, na, ia, oa, ca)
+		b.launch("MatMulT", k128, (out+127)/128, (n+127)/128, 256, dp, xp, wp, na, ia, oa, ca)
 	default:
-		b.launch("MatMulT", b.fn.matmul64, (out+127)/128, (n+63)/64, 256, dp, xp, wp, na, ia, oa, ca)
+		b.launch("MatMulT", k64, (out+127)/128, (n+63)/64, 256, dp, xp, wp, na, ia, oa, ca)
 	}
 }
 
@@ -200,7 +204,7 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []flo
 
 // Embed copies table row ids[r] into dst row r.
 func (b *Backend) Embed(dst, table kernels.Tensor, ids []int32) {
-	b.gather("Embed", asCUDA(dst), asCUDA(table), ids)
+	b.gather("Embed", asCUDA(dst), asWeight(table), ids)
 }
 
 // GatherRows copies src row rows[r] into dst row r.
@@ -222,7 +226,11 @@ func (b *Backend) gather(op string, d, s *Tensor, idx []int32) {
 	}
 	defer b.enter()()
 	ip := b.upload(roleRows, op, int32Bytes(idx))
-	b.launch(op, b.fn.gatherRows, len(idx), 1, 256, ptrArg(d), ptrArg(s), devArg(ip), intArg(d.cols))
+	fn := b.fn.gatherRows
+	if s.bf16 {
+		fn = b.fn.gatherRowsBF16
+	}
+	b.launch(op, fn, len(idx), 1, 256, ptrArg(d), ptrArg(s), devArg(ip), intArg(d.cols))
 }
 
 // WriteKV stores row r of k and v into row slots[r] of kc and vc, skipping

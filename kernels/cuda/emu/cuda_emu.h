@@ -111,6 +111,7 @@ void emu_cp_async_commit();
 void emu_cp_async_wait(int newest_pending);
 
 inline void cp_async16(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, src_bytes, 16); }
+inline void cp_async8(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, src_bytes, 8); }
 inline void cp_async4(void* dst, const void* src, int src_bytes) { emu_cp_async(dst, src, src_bytes, 4); }
 inline void cp_async_commit() { emu_cp_async_commit(); }
 
@@ -124,6 +125,12 @@ inline void cp_async_wait() {
 // emu_dynamic_shared aborts when a kernel needs more than it was given.
 unsigned char* emu_dynamic_shared(size_t bytes);
 #define DYNAMIC_SHARED(name, bytes) unsigned char* name = emu_dynamic_shared(bytes)
+
+inline float __uint_as_float(unsigned u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 // Correctly rounded arithmetic without contraction (see the pragma above),
 // so plain operators already behave this way.

@@ -62,9 +62,9 @@ struct entry {
                               dbl(a, 11), ll(a, 12), ptr<float*>(a, 13), ll(a, 14), dbl(a, 15));      \
      }}
 
-#define MATMUL_ENTRY(NAME)                                                                             \
+#define MATMUL_ENTRY(NAME, W)                                                                          \
     {#NAME, 7, [](const uint64_t* a) {                                                                 \
-         NAME(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2), ll(a, 3), ll(a, 4), \
+         NAME(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const W*>(a, 2), ll(a, 3), ll(a, 4),      \
               ll(a, 5), ll(a, 6));                                                                     \
      }}
 
@@ -112,8 +112,19 @@ const entry kernels[] = {
      [](const uint64_t* a) {
          matmul_sum_slices(ptr<float*>(a, 0), ptr<const float*>(a, 1), ll(a, 2), ll(a, 3));
      }},
-    MATMUL_ENTRY(matmul_bf16_128),
-    MATMUL_ENTRY(matmul_bf16_64),
+    MATMUL_ENTRY(matmul_bf16_128, float),
+    MATMUL_ENTRY(matmul_bf16_64, float),
+    MATMUL_ENTRY(matmul_bf16w_128, unsigned short),
+    MATMUL_ENTRY(matmul_bf16w_64, unsigned short),
+    {"matmul_bf16w_skinny", 8,
+     [](const uint64_t* a) {
+         matmul_bf16w_skinny(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const unsigned short*>(a, 2),
+                             ll(a, 3), ll(a, 4), ll(a, 5), ll(a, 6), ptr<float*>(a, 7));
+     }},
+    {"gather_rows_bf16", 4,
+     [](const uint64_t* a) {
+         gather_rows_bf16(ptr<float*>(a, 0), ptr<const unsigned short*>(a, 1), ptr<const int*>(a, 2), ll(a, 3));
+     }},
     {"matmul_bf16_skinny", 8,
      [](const uint64_t* a) {
          matmul_bf16_skinny(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2), ll(a, 3),

@@ -11,8 +11,8 @@
 
 // Asynchronous copies from global to shared memory (cp.async, sm_80+), for
 // kernels that keep the next tiles' loads in flight while they compute.
-// cp_async16 copies 16 bytes (both addresses 16-byte aligned) and cp_async4
-// 4 bytes; only the first src_bytes are read and the rest of the
+// cp_async16 copies 16 bytes (both addresses 16-byte aligned), cp_async8
+// 8 and cp_async4 4; only the first src_bytes are read and the rest of the
 // destination is zero-filled, so src_bytes = 0 reads nothing and writes
 // zeros (src must still be a valid address). cp_async_commit closes the
 // group of copies this thread issued since the last commit;
@@ -32,6 +32,11 @@ __device__ __forceinline__ void cp_async4(void* dst_shared, const void* src, int
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
 }
 
+__device__ __forceinline__ void cp_async8(void* dst_shared, const void* src, int src_bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst_shared);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>
@@ -43,6 +48,10 @@ __device__ __forceinline__ void cp_async_wait() {
 // which the kernel uses bytes (the launch must give at least that many).
 #define DYNAMIC_SHARED(name, bytes) extern __shared__ __align__(16) unsigned char name[]
 #endif
+
+// bf16_to_float widens a bfloat16 bit pattern (a weight held as bf16, see
+// FromHostBF16) to float, exactly: bf16 is the top half of a float.
+__device__ __forceinline__ float bf16_to_float(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 
 // warp_sum returns the sum of v over the 32 lanes of a warp, in every lane.
 // The butterfly order is fixed, so the result does not depend on timing.

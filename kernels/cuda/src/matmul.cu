@@ -11,10 +11,11 @@
 //           because it has f32's exponent range: activations with outliers
 //           in the thousands cannot overflow. The price is 8 significant
 //           bits, so every product carries a relative error up to 2^-8.
-//           Keeping a bf16 copy of each weight would halve the bytes a
-//           decode step reads, but the Backend interface has no notion of
-//           "weight", so the f32 tensor stays the single source of truth and
-//           no copy can go stale.
+//           An f32 tensor stays the single source of truth (no bf16 copy
+//           that could go stale); a weight that is bf16 to begin with (a
+//           bf16 checkpoint's, see FromHostBF16) is held as bf16 on the
+//           device and read by the matmul_bf16w_* kernels below: half the
+//           bytes a decode step reads, the same results.
 //
 // Reduction order (batch invariance): every element of dst is summed in
 //           one order that depends on in and out only, never on n or on the
@@ -57,6 +58,11 @@
 //           = ceil(tiles × slices / 4). With one slice the warp writes dst;
 //           with several it writes its slice's partial tile to part
 //           (slices × n × out floats) and matmul_sum_slices adds them.
+//   matmul_bf16w_128 / matmul_bf16w_64 / matmul_bf16w_skinny: the same
+//           kernels for a weight held as bf16 on the device (w is then
+//           out×in bf16 bit patterns, see FromHostBF16): half the bytes of w
+//           to read, and the same results bit for bit, since w's values are
+//           already bf16 and the kernels round f32 weights to bf16 anyway.
 // Any n, in, out are accepted: loads past an edge read zero and stores past
 // an edge are dropped. Rows are read as float4 when in % 4 == 0 (every row
 // then starts 16-byte aligned), else element by element.
@@ -80,12 +86,31 @@ using namespace nvcuda;
 #define MM_LD (MM_BK + 8) // shared-memory row length in bf16: padding spreads banks
 #define MM_STAGES 2     // f32 chunks in flight in the tiled kernel's pipeline
 
-// MM_SHARED(BM) is the tiled kernel's dynamic shared memory in bytes: the
-// MM_STAGES f32 chunks of x (BM rows) and w (MM_BN rows), then the bf16
-// tiles. The Go side's matmulShared must agree (TestMatMulT runs both
-// kernels on the emulator, which checks the size).
-#define MM_F32_CHUNK(BM) (((BM) + MM_BN) * MM_BK * 4)
-#define MM_SHARED(BM) (MM_STAGES * MM_F32_CHUNK(BM) + ((BM) + MM_BN) * MM_LD * 2)
+// MM_SHARED(BM, WB) is the tiled kernel's dynamic shared memory in bytes:
+// the MM_STAGES chunks of x (BM rows of f32) and w (MM_BN rows of WB-byte
+// elements: 4 for f32, 2 for bf16), then the bf16 tiles. The Go side's
+// matmulShared must agree (TestMatMulT runs every kernel on the emulator,
+// which checks the size).
+#define MM_CHUNK(BM, WB) ((BM) * MM_BK * 4 + MM_BN * MM_BK * (WB))
+#define MM_SHARED(BM, WB) (MM_STAGES * MM_CHUNK(BM, WB) + ((BM) + MM_BN) * MM_LD * 2)
+
+// bf16w is a weight element held as bf16: its bit pattern.
+typedef unsigned short bf16w;
+
+// copy4_async of a bf16 weight: one 8-byte copy with vec; else the row
+// starts are only 2-byte aligned, below cp.async's 4-byte minimum, so the
+// four elements are loaded and stored by the thread itself (it reads them
+// back only after its wait, like the copied ones).
+__device__ __forceinline__ void copy4_async(bf16w* s, const bf16w* __restrict__ a, long long rows,
+                                            long long cols, long long r, long long c, bool vec) {
+    if (vec) {
+        const bool in = r < rows && c < cols;
+        cp_async8(s, in ? a + r * cols + c : a, in ? 8 : 0);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[e] = r < rows && c + e < cols ? a[r * cols + c + e] : (bf16w)0;
+}
 
 // copy4_async starts the copy of x[r][c..c+3] of a rows×cols row-major
 // matrix into the 16-byte-aligned s, with zeros for elements outside it.
@@ -120,6 +145,34 @@ __device__ __forceinline__ float4 load4(const float* __restrict__ a, long long r
     return v;
 }
 
+// load4 of a bf16 weight: the same, widened to f32 exactly. With vec the
+// four values are one 8-byte load (cols % 4 == 0 keeps it aligned).
+__device__ __forceinline__ float4 load4(const bf16w* __restrict__ a, long long rows, long long cols, long long r,
+                                        long long c, bool vec) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r >= rows || c >= cols) return v;
+    const bf16w* p = a + r * cols + c;
+    if (vec && c + 4 <= cols) {
+        const uint2 u = *reinterpret_cast<const uint2*>(p);
+        return make_float4(bf16_to_float(u.x & 0xffffu), bf16_to_float(u.x >> 16), bf16_to_float(u.y & 0xffffu),
+                           bf16_to_float(u.y >> 16));
+    }
+    v.x = bf16_to_float(p[0]);
+    if (c + 1 < cols) v.y = bf16_to_float(p[1]);
+    if (c + 2 < cols) v.z = bf16_to_float(p[2]);
+    if (c + 3 < cols) v.w = bf16_to_float(p[3]);
+    return v;
+}
+
+// stage4 reads 4 staged elements (16-byte aligned f32, 8-byte aligned bf16)
+// as f32.
+__device__ __forceinline__ float4 stage4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 stage4(const bf16w* p) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    return make_float4(bf16_to_float(u.x & 0xffffu), bf16_to_float(u.x >> 16), bf16_to_float(u.y & 0xffffu),
+                       bf16_to_float(u.y >> 16));
+}
+
 // store4 rounds v to bf16 and writes the 4 values at s as one 8-byte store
 // (s is 8-byte aligned: columns come in fours, rows are 80 bytes apart).
 __device__ __forceinline__ void store4(__nv_bfloat16* s, float4 v) {
@@ -132,10 +185,11 @@ __device__ __forceinline__ void store4(__nv_bfloat16* s, float4 v) {
     *reinterpret_cast<uint2*>(s) = pack.u;
 }
 
-template <int BM>
+template <int BM, class TW>
 __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const float* __restrict__ x,
-                                             const float* __restrict__ w, long long n, long long in,
+                                             const TW* __restrict__ w, long long n, long long in,
                                              long long out, long long cps) {
+    constexpr int WB = sizeof(TW);
     constexpr int WM = BM / 2;       // rows per warp
     constexpr int WN = MM_BN / 4;    // columns per warp
     constexpr int FM = WM / 16, FN = WN / 16;
@@ -145,9 +199,8 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
     // then the bf16 tiles As and Bs. The per-warp 16×16 f32 tiles that
     // emit stages results through reuse the bf16 tiles, which no warp reads
     // while emit runs.
-    DYNAMIC_SHARED(smem, MM_SHARED(BM));
-    float* const f32 = reinterpret_cast<float*>(smem);
-    __nv_bfloat16* const As = reinterpret_cast<__nv_bfloat16*>(smem + MM_STAGES * MM_F32_CHUNK(BM));
+    DYNAMIC_SHARED(smem, MM_SHARED(BM, WB));
+    __nv_bfloat16* const As = reinterpret_cast<__nv_bfloat16*>(smem + MM_STAGES * MM_CHUNK(BM, WB));
     __nv_bfloat16* const Bs = As + BM * MM_LD;
     static_assert((BM + MM_BN) * MM_LD * 2 >= MM_THREADS / 32 * 16 * 16 * 4, "emit's tiles fit the bf16 tiles");
 
@@ -172,8 +225,8 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
     // its own wait suffices before convert.
     auto issue = [&](long long kt) {
         if (kt < ktiles) {
-            float* fa = f32 + (kt % MM_STAGES) * (MM_F32_CHUNK(BM) / 4);
-            float* fb = fa + BM * MM_BK;
+            float* fa = reinterpret_cast<float*>(smem + (kt % MM_STAGES) * MM_CHUNK(BM, WB));
+            TW* fb = reinterpret_cast<TW*>(fa + BM * MM_BK);
             const long long k0 = kt * MM_BK;
 #pragma unroll
             for (int i = 0; i < A_LOADS; ++i)
@@ -185,14 +238,12 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
         cp_async_commit();
     };
     auto convert = [&](long long kt) {
-        const float* fa = f32 + (kt % MM_STAGES) * (MM_F32_CHUNK(BM) / 4);
-        const float* fb = fa + BM * MM_BK;
+        const float* fa = reinterpret_cast<const float*>(smem + (kt % MM_STAGES) * MM_CHUNK(BM, WB));
+        const TW* fb = reinterpret_cast<const TW*>(fa + BM * MM_BK);
 #pragma unroll
-        for (int i = 0; i < A_LOADS; ++i)
-            store4(&As[(lr + 32 * i) * MM_LD + lc], *reinterpret_cast<const float4*>(&fa[(lr + 32 * i) * MM_BK + lc]));
+        for (int i = 0; i < A_LOADS; ++i) store4(&As[(lr + 32 * i) * MM_LD + lc], stage4(&fa[(lr + 32 * i) * MM_BK + lc]));
 #pragma unroll
-        for (int i = 0; i < B_LOADS; ++i)
-            store4(&Bs[(lr + 32 * i) * MM_LD + lc], *reinterpret_cast<const float4*>(&fb[(lr + 32 * i) * MM_BK + lc]));
+        for (int i = 0; i < B_LOADS; ++i) store4(&Bs[(lr + 32 * i) * MM_LD + lc], stage4(&fb[(lr + 32 * i) * MM_BK + lc]));
     };
 
     // emit writes the accumulators to dst (first slice) or adds them to what
@@ -225,9 +276,8 @@ __device__ __forceinline__ void matmul_tiled(float* __restrict__ dst, const floa
         convert(kt);
         __syncthreads();    // the bf16 tiles are whole
         issue(kt + MM_STAGES); // into the buffer just converted: in flight while the tensor cores run
-        // Not unrolled: for BM = 128, ptxas (CUDA 11.8) then spills 68 bytes
-        // per thread on sm_80 and 8 on sm_90 under the 128-register cap,
-        // against 112 and 64 unrolled.
+        // Not unrolled: fewer live fragments under the 128-register cap
+        // (ptxas, CUDA 11.8: no spills then).
 #pragma unroll 1
         for (int kk = 0; kk < MM_BK; kk += 16) {
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[FN];
@@ -261,7 +311,19 @@ matmul_bf16_128(float* dst, const float* x, const float* w, long long n, long lo
 }
 
 extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
+matmul_bf16w_128(float* dst, const float* x, const bf16w* w, long long n, long long in, long long out,
+                 long long cps) {
+    matmul_tiled<128>(dst, x, w, n, in, out, cps);
+}
+
+extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
 matmul_bf16_64(float* dst, const float* x, const float* w, long long n, long long in, long long out,
+                long long cps) {
+    matmul_tiled<64>(dst, x, w, n, in, out, cps);
+}
+
+extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
+matmul_bf16w_64(float* dst, const float* x, const bf16w* w, long long n, long long in, long long out,
                 long long cps) {
     matmul_tiled<64>(dst, x, w, n, in, out, cps);
 }
@@ -269,9 +331,10 @@ matmul_bf16_64(float* dst, const float* x, const float* w, long long n, long lon
 #define SK_WARPS 4
 #define SK_THREADS (SK_WARPS * 32)
 
-extern "C" __global__ void __launch_bounds__(SK_THREADS)
-matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const float* __restrict__ w,
-                   long long n, long long in, long long out, long long cps, float* __restrict__ part) {
+template <class TW>
+__device__ __forceinline__ void matmul_skinny(float* __restrict__ dst, const float* __restrict__ x,
+                                              const TW* __restrict__ w, long long n, long long in, long long out,
+                                              long long cps, float* __restrict__ part) {
     __shared__ __align__(32) __nv_bfloat16 As[SK_WARPS][16 * MM_LD];
     __shared__ __align__(32) __nv_bfloat16 Bs[SK_WARPS][16 * MM_LD];
     __shared__ __align__(32) float st[SK_WARPS][16 * 16];
@@ -286,7 +349,7 @@ matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const f
     if (job >= tiles * slices) return;
     const long long tile = job / slices, slice = job % slices;
     const long long j0 = tile * 16;
-    const float* wb = w + j0 * in; // this warp's 16 rows of w
+    const TW* wb = w + j0 * in; // this warp's 16 rows of w
     const long long wrows = out - j0;
     const bool vec = (in & 3) == 0;
     // Each lane moves float4s at rows lr + 4*i, columns lc..lc+3 of a chunk:
@@ -337,6 +400,18 @@ matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const f
         const long long r = e / 16, col = j0 + e % 16;
         if (r < n && col < out) to[r * out + col] = st[warp][e];
     }
+}
+
+extern "C" __global__ void __launch_bounds__(SK_THREADS)
+matmul_bf16_skinny(float* __restrict__ dst, const float* __restrict__ x, const float* __restrict__ w,
+                   long long n, long long in, long long out, long long cps, float* __restrict__ part) {
+    matmul_skinny(dst, x, w, n, in, out, cps, part);
+}
+
+extern "C" __global__ void __launch_bounds__(SK_THREADS)
+matmul_bf16w_skinny(float* __restrict__ dst, const float* __restrict__ x, const bf16w* __restrict__ w,
+                    long long n, long long in, long long out, long long cps, float* __restrict__ part) {
+    matmul_skinny(dst, x, w, n, in, out, cps, part);
 }
 
 // matmul_sum_slices: dst[e] = ((part[0][e] + part[1][e]) + part[2][e]) + ...
