@@ -22,7 +22,7 @@ const none int32 = -1
 // A node keeps one child in itself (first); the others are in the tree's
 // one table of edges, keyed by parent and tokens (edges.go). Most nodes of
 // a prompt tree have one child, so most lookups and changes never touch
-// the table, which at a million blocks is far out of cache.
+// the table, and it stays small.
 type node struct {
 	parent int32 // none: the slot caches nothing (or it is a root)
 	depth  int32 // blocks from the root: this node's block is page depth-1
@@ -50,8 +50,8 @@ func label(block []int32) string {
 	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(block))), 4*len(block))
 }
 
-// labels reports whether block, of blockSize tokens, is block node n's
-// label: the same tokens as the tree's copy. Every step of a lookup makes
+// labels reports whether the first blockSize tokens of block are block
+// node n's label: the same tokens as the tree's copy. Every step of a lookup makes
 // one such compare, so it is written for speed: eight bytes at a time,
 // straight from the arena (n holds a block, so its tokens are there), in a
 // loop the compiler inlines. At 16 tokens that beat slicing the arena and
