@@ -13,7 +13,7 @@ import (
 // run.c, with a tokenizer.bin beside it that makes run.c print token ids.
 func runExportLlama2c(v Variant, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(v, "export-llama2c", stderr)
-	dir := fs.String("model", "", "model directory (HF config.json + safetensors); it must be a Llama with RoPE theta 10000, no RoPE scaling and RMSNorm epsilon 1e-5, as run.c computes")
+	dir := fs.String("model", "", "model directory (HF config.json + safetensors); it must be a Llama with RoPE theta 10000, no RoPE scaling and RMSNorm epsilon 1e-5, as run.c computes (empty: the built-in model, which has Llama 3.2's RoPE and is refused)")
 	out := fs.String("out", "", "checkpoint file to write (required)")
 	seqLen := fs.Int("seq-len", 512, "seq_len of the header: run.c's KV cache, and the most tokens it generates")
 	tok := fs.String("tokenizer", "", "tokenizer.bin to write, whose piece for token i is \" i\" (run.c's -z); empty: none")
