@@ -58,6 +58,10 @@ func main() {
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	dir := flag.String("llama2c", os.Getenv("LLAMA2C_DIR"), "a directory holding a built llama2.c run (default $LLAMA2C_DIR; empty: this engine only)")
 	keep := flag.String("keep", "", "write the models (and, with -llama2c, their run.c checkpoints and tokenizer.bin) into this directory and keep them; empty: a temporary directory")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), "benchdecode: the CPU backend's decode tokens/s on llama2.c's stories15M shape, beside llama2.c's run.c when given\n\nUsage: benchdecode [flags]\n\nFlags:\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
