@@ -58,7 +58,7 @@ func TestAlignmentExperiment(t *testing.T) {
 	// half a block: each of the three later requests can reuse 10 tokens
 	// at block size 1, 8 at block size 4.
 	out := runExperiment(t, "align", "-block-sizes", "1,4", "-requests", "4", "-prefix-len", "10",
-		"-suffix-min", "3", "-suffix-max", "6", "-output-min", "2", "-output-max", "3", "-rps", "2")
+		"-suffix-min", "3", "-suffix-max", "6", "-min-tokens", "2", "-max-tokens", "3", "-rps", "2")
 	one, four := tableRow(t, out, "1"), tableRow(t, out, "4")
 	// Columns: prefill, block-aligned optimum, token-level optimum.
 	assert.Equal(t, one[0], one[1], "block size 1 reaches its optimum")
@@ -71,7 +71,7 @@ func TestAlignmentExperiment(t *testing.T) {
 
 func TestPressureExperiment(t *testing.T) {
 	out := runExperiment(t, "pressure", "-requests", "12", "-prefix-len", "16", "-suffix-min", "2", "-suffix-max", "4",
-		"-output-min", "2", "-output-max", "3", "-block-size", "4", "-blocks", "24", "-roomy-blocks", "256")
+		"-min-tokens", "2", "-max-tokens", "3", "-block-size", "4", "-blocks", "24", "-roomy-blocks", "256")
 	for _, v := range PolicyVariants {
 		assert.Contains(t, out, v.Name)
 	}
@@ -81,7 +81,7 @@ func TestPressureExperiment(t *testing.T) {
 
 func TestOrderExperiment(t *testing.T) {
 	out := runExperiment(t, "order", "-requests", "12", "-prefix-len", "16", "-suffix-min", "2", "-suffix-max", "4",
-		"-output-min", "2", "-output-max", "3", "-block-size", "4", "-blocks", "32", "-guard", "3")
+		"-min-tokens", "2", "-max-tokens", "3", "-block-size", "4", "-blocks", "32", "-guard", "3")
 	for _, name := range []string{"first come first served", "longest prefix first", "longest prefix first, guard 3 steps"} {
 		assert.Contains(t, out, name)
 	}

@@ -28,7 +28,7 @@ func TestCompareGemma3(t *testing.T) {
 				var stdout, stderr bytes.Buffer
 				code := cli.Compare(Variants, []string{"-model", filepath.Join(dir, "model"), "-workload", w,
 					"-requests", "6", "-prefix-len", "40", "-suffix-min", "3", "-suffix-max", "9",
-					"-output-min", "2", "-output-max", "4", "-rps", "500", "-conversations", "2", "-turns", "3", "-think", "0s",
+					"-min-tokens", "2", "-max-tokens", "4", "-rps", "500", "-conversations", "2", "-turns", "3", "-think", "0s",
 					"-block-size", strconv.Itoa(bs), "-audit", "-plot", filepath.Join(dir, w+".svg"), "-quiet"}, &stdout, &stderr)
 				require.Equal(t, 0, code, "stderr: %s\nstdout: %s", stderr.String(), stdout.String())
 				assert.Contains(t, stdout.String(), "generated exactly the baseline's tokens")
@@ -48,7 +48,7 @@ func TestCompareArchGemma3(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := cli.Compare(Variants, []string{"-arch", "gemma3", "-workload", "prefix_caching",
 		"-requests", "3", "-prefix-len", "24", "-suffix-min", "3", "-suffix-max", "5",
-		"-output-min", "2", "-output-max", "3", "-rps", "500",
+		"-min-tokens", "2", "-max-tokens", "3", "-rps", "500",
 		"-block-size", "8", "-plot", filepath.Join(dir, "p.svg"), "-quiet"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", stderr.String(), stdout.String())
 	assert.Contains(t, stdout.String(), "generated exactly the baseline's tokens")

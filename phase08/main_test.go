@@ -28,7 +28,7 @@ func TestCompareRunsAllVariants(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := cli.Compare(Variants, []string{"-model", filepath.Join(dir, "model"), "-workload", w,
 				"-requests", "6", "-prefix-len", "40", "-suffix-min", "3", "-suffix-max", "9",
-				"-output-min", "2", "-output-max", "4", "-rps", "500", "-conversations", "2", "-turns", "3", "-think", "0s",
+				"-min-tokens", "2", "-max-tokens", "4", "-rps", "500", "-conversations", "2", "-turns", "3", "-think", "0s",
 				"-block-size", "4", "-audit", "-plot", plot, "-quiet"}, &stdout, &stderr)
 			require.Equal(t, 0, code, "stderr: %s\nstdout: %s", stderr.String(), stdout.String())
 

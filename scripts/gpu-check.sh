@@ -73,13 +73,13 @@ if [ "$mode" = dry ]; then
 	phase08_bin=$BIN/phase08-emu
 	tests='^(TestNewWithoutDevice|TestRequireGPU|TestKernelTableMatchesPTX|TestSyncModeNamesKernel|TestMatMulTOnViews|TestAttendLocal|TestRMSNorm)$'
 	benchtime=1x
-	phase08_args=(-requests 2 -prefix-len 16 -suffix-min 4 -suffix-max 8 -output-min 1 -output-max 2)
+	phase08_args=(-requests 2 -prefix-len 16 -suffix-min 4 -suffix-max 8 -min-tokens 1 -max-tokens 2)
 else
 	test_bin=$BIN/cuda.test
 	phase08_bin=$BIN/phase08-cuda
 	tests=.
 	benchtime=2s
-	phase08_args=(-requests 16 -prefix-len 256 -suffix-min 16 -suffix-max 64 -output-min 16 -output-max 32)
+	phase08_args=(-requests 16 -prefix-len 256 -suffix-min 16 -suffix-max 64 -min-tokens 16 -max-tokens 32)
 fi
 for f in "$test_bin" "$phase08_bin"; do
 	if [ ! -x "$f" ]; then

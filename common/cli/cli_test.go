@@ -119,7 +119,7 @@ func TestBenchPrintsTableAndWritesFiles(t *testing.T) {
 	for _, w := range []string{"prefix_caching", "no_shared_prefix", "chunked_prefill", "multi_turn"} {
 		t.Run(w, func(t *testing.T) {
 			code, stdout, stderr := run("bench", "-model", dir, "-workload", w, "-requests", "3", "-prefix-len", "16",
-				"-suffix-min", "4", "-suffix-max", "8", "-output-min", "2", "-output-max", "3", "-rps", "1000",
+				"-suffix-min", "4", "-suffix-max", "8", "-min-tokens", "2", "-max-tokens", "3", "-rps", "1000",
 				"-conversations", "2", "-turns", "2", "-think", "0s", "-long-prompts", "1",
 				"-json", jsonPath, "-plot", plotPath, "-quiet")
 			require.Equal(t, 0, code, stderr)
@@ -266,7 +266,7 @@ func TestGenerateSamplesMatchSeeds(t *testing.T) {
 
 func TestProgressBarOnlyOnATerminal(t *testing.T) {
 	dir := smallModel(t, "llama")
-	code, _, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "16", "-output-min", "2", "-output-max", "3", "-rps", "1000")
+	code, _, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "16", "-min-tokens", "2", "-max-tokens", "3", "-rps", "1000")
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stderr, "\r", "no carriage returns when stderr is not a terminal")
 	assert.Contains(t, stderr, "[1/1] testcmd: prefix_caching, 3 requests\n")

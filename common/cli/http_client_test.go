@@ -354,7 +354,7 @@ func TestBenchURLCommand(t *testing.T) {
 	srv := startFake(t, &fakeServer{perChunk: 1})
 	dir := t.TempDir()
 	code, stdout, stderr := run("bench", "-url", srv.URL, "-workload", "prefix_caching", "-requests", "4",
-		"-prefix-len", "8", "-suffix-min", "2", "-suffix-max", "3", "-output-min", "2", "-output-max", "3",
+		"-prefix-len", "8", "-suffix-min", "2", "-suffix-max", "3", "-min-tokens", "2", "-max-tokens", "3",
 		"-rps", "100", "-vocab", "40", "-quiet", "-json", dir+"/run.json", "-plot", dir+"/ttft.svg")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, srv.URL)

@@ -76,7 +76,7 @@ func fakeRunnable(t *testing.T, name, body string) string {
 
 func compareArgs(logs string, extra ...string) []string {
 	return append([]string{"-workload", "prefix_caching", "-requests", "4", "-prefix-len", "8",
-		"-suffix-min", "2", "-suffix-max", "3", "-output-min", "2", "-output-max", "3", "-rps", "100",
+		"-suffix-min", "2", "-suffix-max", "3", "-min-tokens", "2", "-max-tokens", "3", "-rps", "100",
 		"-vocab", "40", "-quiet", "-plot", "", "-server-logs", logs,
 		"-server-start-timeout", "20s", "-server-stop-timeout", "10s", "-request-timeout", "10s"}, extra...)
 }

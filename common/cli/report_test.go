@@ -100,7 +100,7 @@ func TestReportWritesThreePlots(t *testing.T) {
 func TestBenchWideShowsEveryColumn(t *testing.T) {
 	dir := smallModel(t, "llama")
 	args := []string{"bench", "-model", dir, "-requests", "2", "-prefix-len", "16", "-suffix-min", "4", "-suffix-max", "8",
-		"-output-min", "2", "-output-max", "3", "-rps", "1000", "-quiet", "-plot", ""}
+		"-min-tokens", "2", "-max-tokens", "3", "-rps", "1000", "-quiet", "-plot", ""}
 	code, narrow, stderr := run(args...)
 	require.Equal(t, 0, code, stderr)
 	code, wide, stderr := run(append(args, "-wide")...)

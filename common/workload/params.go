@@ -75,8 +75,6 @@ func (p *Params) RegisterFlags(fs *flag.FlagSet) {
 			}
 			return err
 		})
-	fs.IntVar(&p.OutputMin, "output-min", p.OutputMin, "deprecated: -min-tokens")
-	fs.IntVar(&p.OutputMax, "output-max", p.OutputMax, "deprecated: -max-tokens")
 	fs.Float64Var(&p.RPS, "rps", p.RPS,
 		"arrivals per second; multi_turn: conversation starts per second (full size: 8, chunked_prefill 16)")
 	fs.Int64Var(&p.Seed, "seed", p.Seed,

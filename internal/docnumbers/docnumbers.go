@@ -58,7 +58,7 @@ func (b Block) Command() string {
 const Clock = "step:50ms"
 
 // small is the test's scale of the prefix_caching workload.
-var small = []string{"-requests", "8", "-prefix-len", "128", "-suffix-max", "32", "-output-min", "4", "-output-max", "16"}
+var small = []string{"-requests", "8", "-prefix-len", "128", "-suffix-max", "32", "-min-tokens", "4", "-max-tokens", "16"}
 
 func args(a ...[]string) []string {
 	var out []string
