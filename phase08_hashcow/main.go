@@ -12,9 +12,13 @@
 package main
 
 import (
+	"flag"
+	"fmt"
 	"os"
 
 	"kvlab/common/cli"
+	"kvlab/common/kvcache"
+	"kvlab/common/kvevents"
 	"kvlab/phase08_hashcow/blockhash"
 )
 
@@ -23,7 +27,38 @@ func main() {
 		Name:        "phase08_hashcow",
 		Summary:     "prefix reuse through a chained block-hash index, with copy-on-write",
 		PrefixCache: blockhash.PrefixCache,
+		CacheFlags:  blockHashFlag,
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// newCache builds the prefix cache the engine plugs in.
+// blockKeys are the keys -block-hash chooses from.
+var blockKeys = map[string]blockhash.HashFunc{
+	"maphash":  blockhash.MapHash,
+	"xxhash":   blockhash.XXHash,
+	"fnv1a":    blockhash.FNV1a,
+	"wordhash": blockhash.WordHash,
+}
+
+// blockHashFlag adds -block-hash, which chooses the index's block key. With
+// vllm the index is keyed by vLLM's sha256_cbor chain, seeded like the KV
+// events (serve's -kv-hash-seed), so the keys it looks up are the hashes a
+// vLLM-side consumer of those events computes.
+func blockHashFlag(fs *flag.FlagSet) func() (cli.CacheBuilder, error) {
+	name := fs.String("block-hash", "maphash", "the index's block key: maphash (the default: fast, this process only), xxhash, fnv1a, wordhash, or vllm (vLLM's sha256_cbor chain, as the KV events carry it; about 15 times the cost per token)")
+	return func() (cli.CacheBuilder, error) {
+		if *name == "vllm" {
+			seed := kvevents.DefaultHashSeed
+			if f := fs.Lookup("kv-hash-seed"); f != nil {
+				seed = f.Value.String()
+			}
+			return blockhash.VLLMPrefixCache(seed), nil
+		}
+		h, ok := blockKeys[*name]
+		if !ok {
+			return nil, fmt.Errorf("-block-hash: unknown key %q (want maphash, xxhash, fnv1a, wordhash or vllm)", *name)
+		}
+		return func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
+			return blockhash.New(a, blockSize, blockhash.WithHash(h))
+		}, nil
+	}
+}

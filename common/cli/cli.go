@@ -35,7 +35,16 @@ type Variant struct {
 	Summary string
 	// PrefixCache builds the variant's prefix cache; nil for the baseline.
 	PrefixCache func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache
+	// CacheFlags, if set, registers the variant's own cache flags on the
+	// flag set of every command that runs the cache, and returns what
+	// builds the cache those flags chose. The builder runs after parsing;
+	// it returns nil for PrefixCache itself, or an error naming the flag.
+	CacheFlags func(fs *flag.FlagSet) func() (CacheBuilder, error)
 }
+
+// CacheBuilder builds a prefix cache over an allocator, as
+// engine.Config.PrefixCache does.
+type CacheBuilder = func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache
 
 // command is one subcommand.
 type command struct {

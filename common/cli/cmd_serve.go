@@ -55,6 +55,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	cacheDir := flags.String("cache-dir", "", "with -prefix-caching, restore the prefix cache from this directory on start and save it there on shutdown and on POST /cache/save")
 	var prefixCaching *bool
 	if v.PrefixCache != nil {
+		rf.registerCacheFlags(flags, v)
 		prefixCaching = flags.Bool("prefix-caching", false, "reuse the KV of shared prompt prefixes with this runnable's cache (off: the phase-7 baseline)")
 		flags.StringVar(&rf.admission, "admission", "cost-aware", "with -prefix-caching, how admission charges a prompt: conservative or cost-aware")
 	}

@@ -35,6 +35,8 @@ type runtimeFlags struct {
 
 	// trace is -trace and -trace-dump, which only generate and bench register.
 	trace traceFlags
+	// cacheFlags builds the cache the variant's own flags chose (Variant.CacheFlags).
+	cacheFlags func() (CacheBuilder, error)
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
@@ -65,6 +67,14 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 		fs.BoolVar(&f.noCache, "no-cache", false, "run without the prefix cache (the phase-7 baseline)")
 		fs.StringVar(&f.commit, "commit", "chunk", "when computed KV enters the prefix cache: chunk (after every prefill chunk) or prompt-end (only once the whole prompt is computed)")
 	}
+	f.registerCacheFlags(fs, v)
+}
+
+// registerCacheFlags adds the variant's own cache flags, if it has any.
+func (f *runtimeFlags) registerCacheFlags(fs *flag.FlagSet, v Variant) {
+	if v.PrefixCache != nil && v.CacheFlags != nil {
+		f.cacheFlags = v.CacheFlags(fs)
+	}
 }
 
 // engineConfig returns the engine settings the flags describe.
@@ -73,6 +83,15 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 	f.trace.apply(&c)
 	if v.PrefixCache != nil && !f.noCache {
 		c.PrefixCache = v.PrefixCache
+		if f.cacheFlags != nil {
+			build, err := f.cacheFlags()
+			if err != nil {
+				return c, err
+			}
+			if build != nil {
+				c.PrefixCache = build
+			}
+		}
 	}
 	if f.share < 0 || f.share > 1 {
 		return c, fmt.Errorf("-tenant-cache-share: %v is not in [0, 1] (0: no cap)", f.share)

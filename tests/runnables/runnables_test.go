@@ -156,8 +156,12 @@ func TestRunnablesFromTheOutside(t *testing.T) {
 			{"generate", "-prompt", "1,2", "-n", "0"},
 			{"serve", "-port", "0", "-max-context", "-1"},
 		},
-		"phase08_prefix":     {{"bench", "-blocks", "-3"}, {"serve", "-port", "0", "-block-size", "0"}},
-		"phase08_hashcow":    {{"bench", "-max-running", "0"}, {"generate", "-prompt", "1,2", "-max-tokens", "-1"}},
+		"phase08_prefix": {{"bench", "-blocks", "-3"}, {"serve", "-port", "0", "-block-size", "0"}},
+		"phase08_hashcow": {
+			{"bench", "-max-running", "0"},
+			{"generate", "-prompt", "1,2", "-max-tokens", "-1"},
+			{"serve", "-port", "0", "-prefix-caching", "-block-hash", "nope"},
+		},
 		"phase08_compressed": {{"bench", "-rps", "-1"}, {"generate", "-prompt", "1,2", "-temperature", "-0.5"}},
 		"phase08":            {{"-block-size", "0"}, {"-admission", "greedy"}, {"-vocab", "999999"}},
 		"phase08_router": {
