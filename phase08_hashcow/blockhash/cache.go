@@ -86,11 +86,36 @@ type blockInfo struct {
 	// for a first block.
 	parent uint64
 	key    uint64 // the key it was cached under
-	used   int64  // clock of the last Match or Insert that went through it
-	depth  int32  // its index in the prompt, in blocks
-	users  int32  // sequences holding it through Match
-	inLRU  int32  // its position in lru, or -1
+	// ord is its place in the eviction order: the clock of the last Match
+	// or Insert that went through it, and its index in the prompt (in
+	// blocks), packed by order (see pack) so that one comparison of two
+	// integers orders two blocks.
+	ord   uint64
+	users int32 // sequences holding it through Match
+	inLRU int32 // its position in lru, or -1
 }
+
+// depthBits is how many low bits of ord hold a block's depth, inverted so
+// that, among blocks used at the same clock, the deepest sorts first. A
+// depth of 1<<depthBits − 1 or more (16M tokens and more at 16 tokens a
+// block) counts as that depth; the clock has the other 44 bits.
+const (
+	depthBits = 20
+	depthMask = 1<<depthBits - 1
+)
+
+// pack returns the ord of a block last used at clock used, depth blocks
+// into its prompt.
+func pack(used int64, depth int) uint64 {
+	return uint64(used)<<depthBits | uint64(depthMask-min(depth, depthMask))
+}
+
+// used returns the clock of the last Match or Insert that went through the
+// block.
+func (i *blockInfo) used() int64 { return int64(i.ord >> depthBits) }
+
+// depth returns the block's index in its prompt, in blocks.
+func (i *blockInfo) depth() int { return depthMask - int(i.ord&depthMask) }
 
 // Option configures a Cache.
 type Option func(*Cache)

@@ -31,7 +31,7 @@ func (o *orderChecked) Evict(n int) int {
 		var idle []lruKey
 		for i := range o.blocks {
 			if info := &o.blocks[i]; info.serial != 0 && o.alloc.Refs(int32(i)) == 1 {
-				idle = append(idle, lruKey{int32(i), info.used, info.depth})
+				idle = append(idle, lruKey{int32(i), info.used(), int32(info.depth())})
 			}
 		}
 		if o.Cache.Evict(1) == 0 {

@@ -86,7 +86,8 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 // forget marks cached block b unreachable: it is reclaimed before any
 // block a walk can still reach.
 func (c *Cache) forget(b int32) {
-	c.blocks[b].used = 0
+	info := &c.blocks[b]
+	info.ord = pack(0, info.depth())
 	c.lru.fix(b)
 }
 
@@ -95,7 +96,7 @@ func (c *Cache) forget(b int32) {
 func (c *Cache) add(b int32, key, parent uint64, salt string, depth int, block []int32) {
 	c.alloc.Incref(b)
 	c.serial++
-	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, depth: int32(depth), inLRU: -1}
+	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, ord: pack(0, depth), inLRU: -1}
 	c.setSalt(b, salt)
 	copy(c.tokensOf(b), block)
 	c.index.put(key, b)

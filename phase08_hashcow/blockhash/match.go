@@ -38,7 +38,7 @@ func (c *Cache) take(b int32) {
 	c.alloc.Incref(b)
 	info := &c.blocks[b]
 	info.users++
-	info.used = c.clock
+	info.ord = pack(c.clock, info.depth())
 	if info.inLRU >= 0 {
 		c.pin(b)
 	}
@@ -82,7 +82,7 @@ func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int3
 		if take {
 			c.alloc.Incref(b)
 			info.users++
-			info.used = c.clock
+			info.ord = pack(c.clock, info.depth())
 			if info.inLRU >= 0 {
 				c.pin(b)
 			}
