@@ -7,22 +7,29 @@ import (
 	"kvlab/kernels"
 )
 
+// attnBlock is how many key positions attention handles at a time. Blocks
+// are aligned to the key's index in the sequence's table of visible keys
+// (its position, for Attend; its place in the chunk, for AttendLocal), not
+// to the query, the chunk or the page size, so a query's result depends
+// only on its position and the keys it sees: never on how its prompt was
+// chunked, batched or laid out in pages.
+const attnBlock = 64
+
 // attnQuery names one query row of an attention call: row i of sequence seq.
 type attnQuery struct{ seq, i int32 }
 
-// attnScratch is one worker's scratch space.
+// attnScratch is one worker's scratch space, sized for one block of keys.
 type attnScratch struct {
 	acc    []float32 // one aligned headStride-wide slot per head
-	scores []float32 // per head: one per visible key
-	sums   []float32 // per head: the softmax denominator
+	scores [attnBlock]float32
+	rows   [attnBlock]int32
+	maxes  []float32 // per head: the largest score so far
+	sums   []float32 // per head: the softmax denominator so far
 }
 
 // attnCall is the per-call bookkeeping of an attention operation, pooled so
 // that a decode step does not allocate.
 type attnCall struct {
-	rowBuf  []int32
-	tables  [][]int32 // per sequence: KV row of position bases[s]+t at index t
-	bases   []int     // per sequence: position of tables[s][0]
 	queries []attnQuery
 	scratch []attnScratch // per worker
 }
@@ -42,7 +49,7 @@ func (b *Backend) AttendLocal(out, q, k, v kernels.Tensor, seqs []kernels.AttnSe
 }
 
 // attend is the driver shared by Attend and AttendLocal. The only difference
-// between them is the table that maps a key position to a row of k and v;
+// between them is how a key's index maps to a row of k and v (keyRows);
 // everything after that is common, so they cannot drift apart numerically.
 func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
 	if err := kernels.CheckAttend(out, q, k, v, seqs, sh, local); err != nil {
@@ -56,37 +63,11 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	}
 	defer b.attn.Put(call)
 
-	total, longest := 0, 0
-	for _, seq := range seqs {
-		span := seq.CtxLen
-		if local {
-			span = seq.QLen
-		}
-		total += span
-		longest = max(longest, span)
-	}
-
-	call.rowBuf = growInt32(call.rowBuf, total)
-	call.tables = call.tables[:0]
-	call.bases = call.bases[:0]
 	call.queries = call.queries[:0]
-	used := 0
 	for s, seq := range seqs {
-		var tab []int32
-		base := 0
-		if local {
-			base = seq.CtxLen - seq.QLen
-			tab = call.rowBuf[used : used+seq.QLen]
-			for t := range tab {
-				tab[t] = int32(seq.QStart + t)
-			}
-		} else {
-			tab = call.rowBuf[used : used+seq.CtxLen]
-			pageTable(op, s, seq, kernels.FirstPage(seq, sh), sh.BlockSize, k.rows, tab)
+		if !local {
+			checkPages(op, s, seq, kernels.FirstPage(seq, sh), sh.BlockSize, k.rows)
 		}
-		used += len(tab)
-		call.tables = append(call.tables, tab)
-		call.bases = append(call.bases, base)
 		for i := range seq.QLen {
 			call.queries = append(call.queries, attnQuery{seq: int32(s), i: int32(i)})
 		}
@@ -111,11 +92,9 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		if len(sc.acc) < maxHeads*stride {
 			sc.acc = alignedFloats(maxHeads * stride)
 		}
-		if len(sc.scores) < maxHeads*longest {
-			sc.scores = make([]float32, maxHeads*longest)
-		}
 		if len(sc.sums) < maxHeads {
 			sc.sums = make([]float32, maxHeads)
+			sc.maxes = make([]float32, maxHeads)
 		}
 	}
 
@@ -127,33 +106,62 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		pos := seq.CtxLen - seq.QLen + int(qu.i)
 		// The visible keys: positions first..pos, in position order. A
 		// window only moves the first one; the keys it keeps are visited in
-		// the same order as without it.
-		base := call.bases[qu.seq]
+		// the same order and in the same blocks as without it.
+		base := 0
+		if local {
+			base = seq.CtxLen - seq.QLen
+		}
 		first := max(kernels.Visible(pos, sh.Window), base)
-		rows := call.tables[qu.seq][first-base : pos-base+1]
+		kr := keyRows{local: local, qStart: seq.QStart, pages: seq.Pages, bs: sh.BlockSize}
 		row := seq.QStart + int(qu.i)
-		attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, rows,
+		attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, kr, first-base, pos-base+1,
 			kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, &call.scratch[w])
 	})
 }
 
-// pageTable fills tab[j] with the KV row of position j of seq, from page
-// first on; the positions before it, outside every window of the call, get
-// -1 and are never read.
-func pageTable(op string, s int, seq kernels.AttnSeq, first, bs, kvRows int, tab []int32) {
+// keyRows maps the index j of a visible key to its row of k and v: the
+// chunk's own row QStart+j for AttendLocal, slot j of the page table for
+// Attend.
+type keyRows struct {
+	local  bool
+	qStart int
+	pages  []int32
+	bs     int
+}
+
+// fill sets rows[t] to the row of key j0+t.
+func (kr *keyRows) fill(rows []int32, j0 int) {
+	if kr.local {
+		for t := range rows {
+			rows[t] = int32(kr.qStart + j0 + t)
+		}
+		return
+	}
+	bs := kr.bs
+	for t := 0; t < len(rows); {
+		j := j0 + t
+		page, off := int(kr.pages[j/bs]), j%bs
+		n := min(bs-off, len(rows)-t)
+		r := int32(page*bs + off)
+		for i := range n {
+			rows[t+i] = r + int32(i)
+		}
+		t += n
+	}
+}
+
+// checkPages panics unless seq's page table covers its CtxLen tokens with
+// blocks inside a kvRows-row cache, from page first on: the pages before
+// it, outside every window of the call, are never read.
+func checkPages(op string, s int, seq kernels.AttnSeq, first, bs, kvRows int) {
 	if len(seq.Pages)*bs < seq.CtxLen {
 		panic(fmt.Sprintf("cpu: %s: sequence %d has %d pages of %d for %d tokens", op, s, len(seq.Pages), bs, seq.CtxLen))
 	}
-	for j := range tab {
-		if j < first*bs {
-			tab[j] = -1
-			continue
-		}
-		page := int(seq.Pages[j/bs])
+	for p := first; p*bs < seq.CtxLen; p++ {
+		page := int(seq.Pages[p])
 		if page < 0 || (page+1)*bs > kvRows {
 			panic(fmt.Sprintf("cpu: %s: sequence %d uses block %d of a %d-row cache", op, s, page, kvRows))
 		}
-		tab[j] = int32(page*bs + j%bs)
 	}
 }
 
@@ -166,56 +174,71 @@ func headStride(hd int) int {
 }
 
 // attendRow computes query heads [h0, h1) of one query row: for each head,
-// dst = softmax(scale·q·Kᵀ)·V over the keys at rows[0], rows[1], ... in that
-// (position) order, each scaled score soft-capped first when limit > 0. q and dst are whole rows (all heads); k and v have row
-// stride ld and query head h reads KV head h/group.
+// dst = softmax(scale·q·Kᵀ)·V over the keys j0, j0+1, ..., j1-1 (rows
+// from kr), each scaled score soft-capped first when limit > 0. q and dst
+// are whole rows (all heads); k and v have row stride ld and query head h
+// reads KV head h/group.
 //
-// For each head, every score is one whole dot product in the order of
-// dot.go, the exponent goes through float64 math.Exp rounded back to
-// float32, and every output element is a chain of fused multiply-adds over
-// the keys in position order (attnkern.go), so the result depends only on
-// the query and the visited keys and values: not on where they are stored,
-// nor on which other heads or rows share the call.
-func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd int, scale, limit float32, sc *attnScratch) {
-	nh, n, stride := h1-h0, len(rows), headStride(hd)
+// The keys go in blocks of attnBlock indices aligned to multiples of
+// attnBlock, with a running maximum m and sum per head (online softmax):
+// for each block, every score is one whole dot product in the order of
+// dot.go; if the block's largest score exceeds m, the sum and the
+// accumulator are first multiplied by exp(m_old - m_new) and m moves;
+// then each exponent exp(s - m) goes through float64 math.Exp rounded back
+// to float32 and is added to the sum in key order, and every output
+// element continues its chain of fused multiply-adds over the block's
+// keys in order (attnkern.go). The result depends only on the query and
+// the visited keys and their indices: not on where they are stored, nor on
+// which other heads or rows share the call.
+func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group, hd int, scale, limit float32, sc *attnScratch) {
+	nh, stride := h1-h0, headStride(hd)
 	ks := &kern
-
-	scores := sc.scores[:nh*n] // head-major: scores[i*n+t]
-	for i := range nh {
-		at := ((h0 + i) / group) * hd
-		hs := scores[i*n : (i+1)*n]
-		scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at, rows, ld, hd)
-		for t := range hs {
-			hs[t] *= scale
-		}
-		if limit > 0 {
-			for t, s := range hs {
-				hs[t] = softCap(s, limit)
-			}
-		}
-	}
-
-	sums := sc.sums[:nh]
-	for i := range nh {
-		hs := scores[i*n : (i+1)*n]
-		m := float32(math.Inf(-1))
-		for _, s := range hs {
-			m = max(m, s)
-		}
-		var sum float32
-		for t, s := range hs {
-			e := float32(math.Exp(float64(s - m)))
-			hs[t] = e
-			sum += e
-		}
-		sums[i] = sum
-	}
-
 	acc := sc.acc[:nh*stride]
 	clear(acc)
+	maxes, sums := sc.maxes[:nh], sc.sums[:nh]
 	for i := range nh {
-		at := ((h0 + i) / group) * hd
-		accumulateRow(ks, acc[i*stride:i*stride+hd], scores[i*n:(i+1)*n], v, at, rows, ld, hd)
+		maxes[i], sums[i] = float32(math.Inf(-1)), 0
+	}
+
+	for b0 := j0; b0 < j1; {
+		b1 := min(j1, (b0/attnBlock+1)*attnBlock)
+		rows := sc.rows[:b1-b0]
+		kr.fill(rows, b0)
+		hs := sc.scores[:b1-b0]
+		for i := range nh {
+			at := ((h0 + i) / group) * hd
+			scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at, rows, ld, hd)
+			m := float32(math.Inf(-1))
+			for t, s := range hs {
+				s *= scale
+				if limit > 0 {
+					s = softCap(s, limit)
+				}
+				hs[t] = s
+				m = max(m, s)
+			}
+			ai := acc[i*stride : i*stride+hd]
+			if old := maxes[i]; m > old {
+				if !math.IsInf(float64(old), -1) {
+					alpha := float32(math.Exp(float64(old - m)))
+					sums[i] *= alpha
+					for d := range ai {
+						ai[d] *= alpha
+					}
+				}
+				maxes[i] = m
+			}
+			m = maxes[i]
+			sum := sums[i]
+			for t, s := range hs {
+				e := float32(math.Exp(float64(s - m)))
+				hs[t] = e
+				sum += e
+			}
+			sums[i] = sum
+			accumulateRow(ks, ai, hs, v, at, rows, ld, hd)
+		}
+		b0 = b1
 	}
 
 	for i := range nh {
@@ -224,11 +247,4 @@ func attendRow(dst, q, k, v []float32, ld int, rows []int32, h0, h1, group, hd i
 			o[d] = a / sums[i]
 		}
 	}
-}
-
-func growInt32(s []int32, n int) []int32 {
-	if cap(s) < n {
-		return make([]int32, n)
-	}
-	return s[:n]
 }

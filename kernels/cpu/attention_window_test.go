@@ -46,7 +46,9 @@ func TestAttendWindowMatchesDense(t *testing.T) {
 
 // TestAttendWindowBoundary pins the boundary exactly: a query at position p
 // with window W sees positions p-W+1..p, so its output is bit for bit that
-// of unwindowed attention over a sequence made of just those W keys.
+// of unwindowed attention over a sequence made of just those W keys. (The
+// context is shorter than one 64-key block of Attend, so both calls visit
+// those keys in a single block.)
 func TestAttendWindowBoundary(t *testing.T) {
 	be := cpu.New()
 	const ctx = 40
