@@ -94,25 +94,32 @@ func (c *Cache) touch(b int32) {
 // block's record: at a million blocks that record is a cache miss, and a
 // heap that read two of them at each of its 20 levels spent most of Evict
 // waiting on memory. The heap is 4-ary, so a pop goes down half as many
-// levels, and the four children of an entry are 64 bytes, one cache line.
+// levels, and the four children of an entry are 48 bytes, one or two cache
+// lines.
 // Only the moved entries' positions (inLRU) are written to the records.
 type lru struct {
 	heap   []lruEntry
 	blocks []blockInfo // the cache's
 }
 
-// lruEntry is block id's place in lru; ord is a copy of its blockInfo.ord.
+// lruEntry is block id's place in lru, with a copy of its blockInfo.ord
+// in two halves: 12 bytes, where a uint64 field would pad it to 16.
 type lruEntry struct {
-	ord uint64
-	id  int32
+	hi, lo uint32
+	id     int32
 }
+
+func entry(ord uint64, id int32) lruEntry { return lruEntry{uint32(ord >> 32), uint32(ord), id} }
+
+// ord returns the entry's copy of its block's ord.
+func (e lruEntry) ord() uint64 { return uint64(e.hi)<<32 | uint64(e.lo) }
 
 func (h *lru) Len() int { return len(h.heap) }
 
 // push adds b, which is not in h.
 func (h *lru) push(b int32) {
 	h.heap = append(h.heap, lruEntry{})
-	h.up(len(h.heap)-1, lruEntry{h.blocks[b].ord, b})
+	h.up(len(h.heap)-1, entry(h.blocks[b].ord, b))
 }
 
 // pop removes and returns the first block.
@@ -143,13 +150,13 @@ func (h *lru) removeAt(i int) {
 // fix restores the order after b's ord changed; b need not be in h.
 func (h *lru) fix(b int32) {
 	if i := h.blocks[b].inLRU; i >= 0 {
-		h.place(int(i), lruEntry{h.blocks[b].ord, b})
+		h.place(int(i), entry(h.blocks[b].ord, b))
 	}
 }
 
 // place puts e at the hole at i, then moves it up or down to its place.
 func (h *lru) place(i int, e lruEntry) {
-	if i > 0 && e.ord < h.heap[(i-1)/4].ord {
+	if i > 0 && e.ord() < h.heap[(i-1)/4].ord() {
 		h.up(i, e)
 	} else {
 		h.down(i, e)
@@ -161,7 +168,7 @@ func (h *lru) up(i int, e lruEntry) {
 	heap, blocks := h.heap, h.blocks
 	for i > 0 {
 		p := (i - 1) / 4
-		if heap[p].ord <= e.ord {
+		if heap[p].ord() <= e.ord() {
 			break
 		}
 		heap[i] = heap[p]
@@ -183,11 +190,11 @@ func (h *lru) down(i int, e lruEntry) {
 		}
 		m := c
 		for j := c + 1; j < min(c+4, n); j++ {
-			if heap[j].ord < heap[m].ord {
+			if heap[j].ord() < heap[m].ord() {
 				m = j
 			}
 		}
-		if heap[m].ord >= e.ord {
+		if heap[m].ord() >= e.ord() {
 			break
 		}
 		heap[i] = heap[m]
@@ -230,10 +237,10 @@ func (c *Cache) AuditCache() error {
 		if int(c.blocks[e.id].inLRU) != i {
 			errs = append(errs, fmt.Errorf("blockhash: block %d at LRU position %d records %d", e.id, i, c.blocks[e.id].inLRU))
 		}
-		if e.ord != c.blocks[e.id].ord {
+		if e.ord() != c.blocks[e.id].ord {
 			errs = append(errs, fmt.Errorf("blockhash: block %d's LRU entry is stale", e.id))
 		}
-		if i > 0 && e.ord < c.lru.heap[(i-1)/4].ord {
+		if i > 0 && e.ord() < c.lru.heap[(i-1)/4].ord() {
 			errs = append(errs, fmt.Errorf("blockhash: LRU heap out of order at %d", i))
 		}
 	}
