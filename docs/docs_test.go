@@ -3,10 +3,12 @@
 package docs
 
 import (
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -47,6 +49,10 @@ func docFiles(t *testing.T) []string {
 
 func TestCodeReferencesResolve(t *testing.T) {
 	decls := map[string]map[string]bool{} // file → declared names
+	// found maps each path that exists here to the doc that names it; a
+	// fresh clone has it only if git does not ignore it (see below).
+	found := map[string]string{}
+	defer func() { checkNotIgnored(t, found) }()
 	for _, doc := range docFiles(t) {
 		text, err := os.ReadFile(doc)
 		if err != nil {
@@ -71,6 +77,9 @@ func TestCodeReferencesResolve(t *testing.T) {
 					t.Errorf("%s: %s does not exist", rel, path)
 				}
 				continue
+			}
+			if r, _ := filepath.Rel(root, full); strings.Contains(path, "/") {
+				found[filepath.ToSlash(r)] = rel
 			}
 			if sym == "" {
 				continue
@@ -195,4 +204,35 @@ func testsUnder(t *testing.T, dir string) map[string]bool {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// checkNotIgnored fails for every path a doc names that exists here only
+// because something generated it: git ignores it (e.g. out/, bin/), so a
+// reader's fresh clone has no such path. Outside a git work tree it checks
+// nothing.
+func checkNotIgnored(t *testing.T, paths map[string]string) {
+	t.Helper()
+	if len(paths) == 0 {
+		return
+	}
+	var in strings.Builder
+	for p := range paths {
+		in.WriteString(p + "\n")
+	}
+	cmd := exec.Command("git", "check-ignore", "--stdin")
+	cmd.Dir = root
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil: // some paths are ignored
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return // none is
+	default:
+		t.Logf("git check-ignore: %v (not a git work tree?); ignored paths not checked", err)
+		return
+	}
+	for _, p := range strings.Fields(string(out)) {
+		t.Errorf("%s: %s exists here but git ignores it, so a fresh clone has no such path", paths[p], p)
+	}
 }
