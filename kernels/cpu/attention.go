@@ -22,9 +22,9 @@ type attnQuery struct{ seq, i int32 }
 type attnScratch struct {
 	acc    []float32 // one aligned headStride-wide slot per head
 	scores [attnBlock]float32
-	rows   [attnBlock]int32
-	maxes  []float32 // per head: the largest score so far
-	sums   []float32 // per head: the softmax denominator so far
+	rows   [2][attnBlock]int32 // this block's key rows and the next's
+	maxes  []float32           // per head: the largest score so far
+	sums   []float32           // per head: the softmax denominator so far
 }
 
 // attnCall is the per-call bookkeeping of an attention operation, pooled so
@@ -200,13 +200,38 @@ func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group
 		maxes[i], sums[i] = float32(math.Inf(-1)), 0
 	}
 
+	// While one head works on a block, the keys and values the next head
+	// (or, after the last head, the first head of the next block) will
+	// read are prefetched: they are rows of a cache too large to stay in
+	// the caches from one token to the next.
+	at := func(i int) int { return ((h0 + i) / group) * hd }
+	prefetch := func(rows []int32, i int) {
+		ks.attn.prefetchRows(k, at(i), rows, ld, hd)
+		ks.attn.prefetchRows(v, at(i), rows, ld, hd)
+	}
+	blockEnd := func(b0 int) int { return min(j1, (b0/attnBlock+1)*attnBlock) }
+	cur, next := sc.rows[0][:], sc.rows[1][:]
+	if j0 < j1 {
+		cur = cur[:blockEnd(j0)-j0]
+		kr.fill(cur, j0)
+		prefetch(cur, 0)
+	}
 	for b0 := j0; b0 < j1; {
-		b1 := min(j1, (b0/attnBlock+1)*attnBlock)
-		rows := sc.rows[:b1-b0]
-		kr.fill(rows, b0)
+		b1 := blockEnd(b0)
+		rows := cur
+		next = next[:0]
+		if b1 < j1 {
+			next = next[:blockEnd(b1)-b1]
+			kr.fill(next, b1)
+		}
 		hs := sc.scores[:b1-b0]
 		for i := range nh {
-			at := ((h0 + i) / group) * hd
+			at := at(i)
+			if i+1 < nh {
+				prefetch(rows, i+1)
+			} else if len(next) > 0 {
+				prefetch(next, 0)
+			}
 			scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at, rows, ld, hd)
 			m := float32(math.Inf(-1))
 			for t, s := range hs {
@@ -239,6 +264,7 @@ func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group
 			accumulateRow(ks, ai, hs, v, at, rows, ld, hd)
 		}
 		b0 = b1
+		cur, next = next, cur[:cap(cur)]
 	}
 
 	for i := range nh {

@@ -18,9 +18,13 @@ package cpu
 // to keep the FMA units busy, and one pass over the keys per head is
 // cheaper than several. Hence the widths of 48 (head_dim 48, as in
 // llama2.c's small models) and 32 besides 64.
+//
+// prefetchRows asks for w[rows[j]*ld+off:][:width] to be brought into cache
+// for every j, ahead of its use; it computes nothing (a no-op in Go).
 type attnKernels struct {
-	dotsRows8 func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32)
-	axpyRows  func(acc, p, v []float32, off int, rows []int32, ld int)
+	dotsRows8    func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32)
+	axpyRows     func(acc, p, v []float32, off int, rows []int32, ld int)
+	prefetchRows func(w []float32, off int, rows []int32, ld, width int)
 }
 
 // axpyWidths are the lengths of acc that axpyRows takes, widest first.
@@ -33,7 +37,8 @@ var goAttnKernels = attnKernels{
 			dst[j] = dotGo(x, w[at:at+8*nb], nb)
 		}
 	},
-	axpyRows: axpyRowsGo,
+	axpyRows:     axpyRowsGo,
+	prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {},
 }
 
 func axpyRowsGo(acc, p, v []float32, off int, rows []int32, ld int) {

@@ -45,6 +45,9 @@ func axpyRows4AVX2(acc, p, v *float32, rows *int32, n, ld int)
 //go:noescape
 func axpyRows6AVX2(acc, p, v *float32, rows *int32, n, ld int)
 
+//go:noescape
+func prefetchRowsAVX2(w *float32, rows *int32, n, ld, lines int)
+
 // axpyAVX2 holds the assembly axpy kernels by the number of YMM
 // accumulators (len(acc)/8).
 var axpyAVX2 = [9]func(acc, p, v *float32, rows *int32, n, ld int){
@@ -77,6 +80,13 @@ var avx2Kernels = kernelSet{
 			_ = p[:len(rows)]
 			if checkRows(v, off, rows, ld, w) {
 				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			}
+		},
+		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
+			if width > 0 && checkRows(w, off, rows, ld, width) {
+				// One more line than width needs, for a head that does
+				// not start on a line boundary.
+				prefetchRowsAVX2(&w[off], unsafe.SliceData(rows), len(rows), ld, (4*width+63)/64+1)
 			}
 		},
 	},
