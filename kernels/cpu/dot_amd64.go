@@ -83,7 +83,9 @@ var avx2Kernels = kernelSet{
 			}
 		},
 		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
-			if width > 0 && checkRows(w, off, rows, ld, width) {
+			// A prefetch never faults, so the rows need no bounds check
+			// (they are checked where they are read).
+			if width > 0 && len(rows) > 0 && off < len(w) {
 				// One more line than width needs, for a head that does
 				// not start on a line boundary.
 				prefetchRowsAVX2(&w[off], unsafe.SliceData(rows), len(rows), ld, (4*width+63)/64+1)
