@@ -114,8 +114,10 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		first := max(kernels.Visible(pos, sh.Window), base)
 		kr := keyRows{local: local, qStart: seq.QStart, pages: seq.Pages, bs: sh.BlockSize}
 		row := seq.QStart + int(qu.i)
+		// Only a decode row prefetches: the rows of a longer chunk share
+		// their keys, which the first of them brings into cache.
 		attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, kr, first-base, pos-base+1,
-			kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, &call.scratch[w])
+			kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, seq.QLen == 1, &call.scratch[w])
 	})
 }
 
@@ -190,7 +192,7 @@ func headStride(hd int) int {
 // keys in order (attnkern.go). The result depends only on the query and
 // the visited keys and their indices: not on where they are stored, nor on
 // which other heads or rows share the call.
-func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group, hd int, scale, limit float32, sc *attnScratch) {
+func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group, hd int, scale, limit float32, pf bool, sc *attnScratch) {
 	nh, stride := h1-h0, headStride(hd)
 	ks := &kern
 	acc := sc.acc[:nh*stride]
@@ -202,10 +204,13 @@ func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group
 
 	// While one head works on a block, the keys and values the next head
 	// (or, after the last head, the first head of the next block) will
-	// read are prefetched: they are rows of a cache too large to stay in
-	// the caches from one token to the next.
+	// read are prefetched (when pf): they are rows of a cache too large to
+	// stay in the caches from one token to the next.
 	at := func(i int) int { return ((h0 + i) / group) * hd }
 	prefetch := func(rows []int32, i int) {
+		if !pf {
+			return
+		}
 		ks.attn.prefetchRows(k, at(i), rows, ld, hd)
 		ks.attn.prefetchRows(v, at(i), rows, ld, hd)
 	}

@@ -86,9 +86,15 @@ var avx2Kernels = kernelSet{
 			// A prefetch never faults, so the rows need no bounds check
 			// (they are checked where they are read).
 			if width > 0 && len(rows) > 0 && off < len(w) {
-				// One more line than width needs, for a head that does
-				// not start on a line boundary.
-				prefetchRowsAVX2(&w[off], unsafe.SliceData(rows), len(rows), ld, (4*width+63)/64+1)
+				// The lines the first row's span touches; one more when
+				// rows differ in alignment (a row length that is not a
+				// whole number of lines).
+				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
+				lines := (skew + 4*width + 63) / 64
+				if (4*ld)%64 != 0 {
+					lines++
+				}
+				prefetchRowsAVX2(&w[off], unsafe.SliceData(rows), len(rows), ld, lines)
 			}
 		},
 	},
