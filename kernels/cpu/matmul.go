@@ -40,12 +40,20 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 		return
 	}
 	rowBlocks := (n + mmRowBlock - 1) / mmRowBlock
-	colBlocks := (out + mmColBlock - 1) / mmColBlock
+	colBlock := mmColBlock
+	if n == 1 && b.workers > 1 {
+		// A decode row: two jobs per worker, cut evenly (in whole
+		// eight-column steps), so the cores finish together; 288 columns
+		// would otherwise go 160 to one core and 128 to the other.
+		jobs := 2 * b.workers
+		colBlock = max(8, ((out+jobs-1)/jobs+7)/8*8)
+	}
+	colBlocks := (out + colBlock - 1) / colBlock
 	k := kern
 	b.parallel(rowBlocks*colBlocks, func(_, job int) {
 		r0 := (job / colBlocks) * mmRowBlock
-		c0 := (job % colBlocks) * mmColBlock
-		rows, cols := min(mmRowBlock, n-r0), min(mmColBlock, out-c0)
+		c0 := (job % colBlocks) * colBlock
+		rows, cols := min(mmRowBlock, n-r0), min(colBlock, out-c0)
 		if wt.bf16 != nil {
 			matMulBlock(&k.bf16, d.Data, out, xt.Data, wt.bf16, in, r0, rows, c0, cols)
 		} else {
