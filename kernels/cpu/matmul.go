@@ -19,8 +19,9 @@ const (
 // a row of x with a row of w, computed in the one order described in dot.go
 // whatever the number of rows, the tiling or the goroutine that runs it.
 //
-// The output is cut into jobs of up to mmRowBlock×mmColBlock elements that
-// the backend's workers share. Within a job, full 3×4 tiles (three rows of
+// The output is cut into jobs of up to mmRowBlock×mmColBlock elements (a
+// single row: two even column ranges per worker) that the backend's
+// workers share. Within a job, full 3×4 tiles (three rows of
 // x against four of w, twelve accumulators) cover most of the output; the
 // rows left over go eight columns at a time, which is also the whole of a
 // decode step's single-row products: that kernel streams each weight row
