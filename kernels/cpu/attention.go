@@ -186,8 +186,8 @@ func headStride(hd int) int {
 // for each block, every score is one whole dot product in the order of
 // dot.go; if the block's largest score exceeds m, the sum and the
 // accumulator are first multiplied by exp(m_old - m_new) and m moves;
-// then each exponent exp(s - m) goes through float64 math.Exp rounded back
-// to float32 and is added to the sum in key order, and every output
+// then each exponent exp(s - m) is expNeg's (exp.go; within 2 ulp
+// of math.Exp) and is added to the sum in key order, and every output
 // element continues its chain of fused multiply-adds over the block's
 // keys in order (attnkern.go). The result depends only on the query and
 // the visited keys and their indices: not on where they are stored, nor on
@@ -250,7 +250,7 @@ func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group
 			ai := acc[i*stride : i*stride+hd]
 			if old := maxes[i]; m > old {
 				if !math.IsInf(float64(old), -1) {
-					alpha := float32(math.Exp(float64(old - m)))
+					alpha := expNeg(old - m)
 					sums[i] *= alpha
 					for d := range ai {
 						ai[d] *= alpha
@@ -260,9 +260,8 @@ func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group
 			}
 			m = maxes[i]
 			sum := sums[i]
-			for t, s := range hs {
-				e := float32(math.Exp(float64(s - m)))
-				hs[t] = e
+			ks.attn.expShift(hs, m)
+			for _, e := range hs {
 				sum += e
 			}
 			sums[i] = sum

@@ -19,11 +19,14 @@ package cpu
 // cheaper than several. Hence the widths of 48 (head_dim 48, as in
 // llama2.c's small models) and 32 besides 64.
 //
+// expShift sets x[i] = expNeg(x[i] - m) (exp.go), for x[i] ≤ m.
+//
 // prefetchRows asks for w[rows[j]*ld+off:][:width] to be brought into cache
 // for every j, ahead of its use; it computes nothing (a no-op in Go).
 type attnKernels struct {
 	dotsRows8    func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32)
 	axpyRows     func(acc, p, v []float32, off int, rows []int32, ld int)
+	expShift     func(x []float32, m float32)
 	prefetchRows func(w []float32, off int, rows []int32, ld, width int)
 }
 
@@ -38,6 +41,7 @@ var goAttnKernels = attnKernels{
 		}
 	},
 	axpyRows:     axpyRowsGo,
+	expShift:     expShiftGo,
 	prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {},
 }
 

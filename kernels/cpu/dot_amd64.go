@@ -48,6 +48,9 @@ func axpyRows6AVX2(acc, p, v *float32, rows *int32, n, ld int)
 //go:noescape
 func prefetchRowsAVX2(w *float32, rows *int32, n, ld, lines int)
 
+//go:noescape
+func expShiftAVX2(x *float32, n int, m float32)
+
 // axpyAVX2 holds the assembly axpy kernels by the number of YMM
 // accumulators (len(acc)/8).
 var axpyAVX2 = [9]func(acc, p, v *float32, rows *int32, n, ld int){
@@ -81,6 +84,13 @@ var avx2Kernels = kernelSet{
 			if checkRows(v, off, rows, ld, w) {
 				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 			}
+		},
+		expShift: func(x []float32, m float32) {
+			n8 := len(x) / 8
+			if n8 > 0 {
+				expShiftAVX2(unsafe.SliceData(x), n8, m)
+			}
+			expShiftGo(x[8*n8:], m)
 		},
 		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
 			// A prefetch never faults, so the rows need no bounds check

@@ -693,3 +693,60 @@ prefetchLine:
 
 prefetchDone:
 	RET
+
+// BCAST loads the float32 bit pattern C into all eight lanes of Y.
+#define BCAST(C, X, Y) \
+	MOVL         C, AX; \
+	MOVL         AX, X; \
+	VPBROADCASTD X, Y
+
+// func expShiftAVX2(x *float32, n int, m float32)
+// x[i] = expNeg(x[i] - m) for i < 8*n, eight at a time, in the order of
+// operations of expNeg (exp.go).
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y1
+	BCAST($0xc2aeac4f, X2, Y2)   // expLo
+	BCAST($0x3f000000, X3, Y3)   // c5
+	BCAST($0x3fb8aa3b, X4, Y4)   // log2 e
+	BCAST($0xbf318000, X5, Y5)   // -ln2 hi
+	BCAST($0x395e8083, X6, Y6)   // -ln2 lo
+	BCAST($0x39506967, X7, Y7)   // c0
+	BCAST($0x3ab743ce, X8, Y8)   // c1
+	BCAST($0x3c088908, X9, Y9)   // c2
+	BCAST($0x3d2aa9c1, X10, Y10) // c3
+	BCAST($0x3e2aaaaa, X11, Y11) // c4
+	BCAST($0x3f800000, X12, Y12) // 1
+	BCAST($0x42fe0000, X14, Y14) // 127
+	TESTQ        CX, CX
+	JZ           expDone
+
+expLoop:
+	VMOVUPS     (SI), Y0
+	VSUBPS      Y1, Y0, Y0
+	VMAXPS      Y2, Y0, Y0
+	VMULPS      Y4, Y0, Y15
+	VROUNDPS    $0, Y15, Y15
+	VFMADD231PS Y5, Y15, Y0  // r = n*(-ln2hi) + x
+	VFMADD231PS Y6, Y15, Y0  // r = n*(-ln2lo) + r
+	VMOVAPS     Y7, Y13
+	VFMADD213PS Y8, Y0, Y13  // p = p*r + c1
+	VFMADD213PS Y9, Y0, Y13
+	VFMADD213PS Y10, Y0, Y13
+	VFMADD213PS Y11, Y0, Y13
+	VFMADD213PS Y3, Y0, Y13
+	VFMADD213PS Y12, Y0, Y13
+	VFMADD213PS Y12, Y0, Y13
+	VADDPS      Y14, Y15, Y15 // n + 127, exact
+	VCVTPS2DQ   Y15, Y15
+	VPSLLD      $23, Y15, Y15
+	VMULPS      Y15, Y13, Y13
+	VMOVUPS     Y13, (SI)
+	ADDQ        $32, SI
+	DECQ        CX
+	JNZ         expLoop
+
+expDone:
+	VZEROUPPER
+	RET
