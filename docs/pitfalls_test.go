@@ -53,7 +53,8 @@ func TestSymptomTestsLogWhatTheyMeasured(t *testing.T) {
 	}
 }
 
-// logs reports whether body calls a Log or Logf method, or logSymptoms.
+// logs reports whether body calls a Log or Logf method, or
+// cachetest.LogSymptoms.
 func logs(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
@@ -63,9 +64,7 @@ func logs(body *ast.BlockStmt) bool {
 		}
 		switch fun := call.Fun.(type) {
 		case *ast.SelectorExpr:
-			found = found || fun.Sel.Name == "Logf" || fun.Sel.Name == "Log"
-		case *ast.Ident:
-			found = found || fun.Name == "logSymptoms"
+			found = found || fun.Sel.Name == "Logf" || fun.Sel.Name == "Log" || fun.Sel.Name == "LogSymptoms"
 		}
 		return !found
 	})

@@ -2,6 +2,7 @@ package trie
 
 import (
 	"errors"
+	"kvlab/common/kvcache/cachetest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,7 +15,7 @@ import (
 // and, for each, the library doing it right.
 
 func TestPitfallHardCodedBlockSizeInSplit(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Block size 4. A (12 tokens, blocks 0 1 2) is cached; B shares its
 	// first 6 tokens. A block-aligned split can only cut after 4.
 	a := toks(0, 12)
@@ -36,7 +37,7 @@ func TestPitfallHardCodedBlockSizeInSplit(t *testing.T) {
 			tr.insert(b, []int32{0, 1, 9}, 4)
 			head := tr.root.children[0]
 			tail := head.children[6]
-			sy.bug(tc.name, "B shares 6 tokens at block size 4: the head gets blocks %v, the tail keeps %v", head.blocks, tail.blocks)
+			sy.Bug(tc.name, "B shares 6 tokens at block size 4: the head gets blocks %v, the tail keeps %v", head.blocks, tail.blocks)
 			require.Equal(t, tc.headBlocks, head.blocks, "blocks of the head (tokens 0..5)")
 			require.Equal(t, tc.tailBlocks, tail.blocks, "blocks of the tail (tokens 6..11)")
 			// Neither matches the KV layout: tokens 6 and 7 sit in block 1,
@@ -49,7 +50,7 @@ func TestPitfallHardCodedBlockSizeInSplit(t *testing.T) {
 		pagesA := commit(t, pool, 1, a)
 		pagesB := commit(t, pool, 2, b)
 		head := tr.Shape().Children[0]
-		sy.add("trie, block-aligned split", "the head is %d tokens with blocks %v (of A's %v), its children %d and %d tokens", len(head.Tokens), head.Blocks, pagesA, len(head.Children[0].Tokens), len(head.Children[len(head.Children)-1].Tokens))
+		sy.Add("trie, block-aligned split", "the head is %d tokens with blocks %v (of A's %v), its children %d and %d tokens", len(head.Tokens), head.Blocks, pagesA, len(head.Children[0].Tokens), len(head.Children[len(head.Children)-1].Tokens))
 		require.Equal(t, a[:4], head.Tokens)
 		require.Equal(t, pagesA[:1], head.Blocks)
 		require.Equal(t, []Shape{{Tokens: a[4:], Blocks: pagesA[1:]}, {Tokens: b[4:], Blocks: pagesB[1:]}}, head.Children)
@@ -57,7 +58,7 @@ func TestPitfallHardCodedBlockSizeInSplit(t *testing.T) {
 }
 
 func TestPitfallMatchNotBlockAligned(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Block size 4. The first prompt, 1..5, is cached as one 5-token
 	// edge; the second, 1..8, matches that edge whole.
 	first, second := toks(1, 5), toks(1, 8)
@@ -72,7 +73,7 @@ func TestPitfallMatchNotBlockAligned(t *testing.T) {
 		// Position 5 is in block 1, which the tree lent: computing it would
 		// write into a block the cache shares. The pool refuses.
 		err = pool.PrepareWrite(2, 5, 3)
-		sy.add("edge length", "%d tokens matched at block size 4; writing position 5: %v", cached, err)
+		sy.Add("edge length", "%d tokens matched at block size 4; writing position 5: %v", cached, err)
 		require.ErrorContains(t, err, "lent by the prefix cache")
 	})
 	t.Run("trie", func(t *testing.T) {
@@ -80,7 +81,7 @@ func TestPitfallMatchNotBlockAligned(t *testing.T) {
 		run(t, pool, 1, first)
 		cached := open(t, pool, 2, second)
 		err := pool.PrepareWrite(2, 4, 4)
-		sy.add("trie", "%d tokens matched; writing positions 4..7: %v", cached, err)
+		sy.Add("trie", "%d tokens matched; writing positions 4..7: %v", cached, err)
 		require.Equal(t, 4, cached)
 		require.NoError(t, err)
 	})
@@ -95,7 +96,7 @@ func TestPitfallMatchNotBlockAligned(t *testing.T) {
 }
 
 func TestPitfallRefCountClampedAtZero(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// A is live and ends at node N (blocks 0 1); B extends A with a block
 	// of its own and finishes. Removing B walks up and decrements N too,
 	// though B never counted itself there: N drops to 0 and is freed under
@@ -107,7 +108,7 @@ func TestPitfallRefCountClampedAtZero(t *testing.T) {
 		nb := tr.insert(b, []int32{0, 1, 2}, 4)
 		byB := tr.remove(nb)
 		byA := tr.remove(na)
-		sy.add("clamped", "B's removal frees blocks %v under live A, and A's frees %v again, with no error", byB, byA)
+		sy.Add("clamped", "B's removal frees blocks %v under live A, and A's frees %v again, with no error", byB, byA)
 		require.Equal(t, []int32{2, 0, 1}, byB, "B's removal frees A's blocks")
 		require.Equal(t, []int32{0, 1}, byA, "A's removal frees them again; the clamp hid the underflow")
 	})
@@ -117,7 +118,7 @@ func TestPitfallRefCountClampedAtZero(t *testing.T) {
 		na := tr.insert(a, []int32{0, 1}, 4)
 		tr.remove(tr.insert(b, []int32{0, 1, 2}, 4))
 		func() {
-			defer func() { sy.add("asserted", "A's removal panics: %v", recover()) }()
+			defer func() { sy.Add("asserted", "A's removal panics: %v", recover()) }()
 			tr.remove(na)
 		}()
 		tr = newTree004()
@@ -134,7 +135,7 @@ func TestPitfallRefCountClampedAtZero(t *testing.T) {
 		pool.Commit(1, a)
 		run(t, pool, 2, b)
 		freed := tr.Evict(100)
-		sy.add("trie", "evicting everything idle after B frees %d block; A's first block keeps %d references", freed, pool.Allocator().Refs(pool.Pages(1)[0]))
+		sy.Add("trie", "evicting everything idle after B frees %d block; A's first block keeps %d references", freed, pool.Allocator().Refs(pool.Pages(1)[0]))
 		require.Equal(t, 1, freed, "only B's own block can go")
 		require.Equal(t, 2, pool.Allocator().Refs(pool.Pages(1)[0]), "A's blocks: A and the trie")
 		audit(t, pool, "after B")
@@ -143,7 +144,7 @@ func TestPitfallRefCountClampedAtZero(t *testing.T) {
 }
 
 func TestPitfallEvictionDoesNotCascade(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// A chain root → P (blocks 0 1) → Q (block 2), nobody using either.
 	p, q := toks(0, 8), cat(toks(0, 8), toks(50, 4))
 	t.Run("one pass", func(t *testing.T) {
@@ -152,7 +153,7 @@ func TestPitfallEvictionDoesNotCascade(t *testing.T) {
 		nq := tr.insert(q, []int32{0, 1, 2}, 4)
 		np.ref, nq.ref = 0, 0 // as the tutorial's own eviction test does
 		freed := tr.evictLRU(3)
-		sy.add("one pass", "asked for 3 blocks of an idle chain, freed %v", freed)
+		sy.Add("one pass", "asked for 3 blocks of an idle chain, freed %v", freed)
 		require.Equal(t, []int32{2}, freed, "asked for 3, freed Q's 1")
 		require.Empty(t, np.children, "P is a leaf now, and was not considered")
 	})
@@ -161,20 +162,20 @@ func TestPitfallEvictionDoesNotCascade(t *testing.T) {
 		run(t, pool, 1, p)
 		run(t, pool, 2, q)
 		freed := tr.Evict(3)
-		sy.add("trie", "asked for 3, freed %d", freed)
+		sy.Add("trie", "asked for 3, freed %d", freed)
 		require.Equal(t, 3, freed)
 	})
 }
 
 func TestPitfallEvictionLoopNeverStops(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Every block is held by a live sequence; another needs one more.
 	t.Run("evict until it fits", func(t *testing.T) {
 		a := kvcache.NewAllocator(4)
 		_, err := a.Allocate(nil, 4)
 		require.NoError(t, err)
 		rounds, ok := extend004(a, newTree004(), 1, 1000)
-		sy.add("evict until it fits", "with every block held, the loop ran %d rounds (the test's cap) and found room: %v", rounds, ok)
+		sy.Add("evict until it fits", "with every block held, the loop ran %d rounds (the test's cap) and found room: %v", rounds, ok)
 		require.False(t, ok, "the loop found nothing to evict and kept going")
 		require.Equal(t, 1000, rounds)
 	})
@@ -187,13 +188,13 @@ func TestPitfallEvictionLoopNeverStops(t *testing.T) {
 		require.NoError(t, err)
 		var oob *kvcache.OutOfBlocksError
 		grow := pool.Grow(2, 4)
-		sy.add("pool", "Grow asks the trie once and returns: %v", grow)
+		sy.Add("pool", "Grow asks the trie once and returns: %v", grow)
 		require.True(t, errors.As(grow, &oob))
 	})
 }
 
 func TestPitfallMergeTakesChildRefCount(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// X = 1..8 (blocks 0 1) is live. Y and Z share X's first block, so X's
 	// node splits into a head (block 0) and N (block 1). When Y and Z are
 	// gone the head has one child left, N, and merges with it, taking N's
@@ -211,7 +212,7 @@ func TestPitfallMergeTakesChildRefCount(t *testing.T) {
 			ny := tr.insert(y, []int32{0, 2}, 4)
 			nz := tr.insert(z, []int32{0, 3}, 4)
 			freed := append(tr.remove(nz), tr.remove(ny)...)
-			sy.add(name, "removing Y and Z frees blocks %v; block 1, which live X reads, among them: %v", freed, contains(freed, 1))
+			sy.Add(name, "removing Y and Z frees blocks %v; block 1, which live X reads, among them: %v", freed, contains(freed, 1))
 			require.Equal(t, merge, contains(freed, 1), "block 1, which live X reads, freed: %v", freed)
 		})
 	}
@@ -224,7 +225,7 @@ func TestPitfallMergeTakesChildRefCount(t *testing.T) {
 		run(t, pool, 2, y)
 		run(t, pool, 3, z)
 		tr.Evict(100)
-		sy.add("trie", "after Y and Z are evicted, X's blocks %v hold %d and %d references", pool.Pages(1), pool.Allocator().Refs(pool.Pages(1)[0]), pool.Allocator().Refs(pool.Pages(1)[1]))
+		sy.Add("trie", "after Y and Z are evicted, X's blocks %v hold %d and %d references", pool.Pages(1), pool.Allocator().Refs(pool.Pages(1)[0]), pool.Allocator().Refs(pool.Pages(1)[1]))
 		require.Equal(t, []Shape{{Tokens: x, Blocks: pool.Pages(1)}}, tr.Shape().Children, "head and N merged")
 		for _, b := range pool.Pages(1) {
 			require.Equal(t, 2, pool.Allocator().Refs(b), "block %d of live X", b)
@@ -280,7 +281,7 @@ func contains(s []int32, x int32) bool {
 }
 
 func TestPitfallHitRateNotARate(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// One 1024-token prompt cached, then asked for twice: every token of
 	// both queries was found.
 	prompt := toks(0, 1024)
@@ -289,7 +290,7 @@ func TestPitfallHitRateNotARate(t *testing.T) {
 		tr.insert(prompt, toks(0, 64), 16)
 		tr.match(prompt)
 		tr.match(prompt)
-		sy.add("per query × 100", "two full hits on a 1024-token prompt read %v", tr.hitRate())
+		sy.Add("per query × 100", "two full hits on a 1024-token prompt read %v", tr.hitRate())
 		require.Equal(t, 10.24, tr.hitRate(), "2048 tokens / (2 queries × 100)")
 	})
 	t.Run("tokens", func(t *testing.T) {
@@ -297,7 +298,7 @@ func TestPitfallHitRateNotARate(t *testing.T) {
 		run(t, pool, 1, prompt) // a miss: 0 of 1024
 		run(t, pool, 2, prompt)
 		run(t, pool, 3, prompt)
-		sy.add("tokens", "a miss then two full hits read %.4f (cached tokens / prompt tokens)", tr.HitRate())
+		sy.Add("tokens", "a miss then two full hits read %.4f (cached tokens / prompt tokens)", tr.HitRate())
 		require.Equal(t, 2048.0/3072, tr.HitRate(), "cached tokens / prompt tokens")
 	})
 }

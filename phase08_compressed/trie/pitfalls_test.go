@@ -2,6 +2,7 @@ package trie
 
 import (
 	"errors"
+	"kvlab/common/kvcache/cachetest"
 	"slices"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 // shows it gone.
 
 func TestPitfallRoundUpClaimsDivergedTokens(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Cached [1,2,3,5] in blocks 0 and 1, block size 2; the query
 	// [1,2,3,99] shares 3 tokens. Rounded up, that claims block 1, which
 	// holds the KV of token 5 where the query has 99.
@@ -34,7 +35,7 @@ func TestPitfallRoundUpClaimsDivergedTokens(t *testing.T) {
 			pool, _ := newPool(t, 8, 2, DeepestFirst, tc.wrap)
 			run(t, pool, 1, []int32{1, 2, 3, 5})
 			blocks, matched := pool.Cache().Match(2, "", []int32{1, 2, 3, 99})
-			sy.add(tc.name, "cached [1 2 3 5], block size 2: Match([1 2 3 99]) = (%v, %d)", blocks, matched)
+			sy.Add(tc.name, "cached [1 2 3 5], block size 2: Match([1 2 3 99]) = (%v, %d)", blocks, matched)
 			if matched != tc.matched || !slices.Equal(blocks, tc.blocks) {
 				t.Fatalf("Match([1 2 3 99]): have (%v, %d); want (%v, %d)", blocks, matched, tc.blocks, tc.matched)
 			}
@@ -44,7 +45,7 @@ func TestPitfallRoundUpClaimsDivergedTokens(t *testing.T) {
 }
 
 func TestPitfallRoundUpEndToEnd(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// B agrees with A on 7 tokens (block size 4). Rounded up, B takes
 	// A's second block and attends to A's token 7 instead of its own.
 	a := toks(40, 12)
@@ -55,14 +56,14 @@ func TestPitfallRoundUpEndToEnd(t *testing.T) {
 	t.Run("rounded up", func(t *testing.T) {
 		have, _ := serve(t, engineConfig(4, 64, buggyCache(roundUp)), waves...)
 		g, w := outGap(have, base)
-		sy.add("rounded up", "B, agreeing with A on 7 tokens, reuses %d; %d requests generate other tokens, logits differ by up to %.3g", have[2].Cached, w, g)
+		sy.Add("rounded up", "B, agreeing with A on 7 tokens, reuses %d; %d requests generate other tokens, logits differ by up to %.3g", have[2].Cached, w, g)
 		require.Equal(t, 8, have[2].Cached, "cached tokens of B")
 		require.NotEqual(t, base[2].Logits, have[2].Logits, "B's logits should differ from the uncached run")
 	})
 	t.Run("rounded down", func(t *testing.T) {
 		have, _ := serve(t, engineConfig(4, 64, trieCache(DeepestFirst)), waves...)
 		g, w := outGap(have, base)
-		sy.add("rounded down", "B reuses %d; %d requests differ, logits by %.3g", have[2].Cached, w, g)
+		sy.Add("rounded down", "B reuses %d; %d requests differ, logits by %.3g", have[2].Cached, w, g)
 		require.Equal(t, 4, have[2].Cached, "cached tokens of B")
 		sameOutput(t, base, have)
 	})
@@ -82,7 +83,7 @@ func splitFixture(t *testing.T, wrap func(*Trie) kvcache.PrefixCache) (*kvcache.
 }
 
 func TestPitfallSplitWithoutReparent(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	ac := cat(toks(0, 6), []int32{50, 51})
 	t.Run("not re-parented", func(t *testing.T) {
 		pool, tr := splitFixture(t, with(noReparent))
@@ -97,14 +98,14 @@ func TestPitfallSplitWithoutReparent(t *testing.T) {
 		open(t, pool, 4, toks(700, 2))
 		require.Equal(t, []int32{3}, pool.Pages(4))
 		blocks, _ := tr.Match(5, "", ac)
-		sy.add("not re-parented", "structure check: %v; after evicting C (block 3 freed, then reused by sequence 4), A+C still matches %d tokens and is lent blocks %v", checkStructure(tr), tr.MatchLen("", ac), blocks)
+		sy.Add("not re-parented", "structure check: %v; after evicting C (block 3 freed, then reused by sequence 4), A+C still matches %d tokens and is lent blocks %v", checkStructure(tr), tr.MatchLen("", ac), blocks)
 		require.Equal(t, []int32{0, 1, 2, 3}, blocks, "block 3 now holds sequence 4's KV")
 	})
 	t.Run("re-parented", func(t *testing.T) {
 		pool, tr := splitFixture(t, nil)
 		structure := checkStructure(tr)
 		evicted := pool.Cache().Evict(1)
-		sy.add("re-parented", "structure check: %v; after evicting C (%d block), A+C matches %d tokens", structure, evicted, tr.MatchLen("", ac))
+		sy.Add("re-parented", "structure check: %v; after evicting C (%d block), A+C matches %d tokens", structure, evicted, tr.MatchLen("", ac))
 		require.NoError(t, structure)
 		require.Equal(t, 1, evicted)
 		require.Equal(t, 6, tr.MatchLen("", ac), "C is gone, its parent stays")
@@ -113,7 +114,7 @@ func TestPitfallSplitWithoutReparent(t *testing.T) {
 }
 
 func TestPitfallSplitWithoutReparentEndToEnd(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// A, then A+C, cache A with C below it; B splits A after one block.
 	// Evicting one block takes C. A later prompt A+C+D must not find it.
 	a, c := toks(40, 12), toks(200, 4)
@@ -134,21 +135,21 @@ func TestPitfallSplitWithoutReparentEndToEnd(t *testing.T) {
 	t.Run("not re-parented", func(t *testing.T) {
 		have, _ := serveWith(t, engineConfig(4, 64, buggyCache(noReparent)), evictBeforeWave4, waves...)
 		g, w := outGap(have, base)
-		sy.add("not re-parented", "request 5 reuses %d tokens, C's evicted block among them; %d requests generate other tokens, logits differ by up to %.3g", have[5].Cached, w, g)
+		sy.Add("not re-parented", "request 5 reuses %d tokens, C's evicted block among them; %d requests generate other tokens, logits differ by up to %.3g", have[5].Cached, w, g)
 		require.Equal(t, 16, have[5].Cached, "the trie lent C's block, which request 4 wrote")
 		require.NotEqual(t, base[5].Logits, have[5].Logits, "request 5's logits should differ from the uncached run")
 	})
 	t.Run("re-parented", func(t *testing.T) {
 		have, _ := serveWith(t, engineConfig(4, 64, trieCache(DeepestFirst)), evictBeforeWave4, waves...)
 		g, w := outGap(have, base)
-		sy.add("re-parented", "request 5 reuses %d; %d requests differ, logits by %.3g", have[5].Cached, w, g)
+		sy.Add("re-parented", "request 5 reuses %d; %d requests differ, logits by %.3g", have[5].Cached, w, g)
 		require.Equal(t, 12, have[5].Cached)
 		sameOutput(t, base, have)
 	})
 }
 
 func TestPitfallSplitSharesChildrenMap(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// A query that skips the tail's tokens, 0 1 then C's 50 51, was never
 	// cached: its second block must not be found.
 	skipsTail := []int32{0, 1, 50, 51}
@@ -156,20 +157,20 @@ func TestPitfallSplitSharesChildrenMap(t *testing.T) {
 		_, tr := splitFixture(t, with(sharedChildren))
 		head := tr.root.children[keyOf([]int32{0, 1})]
 		tail := head.children[keyOf([]int32{2, 3})]
-		sy.add("one map", "the tail is its own child: %v; [0 1 50 51], never cached, matches %d tokens", tail == tail.children[keyOf([]int32{2, 3})], tr.MatchLen("", skipsTail))
+		sy.Add("one map", "the tail is its own child: %v; [0 1 50 51], never cached, matches %d tokens", tail == tail.children[keyOf([]int32{2, 3})], tr.MatchLen("", skipsTail))
 		require.Same(t, tail, tail.children[keyOf([]int32{2, 3})], "the tail is its own child: a cycle")
 		require.Equal(t, 4, tr.MatchLen("", skipsTail), "C is found right below the head")
 	})
 	t.Run("fresh map", func(t *testing.T) {
 		_, tr := splitFixture(t, nil)
-		sy.add("fresh map", "structure check: %v; [0 1 50 51] matches %d", checkStructure(tr), tr.MatchLen("", skipsTail))
+		sy.Add("fresh map", "structure check: %v; [0 1 50 51] matches %d", checkStructure(tr), tr.MatchLen("", skipsTail))
 		require.NoError(t, checkStructure(tr))
 		require.Equal(t, 2, tr.MatchLen("", skipsTail))
 	})
 }
 
 func TestPitfallAssignToNodeCopy(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	skipsTail := []int32{0, 1, 50, 51}
 	t.Run("copy", func(t *testing.T) {
 		pool, tr := splitFixture(t, with(headCopy))
@@ -180,7 +181,7 @@ func TestPitfallAssignToNodeCopy(t *testing.T) {
 		// nothing can ever evict them.
 		tr.rebuild() // the buggy split keeps no eviction bookkeeping
 		tr.Evict(tr.Evictable())
-		sy.add("copy", "[0 1 50 51], never cached, matches %d tokens, A matches %d of 6; after evicting all, %d blocks stay held and unreachable, %d of 16 free", skipped, a, tr.Stats().Blocks, pool.Allocator().NumFree())
+		sy.Add("copy", "[0 1 50 51], never cached, matches %d tokens, A matches %d of 6; after evicting all, %d blocks stay held and unreachable, %d of 16 free", skipped, a, tr.Stats().Blocks, pool.Allocator().NumFree())
 		require.Equal(t, 2, tr.Stats().Blocks, "blocks the trie holds but can no longer reach")
 		require.Less(t, pool.Allocator().NumFree(), 16)
 	})
@@ -190,13 +191,13 @@ func TestPitfallAssignToNodeCopy(t *testing.T) {
 		require.Equal(t, 6, tr.MatchLen("", toks(0, 6)))
 		skipped, a := tr.MatchLen("", skipsTail), tr.MatchLen("", toks(0, 6))
 		tr.Evict(tr.Evictable())
-		sy.add("node", "[0 1 50 51] matches %d, A matches %d of 6; after evicting all, %d of 16 free", skipped, a, pool.Allocator().NumFree())
+		sy.Add("node", "[0 1 50 51] matches %d, A matches %d of 6; after evicting all, %d of 16 free", skipped, a, pool.Allocator().NumFree())
 		require.Equal(t, 16, pool.Allocator().NumFree())
 	})
 }
 
 func TestPitfallRangeOverMapKeys(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	x := toks(0, 4)
 	t.Run("keys", func(t *testing.T) {
 		pool, tr := newPool(t, 8, 2, DeepestFirst, with(rangeKeys))
@@ -205,42 +206,42 @@ func TestPitfallRangeOverMapKeys(t *testing.T) {
 		require.Equal(t, 4, tr.MatchLen("", x), "the evicted node was never removed")
 		open(t, pool, 2, toks(100, 4)) // takes the two freed blocks
 		blocks, _ := tr.Match(3, "", x)
-		sy.add("keys", "after evicting x's 2 blocks, x still matches 4 tokens and is lent blocks %v, which sequence 2 now owns (%v)", blocks, pool.Pages(2))
+		sy.Add("keys", "after evicting x's 2 blocks, x still matches 4 tokens and is lent blocks %v, which sequence 2 now owns (%v)", blocks, pool.Pages(2))
 		require.ElementsMatch(t, pool.Pages(2), blocks, "x's match lends sequence 2's blocks")
 	})
 	t.Run("nodes", func(t *testing.T) {
 		pool, tr := newPool(t, 8, 2, DeepestFirst, nil)
 		run(t, pool, 1, x)
 		require.Equal(t, 2, pool.Cache().Evict(2))
-		sy.add("nodes", "after evicting x's 2 blocks, x matches %d tokens", tr.MatchLen("", x))
+		sy.Add("nodes", "after evicting x's 2 blocks, x matches %d tokens", tr.MatchLen("", x))
 		require.Equal(t, 0, tr.MatchLen("", x))
 		require.NoError(t, checkStructure(tr))
 	})
 }
 
 func TestPitfallBlocksSlicedByTokenCount(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// After the split at 2 tokens, 0 1 2 3 must be lent blocks 0 and 1.
 	query := []int32{0, 1, 2, 3, 77, 77}
 	t.Run("by tokens", func(t *testing.T) {
 		_, tr := splitFixture(t, with(blocksByTokens))
 		require.ErrorContains(t, checkStructure(tr), "2 tokens for 2 blocks")
 		blocks, matched := tr.Match(9, "", query)
-		sy.add("by tokens", "structure check: %v; %d tokens matched, lent blocks %v (block 2 holds tokens 4 and 5)", checkStructure(tr), matched, blocks)
+		sy.Add("by tokens", "structure check: %v; %d tokens matched, lent blocks %v (block 2 holds tokens 4 and 5)", checkStructure(tr), matched, blocks)
 		require.Equal(t, 4, matched)
 		require.Equal(t, []int32{0, 2}, blocks, "block 2 holds tokens 4 and 5, lent for 2 and 3")
 	})
 	t.Run("by blocks", func(t *testing.T) {
 		_, tr := splitFixture(t, nil)
 		blocks, matched := tr.Match(9, "", query)
-		sy.add("by blocks", "%d tokens matched, lent blocks %v", matched, blocks)
+		sy.Add("by blocks", "%d tokens matched, lent blocks %v", matched, blocks)
 		require.Equal(t, 4, matched)
 		require.Equal(t, []int32{0, 1}, blocks)
 	})
 }
 
 func TestPitfallMissingIncref(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	x := toks(0, 4)
 	tests := []struct {
 		name            string
@@ -255,7 +256,7 @@ func TestPitfallMissingIncref(t *testing.T) {
 			pool, _ := newPool(t, 8, 2, DeepestFirst, tc.wrap)
 			run(t, pool, 1, x)
 			open(t, pool, 2, x) // sequence 2 reads blocks 0 and 1
-			sy.add(tc.name, "block 0, read by sequence 2, has %d references; %d blocks evictable under the reader", pool.Allocator().Refs(0), pool.Cache().Evictable())
+			sy.Add(tc.name, "block 0, read by sequence 2, has %d references; %d blocks evictable under the reader", pool.Allocator().Refs(0), pool.Cache().Evictable())
 			require.Equal(t, tc.refs, pool.Allocator().Refs(0), "references on a block sequence 2 reads")
 			require.Equal(t, tc.evictable, pool.Cache().Evictable())
 			require.Equal(t, tc.evictable, pool.Cache().Evict(2), "blocks freed under sequence 2")
@@ -264,7 +265,7 @@ func TestPitfallMissingIncref(t *testing.T) {
 }
 
 func TestPitfallMissingIncrefEndToEnd(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Request 2 finds request 1's 16-token prompt cached. Request 3,
 	// admitted in the same step, needs more blocks than are free, so the
 	// pool evicts. Without the references request 2 should hold, request
@@ -279,7 +280,7 @@ func TestPitfallMissingIncrefEndToEnd(t *testing.T) {
 	t.Run("no incref", func(t *testing.T) {
 		have, stats := serve(t, engineConfig(4, 12, buggyCache(noIncref)), waves...)
 		g, w := outGap(have, base)
-		sy.add("no incref", "%d blocks evicted while request 2 read them (%d tokens cached); %d requests generate other tokens, logits differ by up to %.3g", stats.Evicted, have[2].Cached, w, g)
+		sy.Add("no incref", "%d blocks evicted while request 2 read them (%d tokens cached); %d requests generate other tokens, logits differ by up to %.3g", stats.Evicted, have[2].Cached, w, g)
 		require.Positive(t, stats.Evicted)
 		require.Equal(t, 16, have[2].Cached)
 		require.NotEqual(t, base[2].Logits, have[2].Logits, "request 2's logits should differ from the uncached run")
@@ -287,14 +288,14 @@ func TestPitfallMissingIncrefEndToEnd(t *testing.T) {
 	t.Run("incref", func(t *testing.T) {
 		have, stats := serve(t, engineConfig(4, 12, trieCache(DeepestFirst)), waves...)
 		g, w := outGap(have, base)
-		sy.add("incref", "%d blocks evicted, %d tokens cached; %d requests differ, logits by %.3g", stats.Evicted, have[2].Cached, w, g)
+		sy.Add("incref", "%d blocks evicted, %d tokens cached; %d requests differ, logits by %.3g", stats.Evicted, have[2].Cached, w, g)
 		require.Equal(t, 16, have[2].Cached)
 		sameOutput(t, base, have)
 	})
 }
 
 func TestPitfallInsertDropsDuplicateBlocks(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Two sequences compute one prompt at once and both commit it. The
 	// second's pages duplicate what the trie holds.
 	prompt := toks(0, 6)
@@ -307,7 +308,7 @@ func TestPitfallInsertDropsDuplicateBlocks(t *testing.T) {
 		dups := slices.Clone(pool.Pages(2))
 		pool.Release(1)
 		pool.Release(2)
-		sy.add("adopts and drops", "after both sequences release, the audit finds leaked blocks %v", pool.Audit().Leaked)
+		sy.Add("adopts and drops", "after both sequences release, the audit finds leaked blocks %v", pool.Audit().Leaked)
 		require.Equal(t, dups, pool.Audit().Leaked, "the second sequence's pages leak")
 	})
 	t.Run("adopts nothing", func(t *testing.T) {
@@ -320,7 +321,7 @@ func TestPitfallInsertDropsDuplicateBlocks(t *testing.T) {
 		pool.Release(2)
 		audit(t, pool, "after both releases")
 		tr.Evict(tr.Evictable())
-		sy.add("adopts nothing", "audit: %v; after evicting all, %d of 16 free", pool.Audit().Err(), pool.Allocator().NumFree())
+		sy.Add("adopts nothing", "audit: %v; after evicting all, %d of 16 free", pool.Audit().Err(), pool.Allocator().NumFree())
 		require.Equal(t, 16, pool.Allocator().NumFree())
 	})
 }
@@ -363,14 +364,14 @@ func prefillSlots(r *slotRequest) []int32 {
 }
 
 func TestPitfallCachedBlocksNotInSlotMap(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// 8 of 10 tokens are cached in blocks 0 and 1; block 2 is new.
 	r := &slotRequest{prompt: toks(0, 10)}
 	t.Run("not populated", func(t *testing.T) {
 		admit(r, []int32{0, 1}, 8, []int32{2}, 4, false)
 		func() {
 			defer func() {
-				sy.add("not populated", "8 of 10 tokens cached, %d slots listed; the first prefill slot lookup panics: %v", len(r.slots), recover())
+				sy.Add("not populated", "8 of 10 tokens cached, %d slots listed; the first prefill slot lookup panics: %v", len(r.slots), recover())
 			}()
 			prefillSlots(r)
 		}()
@@ -379,7 +380,7 @@ func TestPitfallCachedBlocksNotInSlotMap(t *testing.T) {
 	t.Run("populated", func(t *testing.T) {
 		r := &slotRequest{prompt: toks(0, 10)}
 		admit(r, []int32{0, 1}, 8, []int32{2}, 4, true)
-		sy.add("populated", "%d slots listed, prefill slots %v", len(r.slots), prefillSlots(r))
+		sy.Add("populated", "%d slots listed, prefill slots %v", len(r.slots), prefillSlots(r))
 		require.Equal(t, []int32{8, 9}, prefillSlots(r))
 	})
 	t.Run("pool", func(t *testing.T) {
@@ -389,7 +390,7 @@ func TestPitfallCachedBlocksNotInSlotMap(t *testing.T) {
 		run(t, pool, 1, toks(0, 8))
 		require.Equal(t, 8, open(t, pool, 2, toks(0, 10)))
 		require.Equal(t, []int32{0, 1, 2}, pool.Pages(2))
-		sy.add("pool", "page table %v, prefill slots %v", pool.Pages(2), pool.Slots(nil, 2, 8, 2))
+		sy.Add("pool", "page table %v, prefill slots %v", pool.Pages(2), pool.Slots(nil, 2, 8, 2))
 		require.Equal(t, []int32{8, 9}, pool.Slots(nil, 2, 8, 2))
 	})
 }
@@ -412,7 +413,7 @@ func (p *promptOnly) Insert(seq int, salt string, tokens, pages []int32, lent in
 }
 
 func TestPitfallPromptOnlyInsertAtFinish(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	const bs = 4
 	reqs := multiTurn(t)
 	promptOnlyCache := func(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
@@ -431,7 +432,7 @@ func TestPitfallPromptOnlyInsertAtFinish(t *testing.T) {
 			require.Equal(t, alignDown(len(conv.prompts[prev]), bs), conv.outs[r.ID].Cached, "request %d finds only the previous prompt", r.ID)
 			lost += alignDown(len(conv.prompts[prev])+len(conv.outs[prev].Tokens)-1, bs) - conv.outs[r.ID].Cached
 		}
-		sy.add("prompt only", "follow-up turns recompute %d tokens of earlier answers", lost)
+		sy.Add("prompt only", "follow-up turns recompute %d tokens of earlier answers", lost)
 		require.Positive(t, lost, "tokens of previous outputs recomputed")
 	})
 	t.Run("prompt and output", func(t *testing.T) {
@@ -444,12 +445,12 @@ func TestPitfallPromptOnlyInsertAtFinish(t *testing.T) {
 				require.Equal(t, alignDown(len(conv.prompts[prev])+len(conv.outs[prev].Tokens)-1, bs), conv.outs[r.ID].Cached)
 			}
 		}
-		sy.add("prompt and output", "follow-up turns recompute %d tokens of earlier answers", lost)
+		sy.Add("prompt and output", "follow-up turns recompute %d tokens of earlier answers", lost)
 	})
 }
 
 func TestPitfallFirstTokenKeysCollide(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Block size 2: x and y share their first token only, so neither can
 	// hold the other's first block, and both must be cached side by side.
 	x, y := []int32{7, 1, 2, 3}, []int32{7, 9, 8, 8}
@@ -463,7 +464,7 @@ func TestPitfallFirstTokenKeysCollide(t *testing.T) {
 		require.Equal(t, 4, tr.Stats().Blocks, "blocks the trie holds")
 		require.Equal(t, 2, reachableBlocks(tr.Shape()), "blocks of nodes it can reach")
 		pool.Cache().Evict(pool.Cache().Evictable())
-		sy.add("first token", "x matches %d of 4 tokens after y; the trie holds %d blocks and reaches %d; after evicting all, %d of 8 free", xm, held, reach, pool.Allocator().NumFree())
+		sy.Add("first token", "x matches %d of 4 tokens after y; the trie holds %d blocks and reaches %d; after evicting all, %d of 8 free", xm, held, reach, pool.Allocator().NumFree())
 		require.Equal(t, 6, pool.Allocator().NumFree(), "x's two blocks can never be freed")
 	})
 	t.Run("first block", func(t *testing.T) {
@@ -474,7 +475,7 @@ func TestPitfallFirstTokenKeysCollide(t *testing.T) {
 		require.Equal(t, 4, tr.MatchLen("", y))
 		xm := tr.MatchLen("", x)
 		tr.Evict(tr.Evictable())
-		sy.add("first block", "x matches %d of 4 tokens after y; after evicting all, %d of 8 free", xm, pool.Allocator().NumFree())
+		sy.Add("first block", "x matches %d of 4 tokens after y; after evicting all, %d of 8 free", xm, pool.Allocator().NumFree())
 		require.Equal(t, 8, pool.Allocator().NumFree())
 	})
 }
@@ -489,7 +490,7 @@ func reachableBlocks(s Shape) int {
 }
 
 func TestPitfallWholeNodeEvictionOvershoots(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// One cached 64-token system prompt (16 blocks); the pool is one block
 	// short.
 	system := toks(0, 64)
@@ -506,7 +507,7 @@ func TestPitfallWholeNodeEvictionOvershoots(t *testing.T) {
 			pool, _ := newPool(t, 16, 4, DeepestFirst, tc.wrap)
 			run(t, pool, 1, system)
 			freed := pool.Cache().Evict(1)
-			sy.add(tc.name, "asked to free 1 block, freed %d; %d of 64 system prompt tokens still cached", freed, pool.Cache().MatchLen("", system))
+			sy.Add(tc.name, "asked to free 1 block, freed %d; %d of 64 system prompt tokens still cached", freed, pool.Cache().MatchLen("", system))
 			require.Equal(t, tc.freed, freed, "blocks freed when one was asked for")
 			require.Equal(t, tc.cached, pool.Cache().MatchLen("", system), "system prompt tokens still cached")
 		})
@@ -514,7 +515,7 @@ func TestPitfallWholeNodeEvictionOvershoots(t *testing.T) {
 }
 
 func TestPitfallInsertKeepsCallersSlice(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// The caller reuses its token slice for the next prompt, changing a
 	// token in its second block (as the shared Insert benchmark does with
 	// the first). The new prompt was never computed: only its first block
@@ -533,14 +534,14 @@ func TestPitfallInsertKeepsCallersSlice(t *testing.T) {
 			prompt := toks(0, 8)
 			run(t, pool, 1, prompt)
 			prompt[5] = 99
-			sy.add(tc.name, "after the caller changes token 5 of its slice, the never-computed prompt matches %d of 8 tokens", pool.Cache().MatchLen("", prompt))
+			sy.Add(tc.name, "after the caller changes token 5 of its slice, the never-computed prompt matches %d of 8 tokens", pool.Cache().MatchLen("", prompt))
 			require.Equal(t, tc.want, pool.Cache().MatchLen("", prompt))
 		})
 	}
 }
 
 func TestPitfallEvictableCountsPinnedAncestors(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Prompt P is cached by sequence 1's commit; sequence 2 computed P
 	// itself and hangs its own tail below it, and is still live. P's
 	// blocks have no other holder, but P is not a leaf: nothing can go.
@@ -561,7 +562,7 @@ func TestPitfallEvictableCountsPinnedAncestors(t *testing.T) {
 		_, err := pool.Open(3, "", toks(300, 6))
 		require.NoError(t, err)
 		grow := pool.Grow(3, 6)
-		sy.add("every idle block", "the pool is told %d tokens fit; growing a 6-token prompt fails: %v", told, grow)
+		sy.Add("every idle block", "the pool is told %d tokens fit; growing a 6-token prompt fails: %v", told, grow)
 		var oob *kvcache.OutOfBlocksError
 		require.True(t, errors.As(grow, &oob), "a 3-block prompt the pool was told fits cannot grow")
 	})
@@ -572,13 +573,13 @@ func TestPitfallEvictableCountsPinnedAncestors(t *testing.T) {
 		_, err := pool.Open(3, "", toks(300, 2))
 		require.NoError(t, err)
 		grow := pool.Grow(3, 2)
-		sy.add("whole subtrees", "the pool is told %d tokens fit; growing a 2-token prompt: %v", told, grow)
+		sy.Add("whole subtrees", "the pool is told %d tokens fit; growing a 2-token prompt: %v", told, grow)
 		require.NoError(t, grow)
 	})
 }
 
 func TestPitfallPointerIntoHeapSlice(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	// Two idle leaves, x older than y (block size 2). Evicting x's two
 	// blocks must remove x and leave y whole.
 	x, y := toks(0, 4), toks(100, 4)
@@ -600,7 +601,7 @@ func TestPitfallPointerIntoHeapSlice(t *testing.T) {
 			ym := tr.MatchLen("", y)
 			require.Equal(t, tc.yCached, ym, "y's tokens still cached")
 			pool.Cache().Evict(100)
-			sy.add(tc.name, "after evicting the older leaf's 2 blocks, the newer one matches %d of 4 tokens; after evicting all, %d of 8 blocks free", ym, pool.Allocator().NumFree())
+			sy.Add(tc.name, "after evicting the older leaf's 2 blocks, the newer one matches %d of 4 tokens; after evicting all, %d of 8 blocks free", ym, pool.Allocator().NumFree())
 			require.Equal(t, tc.freeBlocks, pool.Allocator().NumFree(), "free blocks after evicting all")
 		})
 	}

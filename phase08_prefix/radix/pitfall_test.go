@@ -1,6 +1,7 @@
 package radix
 
 import (
+	"kvlab/common/kvcache/cachetest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,7 +43,7 @@ func (r recounting) Insert(seq int, salt string, tokens, pages []int32, lent int
 }
 
 func TestPitfallInsertRecountsMatchedNodes(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	prompt := seq(0, 12)
 	for _, tt := range []struct {
 		name      string
@@ -58,7 +59,7 @@ func TestPitfallInsertRecountsMatchedNodes(t *testing.T) {
 			serve(t, p, 2, prompt) // matches all three blocks, then commits them
 			evictable, cached := tree.Evictable(), tree.Cached()
 			tree.Evict(8)
-			sy.add(tt.name, "after two finished sequences, %d of %d cached blocks evictable; after evicting all it can, %d of 8 blocks free", evictable, cached, p.Allocator().NumFree())
+			sy.Add(tt.name, "after two finished sequences, %d of %d cached blocks evictable; after evicting all it can, %d of 8 blocks free", evictable, cached, p.Allocator().NumFree())
 			if have := evictable; have != tt.evictable {
 				t.Fatalf("evictable after both sequences finished: have %d of %d cached; want %d", have, tree.Cached(), tt.evictable)
 			}
@@ -96,7 +97,7 @@ func (s stopping) Insert(seq int, salt string, tokens, pages []int32, lent int) 
 }
 
 func TestPitfallInsertStopsAtADuplicateBlock(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	shared := seq(0, 8)
 	a, b := join(shared, seq(100, 4)), join(shared, seq(200, 8))
 	for _, tt := range []struct {
@@ -116,7 +117,7 @@ func TestPitfallInsertStopsAtADuplicateBlock(t *testing.T) {
 			p.Release(1)
 			p.Release(2)
 			requireClean(t, p)
-			sy.add(tt.name, "b, which shares its first 8 tokens with a, matches %d of its 16 after it finished", tree.MatchLen("", b))
+			sy.Add(tt.name, "b, which shares its first 8 tokens with a, matches %d of its 16 after it finished", tree.MatchLen("", b))
 			if have := tree.MatchLen("", b); have != tt.want {
 				t.Fatalf("MatchLen(b) after b finished: have %d; want %d", have, tt.want)
 			}
@@ -151,7 +152,7 @@ func (a aliasing) MatchLen(salt string, tokens []int32) int {
 }
 
 func TestPitfallLabelAliasesTheCallersPrompt(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	alias := func(t *Tree) kvcache.PrefixCache { return aliasing{t, map[int32][]int32{}} }
 	tree := func(t *Tree) kvcache.PrefixCache { return t }
 	for _, tt := range []struct {
@@ -176,9 +177,9 @@ func TestPitfallLabelAliasesTheCallersPrompt(t *testing.T) {
 			buf[0] = 99 // the caller reuses its buffer for another prompt
 			served, reused := p.Cache().MatchLen("", seq(0, 64)), p.Cache().MatchLen("", buf)
 			if tt.reused > 0 {
-				sy.bug(tt.name, "the served prompt matches %d of 64 tokens, the never-served new contents of the caller's buffer %d", served, reused)
+				sy.Bug(tt.name, "the served prompt matches %d of 64 tokens, the never-served new contents of the caller's buffer %d", served, reused)
 			} else {
-				sy.add(tt.name, "served %d, never served %d", served, reused)
+				sy.Add(tt.name, "served %d, never served %d", served, reused)
 			}
 			if have := p.Cache().MatchLen("", seq(0, 64)); have != tt.served {
 				t.Fatalf("MatchLen of the served prompt: have %d; want %d", have, tt.served)
@@ -223,7 +224,7 @@ func (p pinning) Insert(seq int, salt string, tokens, pages []int32, lent int) i
 }
 
 func TestPitfallDuplicateBlocksPinnedWhileTheirCopyRuns(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	shared := seq(0, 8)
 	a, b := join(shared, seq(100, 4)), join(shared, seq(200, 8))
 	for _, tt := range []struct {
@@ -244,7 +245,7 @@ func TestPitfallDuplicateBlocksPinnedWhileTheirCopyRuns(t *testing.T) {
 			// b runs alone and grows to 7 of the pool's 8 blocks, as it could
 			// without a cache; a's copy of the shared blocks must give way.
 			err := p.Grow(2, 28)
-			sy.add(tt.name, "growing the only live sequence to 7 of 8 blocks: %v", err)
+			sy.Add(tt.name, "growing the only live sequence to 7 of 8 blocks: %v", err)
 			if (err == nil) != tt.fits {
 				t.Fatalf("growing the only sequence to 7 of 8 blocks: have error %v; want success %v", err, tt.fits)
 			}
@@ -270,7 +271,7 @@ func (c countingNodes) Evict(n int) int {
 }
 
 func TestPitfallEvictCountsNodesAsFreedBlocks(t *testing.T) {
-	sy := logSymptoms(t)
+	sy := cachetest.LogSymptoms(t)
 	shared := seq(0, 8)
 	a, b := join(shared, seq(100, 4)), join(shared, seq(200, 4))
 	for _, tt := range []struct {
@@ -292,7 +293,7 @@ func TestPitfallEvictCountsNodesAsFreedBlocks(t *testing.T) {
 			_, err := p.Open(3, "", seq(500, 20))
 			require.NoError(t, err)
 			err = p.Grow(3, 20) // 5 blocks
-			sy.add(tt.name, "growing by 5 blocks with 2 free and 3 freeable: %v; %d nodes left in the tree", err, tree.Cached())
+			sy.Add(tt.name, "growing by 5 blocks with 2 free and 3 freeable: %v; %d nodes left in the tree", err, tree.Cached())
 			if (err == nil) != tt.fits {
 				t.Fatalf("Grow by 5 blocks with 2 free and 3 freeable: have error %v; want success %v", err, tt.fits)
 			}

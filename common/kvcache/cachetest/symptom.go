@@ -1,7 +1,10 @@
 package cachetest
 
 import (
+	"fmt"
 	"math"
+	"strings"
+	"testing"
 
 	"kvlab/common/engine"
 )
@@ -46,4 +49,35 @@ func sameTokens(a, b [][]int32) bool {
 		}
 	}
 	return true
+}
+
+// Symptoms collects what each side of a pitfall test measured, the side
+// with the mistake first, and logs it as one line when the test ends, so
+// `go test -v -run Pitfall` shows every symptom with the run's numbers.
+type Symptoms struct{ parts []string }
+
+// LogSymptoms returns a collector whose line t logs when it ends.
+func LogSymptoms(t testing.TB) *Symptoms {
+	s := &Symptoms{}
+	t.Cleanup(func() {
+		if len(s.parts) > 0 {
+			t.Log(strings.Join(s.parts, "; "))
+		}
+	})
+	return s
+}
+
+// Add records one side's measurements under its name: the first side
+// added is the one with the bug, every later one a fixed one.
+func (s *Symptoms) Add(side, format string, args ...any) {
+	label := "fixed"
+	if len(s.parts) == 0 {
+		label = "with the bug"
+	}
+	s.parts = append(s.parts, fmt.Sprintf("%s (%s): ", label, side)+fmt.Sprintf(format, args...))
+}
+
+// Bug records a side that has a bug, wherever it comes.
+func (s *Symptoms) Bug(side, format string, args ...any) {
+	s.parts = append(s.parts, fmt.Sprintf("with the bug (%s): ", side)+fmt.Sprintf(format, args...))
 }
