@@ -2,39 +2,14 @@ package kvevents
 
 import (
 	"encoding/json"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kvlab/common/kvevents/kveventstest"
 )
-
-// golden is testdata/block_hashes.json, written by
-// scripts/vllm_block_hashes.py from vLLM's definition of the block hash
-// (its own CBOR encoder, checked against cbor2's canonical encoding).
-type golden struct {
-	CBOR2Checked int               `json:"cbor2_checked"`
-	Roots        map[string]string `json:"roots"`
-	Cases        []struct {
-		Name      string   `json:"name"`
-		Seed      string   `json:"seed"`
-		BlockSize int      `json:"block_size"`
-		Salt      string   `json:"salt"`
-		Tokens    []int64  `json:"tokens"`
-		Hashes    []string `json:"hashes"`
-	} `json:"cases"`
-}
-
-func loadGolden(t *testing.T) golden {
-	t.Helper()
-	b, err := os.ReadFile("testdata/block_hashes.json")
-	require.NoError(t, err)
-	var g golden
-	require.NoError(t, json.Unmarshal(b, &g))
-	require.NotEmpty(t, g.Cases)
-	return g
-}
 
 // TestBlockHashesMatchVLLM checks every hash byte for byte against the
 // vectors: block sizes 4 and 16, whole blocks only, a partial last block
@@ -42,7 +17,7 @@ func loadGolden(t *testing.T) golden {
 // and a non-ASCII cache_salt, token ids at every CBOR width boundary, and
 // another seed.
 func TestBlockHashesMatchVLLM(t *testing.T) {
-	g := loadGolden(t)
+	g := kveventstest.Load(t)
 	for seed, want := range g.Roots {
 		assert.Equal(t, want, RootHash(seed).String(), "NONE_HASH for PYTHONHASHSEED=%q", seed)
 	}

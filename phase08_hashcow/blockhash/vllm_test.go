@@ -1,8 +1,6 @@
 package blockhash_test
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 
@@ -12,30 +10,9 @@ import (
 	"kvlab/common/kvcache"
 	"kvlab/common/kvcache/cachetest"
 	"kvlab/common/kvevents"
+	"kvlab/common/kvevents/kveventstest"
 	"kvlab/phase08_hashcow/blockhash"
 )
-
-// golden is common/kvevents' vector file: vLLM's sha256_cbor block hashes
-// of a few prompts, derived by scripts/vllm_block_hashes.py.
-type golden struct {
-	Cases []struct {
-		Name      string   `json:"name"`
-		Seed      string   `json:"seed"`
-		BlockSize int      `json:"block_size"`
-		Salt      string   `json:"salt"`
-		Tokens    []int64  `json:"tokens"`
-		Hashes    []string `json:"hashes"`
-	} `json:"cases"`
-}
-
-func loadGolden(t *testing.T) golden {
-	t.Helper()
-	raw, err := os.ReadFile("../../common/kvevents/testdata/block_hashes.json")
-	require.NoError(t, err)
-	var g golden
-	require.NoError(t, json.Unmarshal(raw, &g))
-	return g
-}
 
 // TestVLLMHashKeysAreVLLMs commits each vector's prompt to a cache built
 // WithVLLMHash and requires the hash the index keeps for each cached block
@@ -45,7 +22,7 @@ func loadGolden(t *testing.T) golden {
 func TestVLLMHashKeysAreVLLMs(t *testing.T) {
 	sizes := map[int]bool{}
 	partial := false
-	for _, tc := range loadGolden(t).Cases {
+	for _, tc := range kveventstest.Load(t).Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			sizes[tc.BlockSize] = true
 			prompt := make([]int32, len(tc.Tokens))
