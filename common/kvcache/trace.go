@@ -3,6 +3,7 @@ package kvcache
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 )
 
@@ -121,12 +122,7 @@ func (p *Pool) traceCommit(id int, s *seqPages, tokens []int32) {
 // Dump draws each salt's share of the cache (ShareCapped), one instance
 // per salt, when the design is a Dumper.
 func (c *shareCache) Dump(w io.Writer) {
-	salts := make([]string, 0, len(c.parts))
-	for s := range c.parts {
-		salts = append(salts, s)
-	}
-	slices.Sort(salts)
-	for _, s := range salts {
+	for _, s := range slices.Sorted(maps.Keys(c.parts)) {
 		fmt.Fprintf(w, "share of salt %q:\n", s)
 		if d, ok := c.parts[s].cache.(Dumper); ok {
 			d.Dump(w)

@@ -3,6 +3,7 @@ package trie
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 )
 
@@ -15,12 +16,7 @@ import (
 func (t *Trie) Dump(w io.Writer) {
 	fmt.Fprintf(w, "trie: %d blocks in nodes\n", t.blocks)
 	t.dumpNode(w, t.root, "")
-	salts := make([]string, 0, len(t.salted))
-	for s := range t.salted {
-		salts = append(salts, s)
-	}
-	slices.Sort(salts)
-	for _, s := range salts {
+	for _, s := range slices.Sorted(maps.Keys(t.salted)) {
 		fmt.Fprintf(w, "salt %q:\n", s)
 		t.dumpNode(w, t.salted[s], "")
 	}

@@ -3,6 +3,7 @@ package radix
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 )
 
@@ -20,12 +21,7 @@ func (t *Tree) Dump(w io.Writer) {
 		}
 	}
 	t.dumpNode(w, kids, t.root, "")
-	salts := make([]string, 0, len(t.salted))
-	for s := range t.salted {
-		salts = append(salts, s)
-	}
-	slices.Sort(salts)
-	for _, s := range salts {
+	for _, s := range slices.Sorted(maps.Keys(t.salted)) {
 		fmt.Fprintf(w, "salt %q:\n", s)
 		t.dumpNode(w, kids, t.salted[s], "")
 	}
