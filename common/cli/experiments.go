@@ -187,17 +187,10 @@ func alignment(variants []Variant, args []string, stdout, stderr io.Writer) erro
 		names = append(names, v.Name)
 	}
 	fmt.Fprintf(stdout, "every row: %s computed the same prompt tokens and generated the same tokens\n", strings.Join(names, ", "))
-	if sf.plotPath == "" {
-		return nil
-	}
 	title := fmt.Sprintf("Prompt tokens computed, %d requests sharing a %d-token prefix", len(reqs), sf.params.PrefixLen)
-	if err := writeFile(sf.plotPath, func(w io.Writer) error {
+	return sf.writePlot(stdout, func(w io.Writer) error {
 		return metrics.WriteGroupedBars(w, title, "prompt tokens", groups, []metrics.BarSeries{computed, blockOpt, tokenOpt})
-	}); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nplot: %s\n", sf.plotPath)
-	return nil
+	})
 }
 
 func pressure(variants []Variant, args []string, stdout, stderr io.Writer) error {
@@ -249,17 +242,10 @@ func pressure(variants []Variant, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "%d requests over %d system prompts of %d tokens (%d blocks each); pool %d blocks of %d tokens\n",
 		len(reqs), workload.DefaultSystemPrompts, sf.params.PrefixLen, (sf.params.PrefixLen+rf.eng.BlockSize-1)/rf.eng.BlockSize, rf.eng.NumBlocks, rf.eng.BlockSize)
 	fmt.Fprintf(stdout, "outputs: every configuration generated exactly the first one's tokens for all %d requests\n", len(reqs))
-	if sf.plotPath == "" {
-		return nil
-	}
 	title := fmt.Sprintf("Hit rate under memory pressure, %d system prompts, %d-block pool", workload.DefaultSystemPrompts, rf.eng.NumBlocks)
-	if err := writeFile(sf.plotPath, func(w io.Writer) error {
+	return sf.writePlot(stdout, func(w io.Writer) error {
 		return metrics.WriteBars(w, title, "prompt tokens found cached (%)", groups, hits.Values, hits.Labels)
-	}); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nplot: %s\n", sf.plotPath)
-	return nil
+	})
 }
 
 // setSystemPromptDefaults sizes the system_prompts workload for the
@@ -319,11 +305,17 @@ func order(v Variant, args []string, stdout, stderr io.Writer) error {
 		v.Name, len(reqs), workload.DefaultSystemPrompts, sf.params.PrefixLen, rf.eng.NumBlocks, rf.eng.BlockSize)
 	fmt.Fprintln(stdout, sf.clockNote())
 	fmt.Fprintf(stdout, "outputs: every order generated exactly the same tokens for all %d requests\n", len(reqs))
+	title := fmt.Sprintf("TTFT distribution by admission order, %s (%d requests)", sf.name, len(reqs))
+	return sf.writePlot(stdout, func(w io.Writer) error { return metrics.WriteTTFTCDF(w, runs, title) })
+}
+
+// writePlot draws an experiment's plot into -plot's file, unless -plot is
+// empty, and says where it went.
+func (sf *servingFlags) writePlot(stdout io.Writer, draw func(io.Writer) error) error {
 	if sf.plotPath == "" {
 		return nil
 	}
-	title := fmt.Sprintf("TTFT distribution by admission order, %s (%d requests)", sf.name, len(reqs))
-	if err := writeFile(sf.plotPath, func(w io.Writer) error { return metrics.WriteTTFTCDF(w, runs, title) }); err != nil {
+	if err := writeFile(sf.plotPath, draw); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nplot: %s\n", sf.plotPath)
