@@ -156,18 +156,16 @@ func (p *policyFlags) validate(flag string, names ...string) error {
 }
 
 // start returns the replicas' URLs, starting them first unless they were
-// given; events makes the started replicas publish their KV events.
+// given; events makes the started replicas publish their KV events. The
+// flags are checked by validate, which the commands call before any work.
 func (f *fleetFlags) start(ctx context.Context, events bool, log io.Writer) (urls []string, fleet *router.Fleet, err error) {
 	if len(f.urls) > 0 {
 		return f.urls, nil, nil
 	}
-	d, ok := router.Designs[f.design]
-	if !ok {
-		return nil, nil, fmt.Errorf("-design: unknown design %q (want baseline, prefix, hashcow or compressed)", f.design)
+	if err := f.validate(); err != nil {
+		return nil, nil, err
 	}
-	if f.n < 1 {
-		return nil, nil, fmt.Errorf("-replicas must be ≥ 1, have %d", f.n)
-	}
+	d := router.Designs[f.design]
 	bin, err := router.FindRunnable(d.Runnable, f.binDir)
 	if err != nil {
 		return nil, nil, err
