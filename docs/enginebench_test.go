@@ -35,9 +35,10 @@ func TestEngineBenchPrefillCounts(t *testing.T) {
 		{"docs/phase08_hashcow.md", blockhash.PrefixCache},
 		{"docs/phase08_compressed.md", trie.PrefixCache},
 	}
+	m := cachetest.EngineModel(t)
 	baseline := map[[2]int]int{}
 	for _, s := range cachetest.EngineSizes {
-		baseline[[2]int{s.Requests, s.Prefix}] = cachetest.EnginePrefill(t, nil, s.Requests, s.Prefix)
+		baseline[[2]int{s.Requests, s.Prefix}] = cachetest.EnginePrefill(t, m, nil, s.Requests, s.Prefix)
 	}
 	for _, d := range designs {
 		t.Run(filepath.Base(d.doc), func(t *testing.T) {
@@ -61,7 +62,7 @@ func TestEngineBenchPrefillCounts(t *testing.T) {
 				if have := r[3]; have != strconv.Itoa(base) {
 					t.Errorf("%s: requests=%d/prefix=%d baseline prefill: have %s; want %d", d.doc, req, prefix, have, base)
 				}
-				if have, want := r[4], cachetest.EnginePrefill(t, d.factory, req, prefix); have != strconv.Itoa(want) {
+				if have, want := r[4], cachetest.EnginePrefill(t, m, d.factory, req, prefix); have != strconv.Itoa(want) {
 					t.Errorf("%s: requests=%d/prefix=%d prefill with the cache: have %s; want %d", d.doc, req, prefix, have, want)
 				}
 			}

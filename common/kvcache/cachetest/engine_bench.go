@@ -11,9 +11,10 @@ import (
 	"kvlab/common/workload"
 )
 
-// benchModel is a small Llama-shaped model: the engine benchmarks measure
-// what the cache saves, not the model, so a small one keeps them quick.
-func benchModel(tb testing.TB) *model.Model {
+// EngineModel is the small Llama-shaped model the engine benchmarks
+// serve: they measure what the cache saves, not the model, so a small one
+// keeps them quick.
+func EngineModel(tb testing.TB) *model.Model {
 	tb.Helper()
 	o := model.DefaultSynth(model.ArchLlama)
 	o.Vocab, o.Hidden, o.Intermediate, o.Layers = 1024, 128, 384, 2
@@ -34,7 +35,7 @@ var EngineSizes = []struct{ Requests, Prefix int }{{8, 256}, {16, 512}}
 //
 //	BenchmarkEngine/requests=N/prefix=P
 func EngineBenchmarks(b *testing.B, f Factory) {
-	m := benchModel(b)
+	m := EngineModel(b)
 	for _, size := range EngineSizes {
 		b.Run(fmt.Sprintf("requests=%d/prefix=%d", size.Requests, size.Prefix), func(b *testing.B) {
 			reqs := engineWorkload(b, m, size.Requests, size.Prefix)
@@ -48,12 +49,11 @@ func EngineBenchmarks(b *testing.B, f Factory) {
 	}
 }
 
-// EnginePrefill serves one of EngineBenchmarks' workloads once and returns
-// the prompt tokens the model computed: the benchmark's prefill-tokens/op,
-// for tests that pin it.
-func EnginePrefill(tb testing.TB, f Factory, requests, prefix int) int {
+// EnginePrefill serves one of EngineBenchmarks' workloads once on m
+// (EngineModel) and returns the prompt tokens the model computed: the
+// benchmark's prefill-tokens/op, for tests that pin it.
+func EnginePrefill(tb testing.TB, m *model.Model, f Factory, requests, prefix int) int {
 	tb.Helper()
-	m := benchModel(tb)
 	return serveAll(tb, m, f, engineWorkload(tb, m, requests, prefix))
 }
 
