@@ -352,13 +352,18 @@ func (p *Pool) Commit(id int, tokens []int32) {
 		return
 	}
 	s := p.seqs[id]
+	var ev TraceEvent
 	if p.tr != nil {
-		p.traceCommit(id, s, tokens)
-		return
+		ev = TraceEvent{Op: TraceCommit, Seq: id, Tokens: len(tokens)}
+		ev.Cached[0], ev.Lent[0] = p.cache.Stats().Blocks, s.lent
 	}
 	s.lent = p.cache.Insert(id, s.salt, tokens, s.pages, s.lent)
 	if p.obs != nil {
 		p.obs.commit(id, s.salt, tokens, s.pages)
+	}
+	if p.tr != nil {
+		ev.Cached[1], ev.Lent[1] = p.cache.Stats().Blocks, s.lent
+		p.tr.PoolEvent(ev)
 	}
 }
 

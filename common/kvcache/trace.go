@@ -107,18 +107,6 @@ func (p *Pool) Dump(w io.Writer, name func(seq int) string) {
 	}
 }
 
-// traceCommit is Commit with a TraceCommit event around the Insert.
-func (p *Pool) traceCommit(id int, s *seqPages, tokens []int32) {
-	ev := TraceEvent{Op: TraceCommit, Seq: id, Tokens: len(tokens)}
-	ev.Cached[0], ev.Lent[0] = p.cache.Stats().Blocks, s.lent
-	s.lent = p.cache.Insert(id, s.salt, tokens, s.pages, s.lent)
-	if p.obs != nil {
-		p.obs.commit(id, s.salt, tokens, s.pages)
-	}
-	ev.Cached[1], ev.Lent[1] = p.cache.Stats().Blocks, s.lent
-	p.tr.PoolEvent(ev)
-}
-
 // Dump draws each salt's share of the cache (ShareCapped), one instance
 // per salt, when the design is a Dumper.
 func (c *shareCache) Dump(w io.Writer) {
