@@ -137,10 +137,11 @@ func TestRunnablesFromTheOutside(t *testing.T) {
 		})
 		t.Run(name+"/unknown-flag", func(t *testing.T) {
 			args := []string{"-no-such-flag"}
-			if r := run(t, bin, "-h"); subcommands(r.stdout+r.stderr) != nil {
-				args = append([]string{subcommands(r.stdout + r.stderr)[0]}, args...)
+			r := run(t, bin, "-h")
+			if subs := subcommands(r.stdout + r.stderr); subs != nil {
+				args = append([]string{subs[0]}, args...)
 			}
-			r := run(t, bin, args...)
+			r = run(t, bin, args...)
 			assert.NotEqual(t, 0, r.code)
 			assert.Contains(t, r.stderr, "no-such-flag")
 			assert.NotContains(t, r.stderr, "goroutine ")
