@@ -3,6 +3,8 @@ package blockhash
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
+	"unsafe"
 
 	"kvlab/common/kvevents"
 )
@@ -47,49 +49,128 @@ func (c *Cache) take(b int32) {
 // walk appends to dst the cached blocks holding the longest prefix of
 // tokens made of whole blocks, cached under salt. With take, it also gives
 // each one a user (Match); without, it changes nothing (MatchLen).
+//
+// It goes a chunk of blocks at a time, in two loops: the first hashes the
+// chunk's blocks (keys), the second looks each key up, checks the hit and
+// takes it, stopping at the first miss. Only the first loop calls out, into
+// the runtime's hash; in one loop that did both, the call made the compiler
+// keep the walk's dozen or more live values on the stack and reload them
+// every block. A chunk's blocks past a miss are hashed for nothing, at most
+// walkChunk − 1 of them per walk.
 func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int32 {
 	if c.vllm != nil {
 		return c.walkVLLM(salt, tokens, dst, take)
 	}
+	bs := c.bs
 	key, parent := SaltRoot(salt), uint64(0)
+	var keys [walkChunk]uint64
+	for len(tokens) >= bs {
+		m := min(walkChunk, len(tokens)/bs)
+		key = c.keys(keys[:m], key, tokens)
+		var ok bool
+		if dst, parent, ok = c.verify(keys[:m], tokens, dst, parent, salt, take); !ok {
+			break
+		}
+		tokens, salt = tokens[m*bs:], "" // later blocks inherit the salt
+	}
+	return dst
+}
+
+// walkChunk is how many blocks walk hashes before it looks any up.
+const walkChunk = 16
+
+// keys fills keys with the chained keys of the first len(keys) blocks of
+// tokens, continuing from parent, and returns the last.
+func (c *Cache) keys(keys []uint64, parent uint64, tokens []int32) uint64 {
+	bs, hash := c.bs, c.hash
+	for i := range keys {
+		block := tokens[i*bs : i*bs+bs : i*bs+bs]
+		// The default hash is a direct, inlined call rather than one
+		// through a function value.
+		if hash == nil {
+			parent = MapHash(parent, block)
+		} else {
+			parent = hash(parent, block)
+		}
+		keys[i] = parent
+	}
+	return parent
+}
+
+// verify is the rest of walk for one chunk: for each key in turn, the block
+// the table holds under it (table.get), checked to be the child of the
+// block with serial parent (0 for a prompt's first block, whose salt must
+// then be salt) and to hold the next block of tokens (Cache.holds), and
+// with take given a user at the current clock (Cache.take), all written
+// out. It returns dst with the blocks that passed, the serial of the last,
+// and whether all of them did.
+func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt string, take bool) ([]int32, uint64, bool) {
 	// The cache's fields in locals: the stores into a block's record below
 	// could alias them as far as the compiler knows, so it would reload
 	// each one every block.
-	bs, hash, index, infos, stored := c.bs, c.hash, c.index, c.blocks, c.tokens
-	for rest := tokens; len(rest) >= bs; rest = rest[bs:] {
-		block := rest[:bs:bs]
-		// c.next and c.holds, written out: next is past the compiler's
-		// inlining budget, and written here the default hash is a direct,
-		// inlined call instead of one through a function value, and holds
-		// reads the locals above.
-		if hash == nil {
-			key = MapHash(key, block)
-		} else {
-			key = hash(key, block)
+	bs, infos, stored := c.bs, c.blocks, c.tokens
+	slots, size := c.index.slots, c.index.size
+	used := uint64(c.clock) << depthBits
+	for j, key := range keys {
+		k := tag(key)
+		i, _ := bits.Mul64(k, size)
+		s := slots[i]
+		for s != 0 && s&^slotBlockMask != k {
+			if i++; i == size {
+				i = 0
+			}
+			s = slots[i]
 		}
-		b, ok := index.get(key)
-		if !ok {
-			break
+		if s == 0 {
+			return dst, parent, false
 		}
+		b := int32(s&slotBlockMask) - 1
 		info := &infos[b]
 		// Only a first block (parent 0: serials start at 1) records a salt.
-		if info.parent != parent || parent == 0 && c.saltOf(b) != salt || !bytes.Equal(bytesOf(stored[int(b)*bs:int(b)*bs+bs]), bytesOf(block)) {
-			break
+		if info.parent != parent || parent == 0 && c.saltOf(b) != salt ||
+			!sameTokens(stored[int(b)*bs:int(b)*bs+bs], tokens[j*bs:j*bs+bs]) {
+			return dst, parent, false
 		}
 		dst = append(dst, b)
-		parent, salt = info.serial, "" // later blocks inherit the salt
-		// c.take, written out: it is past the inlining budget too.
+		parent = info.serial
 		if take {
+			// The new clock above the depth the block's order holds (pack).
 			c.alloc.Incref(b)
 			info.users++
-			info.ord = pack(c.clock, info.depth())
+			info.ord = used | info.ord&depthMask
 			if info.inLRU >= 0 {
 				c.pin(b)
 			}
 		}
 	}
-	return dst
+	return dst, parent, true
 }
+
+// sameTokens reports whether a and b hold the same tokens; b is at least
+// as long as a. It compares them without a call, 32 bytes at a time: four
+// 8-byte loads from each side, xored and ored together, and one branch per
+// 32 bytes. bytes.Equal calls the runtime's memequal, which first picks
+// its method by length, and in a function as large as the walk a loop
+// carrying a running difference had its variables kept on the stack.
+func sameTokens(a, b []int32) bool {
+	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
+	n := uintptr(len(a)) * 4
+	i := uintptr(0)
+	for ; i+32 <= n; i += 32 {
+		if word(pa, i)^word(pb, i)|word(pa, i+8)^word(pb, i+8)|word(pa, i+16)^word(pb, i+16)|word(pa, i+24)^word(pb, i+24) != 0 {
+			return false
+		}
+	}
+	for ; i < n; i += 4 {
+		if *(*uint32)(unsafe.Add(pa, i)) != *(*uint32)(unsafe.Add(pb, i)) {
+			return false
+		}
+	}
+	return true
+}
+
+// word reads the 8 bytes at p+i.
+func word(p unsafe.Pointer, i uintptr) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
 
 // walkVLLM is walk for a cache keyed by vLLM's block hash: the chain
 // carries the parent's whole hash, and the salt enters the first block's
