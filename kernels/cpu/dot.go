@@ -32,10 +32,15 @@ import "math"
 // before they multiply. Each computes whole dot products over the first
 // 8*nb elements (steps 1 and 2); the caller adds the tail (step 3).
 //
-//	dots3x4: dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) for i < 3, j < 4
+//	dots6x8: dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) for i < 6, j < 8
+//	dots3x4: the same for i < 3, j < 4
 //	dots1x8: dst[j] = dot(x, w[j*ldw:]) for j < 8
 //	dots1x1: returns dot(x, w)
+//
+// dots6x8 may be nil: MatMulT then tiles with dots3x4. Only a CPU with
+// 32 vector registers (AVX-512) holds a 6×8 tile's accumulators.
 type dotKernels[W float32 | uint16] struct {
+	dots6x8 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
 	dots3x4 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
 	dots1x8 func(x []float32, w []W, ldw, nb int, dst []float32)
 	dots1x1 func(x []float32, w []W, nb int) float32
@@ -53,14 +58,18 @@ type kernelSet struct {
 var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](), attn: goAttnKernels}
 
 func goDotKernels[W float32 | uint16]() dotKernels[W] {
-	return dotKernels[W]{
-		dots3x4: func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
-			for i := range 3 {
-				for j := range 4 {
+	tile := func(th, tw int) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+		return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+			for i := range th {
+				for j := range tw {
 					dst[i*ldd+j] = dotGo(x[i*ldx:], w[j*ldw:], nb)
 				}
 			}
-		},
+		}
+	}
+	return dotKernels[W]{
+		dots6x8: tile(6, 8),
+		dots3x4: tile(3, 4),
 		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
 			for j := range 8 {
 				dst[j] = dotGo(x, w[j*ldw:], nb)
@@ -74,6 +83,10 @@ func goDotKernels[W float32 | uint16]() dotKernels[W] {
 // (chosen once at start-up in dot_amd64.go), otherwise goKernels. Tests
 // switch it to compare the sets bit for bit.
 var kern = goKernels
+
+// runnable lists the kernel sets this CPU can run, goKernels first and
+// kern last, for tests that compare them.
+var runnable = []*kernelSet{&goKernels}
 
 // widen returns a weight as float32; a bf16 widens exactly.
 func widen[W float32 | uint16](v W) float32 {

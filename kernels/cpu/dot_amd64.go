@@ -183,5 +183,10 @@ func hasAVX2FMA() bool {
 func init() {
 	if hasAVX2FMA() {
 		kern = avx2Kernels
+		runnable = append(runnable, &avx2Kernels)
+	}
+	if hasAVX512() {
+		kern = avx512Kernels
+		runnable = append(runnable, &avx512Kernels)
 	}
 }

@@ -67,17 +67,18 @@ func TestFmafIsSingleRounding(t *testing.T) {
 	}
 }
 
-// TestKernelsMatchGo checks that the kernel set this CPU runs gives the
-// same bits as the portable Go kernels, shape by shape and for tails, and
-// that bf16 weights give the same bits as their float32 widening. On a
-// machine without AVX2 (or with the purego tag) both sets are the Go kernels.
+// TestKernelsMatchGo checks that every kernel set this CPU runs gives the
+// same bits as the portable Go kernels, shape by shape, tile by tile and
+// for tails, and that bf16 weights give the same bits as their float32
+// widening. On a machine without AVX2 (or with the purego tag) only the Go
+// kernels run.
 func TestKernelsMatchGo(t *testing.T) {
-	t.Logf("MatMulT kernels: %s", kern.name)
+	t.Logf("MatMulT kernels: %s (of %d runnable sets)", kern.name, len(runnable))
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, in := range []int{1, 7, 8, 9, 64, 100, 256, 517} {
 		for _, scale := range []float32{1, 1e-20, 3e15} {
 			t.Run(fmt.Sprintf("in=%d,scale=%g", in, scale), func(t *testing.T) {
-				const rows, cols = 7, 21
+				const rows, cols = 13, 21
 				x, w := make([]float32, rows*in), make([]float32, cols*in)
 				for i := range x {
 					x[i] = scale * float32(rng.NormFloat64())
@@ -89,11 +90,16 @@ func TestKernelsMatchGo(t *testing.T) {
 				}
 				want := make([]float32, rows*cols)
 				matMulBlock(&goKernels.f32, want, cols, x, w, in, 0, rows, 0, cols)
-				for name, run := range map[string]func(dst []float32){
-					avx2Kernels.name + " f32":  func(dst []float32) { matMulBlock(&avx2Kernels.f32, dst, cols, x, w, in, 0, rows, 0, cols) },
-					avx2Kernels.name + " bf16": func(dst []float32) { matMulBlock(&avx2Kernels.bf16, dst, cols, x, wh, in, 0, rows, 0, cols) },
-					"go bf16":                  func(dst []float32) { matMulBlock(&goKernels.bf16, dst, cols, x, wh, in, 0, rows, 0, cols) },
-				} {
+				runs := map[string]func(dst []float32){}
+				for _, ks := range runnable {
+					runs[ks.name+" f32"] = func(dst []float32) { matMulBlock(&ks.f32, dst, cols, x, w, in, 0, rows, 0, cols) }
+					runs[ks.name+" bf16"] = func(dst []float32) { matMulBlock(&ks.bf16, dst, cols, x, wh, in, 0, rows, 0, cols) }
+					// Without its widest tile, a set tiles 3×4.
+					narrow := ks.f32
+					narrow.dots6x8 = nil
+					runs[ks.name+" f32 3×4"] = func(dst []float32) { matMulBlock(&narrow, dst, cols, x, w, in, 0, rows, 0, cols) }
+				}
+				for name, run := range runs {
 					have := make([]float32, rows*cols)
 					run(have)
 					for i := range want {

@@ -11,7 +11,7 @@ import (
 // output element is one whole dot product in the order fixed in dot.go, so
 // these numbers can change without changing a single bit of any result.
 const (
-	mmRowBlock = 48 // rows of x per job, a multiple of 3 (the tile height)
+	mmRowBlock = 48 // rows of x per job, a multiple of 6 and 3 (the tile heights)
 	mmColBlock = 64 // rows of w (output columns) per job, a multiple of 8
 )
 
@@ -21,11 +21,13 @@ const (
 //
 // The output is cut into jobs of up to mmRowBlock×mmColBlock elements (a
 // single row: two even column ranges per worker) that the backend's
-// workers share. Within a job, full 3×4 tiles (three rows of
-// x against four of w, twelve accumulators) cover most of the output; the
-// rows left over go eight columns at a time, which is also the whole of a
-// decode step's single-row products: that kernel streams each weight row
-// once, the job split keeping every core streaming its own columns.
+// workers share. Within a job, full tiles cover most of the output: six
+// rows of x against eight of w (48 accumulators, two per AVX-512 register)
+// where the CPU has AVX-512, otherwise three rows against four (twelve
+// AVX2 accumulators). The rows left over go eight columns at a time, which
+// is also the whole of a decode step's single-row products: that kernel
+// streams each weight row once, the job split keeping every core streaming
+// its own columns.
 func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	d, xt, wt := asCPU(dst), asCPU(x), asWeight(w)
 	n, in, out := xt.rows, xt.cols, wt.rows
@@ -67,23 +69,15 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 // dst = x · wᵀ, where x and w have in columns and dst has ldd.
 func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x []float32, w []W, in, r0, rows, c0, cols int) {
 	nb := in / 8
-	r3 := r0 + rows/3*3 // end of the rows covered by 3×4 tiles
-	c4 := c0 + cols/4*4 // end of the columns covered by 3×4 tiles
-	// Four columns of w at a time against every row triple: the four
-	// weight rows stay in L1 while the rows of x stream past.
-	for c := c0; c < c4; c += 4 {
-		for r := r0; r < r3; r += 3 {
-			k.dots3x4(x[r*in:], in, w[c*in:], in, nb, dst[r*ldd+c:], ldd)
-		}
+	r, end := r0, r0+rows
+	if k.dots6x8 != nil {
+		r = matMulTiles(k, k.dots6x8, 6, 8, dst, ldd, x, w, in, r, end, c0, cols)
 	}
-	for r := r0; r < r3; r++ {
-		for c := c4; c < c0+cols; c++ {
-			dst[r*ldd+c] = k.dots1x1(x[r*in:], w[c*in:], nb)
-		}
-	}
+	// What is left of a six-row tiling still fills three-row tiles.
+	r = matMulTiles(k, k.dots3x4, 3, 4, dst, ldd, x, w, in, r, end, c0, cols)
 	// Rows left over (all of them for a decode): eight columns at a time.
 	c8 := c0 + cols/8*8
-	for r := r3; r < r0+rows; r++ {
+	for ; r < end; r++ {
 		xr := x[r*in : (r+1)*in]
 		for c := c0; c < c8; c += 8 {
 			k.dots1x8(xr, w[c*in:], in, nb, dst[r*ldd+c:])
@@ -95,10 +89,33 @@ func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 	if in%8 == 0 {
 		return
 	}
-	for r := r0; r < r0+rows; r++ {
+	for r := r0; r < end; r++ {
 		xr := x[r*in : (r+1)*in]
 		for c := c0; c < c0+cols; c++ {
 			dst[r*ldd+c] = dotTail(dst[r*ldd+c], xr, w[c*in:(c+1)*in], 8*nb)
 		}
 	}
+}
+
+// matMulTiles covers as many whole th-row bands of rows [r, end) as fit
+// with th×tw tiles over columns [c0, c0+cols), the columns short of a tile
+// one element at a time, and returns the first row it left.
+func matMulTiles[W float32 | uint16](k *dotKernels[W], tile func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int),
+	th, tw int, dst []float32, ldd int, x []float32, w []W, in, r, end, c0, cols int) int {
+	nb := in / 8
+	rt := r + (end-r)/th*th // end of the rows covered by tiles
+	ct := c0 + cols/tw*tw   // end of the columns covered by tiles
+	// tw columns of w at a time against every th rows of x: the weight
+	// rows stay in L1 while the rows of x stream past.
+	for c := c0; c < ct; c += tw {
+		for i := r; i < rt; i += th {
+			tile(x[i*in:], in, w[c*in:], in, nb, dst[i*ldd+c:], ldd)
+		}
+	}
+	for i := r; i < rt; i++ {
+		for c := ct; c < c0+cols; c++ {
+			dst[i*ldd+c] = k.dots1x1(x[i*in:], w[c*in:], nb)
+		}
+	}
+	return rt
 }

@@ -1,0 +1,48 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "unsafe"
+
+// Implemented in dot_avx512_amd64.s.
+//
+//go:noescape
+func dots6x8AVX512(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
+
+// avx512Kernels is avx2Kernels with the 6×8 float32 tile. The other
+// kernels stay AVX2: a decode row is bound by memory, not by the width of
+// the FMAs, and a bf16 tile would spend as many shuffles widening weights
+// as it saves.
+var avx512Kernels = func() kernelSet {
+	ks := avx2Kernels
+	ks.name = "avx512"
+	ks.f32.dots6x8 = func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int) {
+		if nb == 0 {
+			for i := range 6 {
+				clear(dst[i*ldd : i*ldd+8])
+			}
+			return
+		}
+		_ = x[5*ldx+8*nb-1]
+		_ = w[7*ldw+8*nb-1]
+		_ = dst[5*ldd+7]
+		dots6x8AVX512(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
+	}
+	return ks
+}()
+
+// hasAVX512 reports whether the CPU has the AVX-512 foundation and DQ
+// instructions (VINSERTF32X8, VBROADCASTF32X8) and the operating system
+// saves the opmask and all 32 ZMM registers.
+func hasAVX512() bool {
+	if !hasAVX2FMA() {
+		return false
+	}
+	const zmmState = 0xe6 // XMM, YMM, opmask, upper ZMM0-15, ZMM16-31
+	if xgetbv0()&zmmState != zmmState {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	const avx512f, avx512dq = 1 << 16, 1 << 17
+	return ebx7&(avx512f|avx512dq) == avx512f|avx512dq
+}

@@ -1,0 +1,158 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The AVX-512 tile kernel of MatMulT. dot.go defines every output element
+// by eight lane sums, so a 16-lane ZMM register cannot run one dot product
+// sixteen wide without changing its bits. It holds two instead: the lane
+// sums of row r in its low half and those of row r+1 in its high half,
+// against the same eight weights broadcast to both halves. Each half then
+// does, lane for lane, exactly what one YMM accumulator of dots3x4AVX2
+// does, and REDUCE8 reduces both halves with the same tree as HSUM.
+
+// REDUCE8 reduces the eight accumulators A0..A7 of one row pair (weight
+// rows 0..7) and stores the sixteen sums: row 2p's eight at (DX), row
+// 2p+1's at (DX)(R11*1). Each sum follows the tree of dot.go,
+// ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)), but eight accumulators go
+// through each level together: the first level adds the 128-bit quarters
+// s0..s3 and s4..s7 of two accumulators at once, the second adds lanes 0,1
+// to lanes 2,3 of four, the third adds lane 0 to lane 1 of eight, and a
+// final permutation (Z29, permRows) puts the sums in column order.
+// Y0 is A0's low half. Z24 and Z25 are scratch; A0..A3 end up holding
+// partial results.
+#define REDUCE8(A0, A1, A2, A3, A4, A5, A6, A7, Y0) \
+	VSHUFF32X4 $0x88, A1, A0, Z24; \
+	VSHUFF32X4 $0xDD, A1, A0, Z25; \
+	VADDPS     Z25, Z24, A0; \
+	VSHUFF32X4 $0x88, A3, A2, Z24; \
+	VSHUFF32X4 $0xDD, A3, A2, Z25; \
+	VADDPS     Z25, Z24, A1; \
+	VSHUFF32X4 $0x88, A5, A4, Z24; \
+	VSHUFF32X4 $0xDD, A5, A4, Z25; \
+	VADDPS     Z25, Z24, A2; \
+	VSHUFF32X4 $0x88, A7, A6, Z24; \
+	VSHUFF32X4 $0xDD, A7, A6, Z25; \
+	VADDPS     Z25, Z24, A3; \
+	VSHUFPS    $0x44, A1, A0, Z24; \
+	VSHUFPS    $0xEE, A1, A0, Z25; \
+	VADDPS     Z25, Z24, A0; \
+	VSHUFPS    $0x44, A3, A2, Z24; \
+	VSHUFPS    $0xEE, A3, A2, Z25; \
+	VADDPS     Z25, Z24, A1; \
+	VSHUFPS    $0x88, A1, A0, Z24; \
+	VSHUFPS    $0xDD, A1, A0, Z25; \
+	VADDPS     Z25, Z24, A0; \
+	VPERMPS    A0, Z29, A0; \
+	VMOVUPS    Y0, (DX); \
+	VEXTRACTF32X8 $1, A0, (DX)(R11*1)
+
+// permRows maps the reduced sums to column order. After REDUCE8's third
+// level, quarter 0 holds row 2p's sums for weight rows 0, 2, 4, 6, quarter
+// 1 row 2p+1's for the same, quarters 2 and 3 those for rows 1, 3, 5, 7.
+DATA permRows<>+0(SB)/4, $0
+DATA permRows<>+4(SB)/4, $8
+DATA permRows<>+8(SB)/4, $1
+DATA permRows<>+12(SB)/4, $9
+DATA permRows<>+16(SB)/4, $2
+DATA permRows<>+20(SB)/4, $10
+DATA permRows<>+24(SB)/4, $3
+DATA permRows<>+28(SB)/4, $11
+DATA permRows<>+32(SB)/4, $4
+DATA permRows<>+36(SB)/4, $12
+DATA permRows<>+40(SB)/4, $5
+DATA permRows<>+44(SB)/4, $13
+DATA permRows<>+48(SB)/4, $6
+DATA permRows<>+52(SB)/4, $14
+DATA permRows<>+56(SB)/4, $7
+DATA permRows<>+60(SB)/4, $15
+GLOBL permRows<>(SB), RODATA|NOPTR, $64
+
+// PAIR loads eight floats of row A into the low half of Z and eight of row
+// B into its high half.
+#define PAIR(A, B, Y, Z) \
+	VMOVUPS      A, Y; \
+	VINSERTF32X8 $1, B, Z, Z
+
+// COL does one weight row's FMAs: its eight values broadcast to both halves
+// of Z27 (or Z28), times the three row pairs.
+#define COL(M, ZW, A0, A1, A2) \
+	VBROADCASTF32X8 M, ZW; \
+	VFMADD231PS     ZW, Z24, A0; \
+	VFMADD231PS     ZW, Z25, A1; \
+	VFMADD231PS     ZW, Z26, A2
+
+// func dots6x8AVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
+// dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 6, j < 8.
+// Z(8p+j) accumulates rows 2p and 2p+1 against weight row j: 24
+// accumulators, 48 outputs, for 6 loads of x and 8 of w per 24 FMAs.
+TEXT ·dots6x8AVX512(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ ldx+8(FP), R8
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), R9
+	MOVQ nb+32(FP), CX
+	MOVQ dst+40(FP), DX
+	MOVQ ldd+48(FP), R11
+	SHLQ $2, R8              // strides in bytes
+	SHLQ $2, R9
+	SHLQ $2, R11
+	LEAQ (R8)(R8*2), R12     // 3*ldx
+	LEAQ (SI)(R8*4), R13     // x rows 4 and 5
+	LEAQ (R9)(R9*2), R10     // 3*ldw
+	LEAQ (DI)(R9*4), BX      // w rows 4..7
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	TESTQ  CX, CX
+	JZ     reduce6x8
+
+loop6x8:
+	PAIR((SI), (SI)(R8*1), Y24, Z24)
+	PAIR((SI)(R8*2), (SI)(R12*1), Y25, Z25)
+	PAIR((R13), (R13)(R8*1), Y26, Z26)
+	COL((DI), Z27, Z0, Z8, Z16)
+	COL((DI)(R9*1), Z28, Z1, Z9, Z17)
+	COL((DI)(R9*2), Z27, Z2, Z10, Z18)
+	COL((DI)(R10*1), Z28, Z3, Z11, Z19)
+	COL((BX), Z27, Z4, Z12, Z20)
+	COL((BX)(R9*1), Z28, Z5, Z13, Z21)
+	COL((BX)(R9*2), Z27, Z6, Z14, Z22)
+	COL((BX)(R10*1), Z28, Z7, Z15, Z23)
+	ADDQ $32, SI
+	ADDQ $32, R13
+	ADDQ $32, DI
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  loop6x8
+
+reduce6x8:
+	VMOVDQU32 permRows<>(SB), Z29
+	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
+	LEAQ      (DX)(R11*2), DX
+	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8)
+	LEAQ      (DX)(R11*2), DX
+	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
+	VZEROUPPER
+	RET
