@@ -3,7 +3,6 @@ package blockhash
 import (
 	"bytes"
 	"fmt"
-	"math/bits"
 	"unsafe"
 
 	"kvlab/common/kvevents"
@@ -97,45 +96,61 @@ func (c *Cache) keys(keys []uint64, parent uint64, tokens []int32) uint64 {
 	return parent
 }
 
-// verify is the rest of walk for one chunk: for each key in turn, the block
-// the table holds under it (table.get), checked to be the child of the
-// block with serial parent (0 for a prompt's first block, whose salt must
-// then be salt) and to hold the next block of tokens (Cache.holds), and
-// with take given a user at the current clock (Cache.take), all written
-// out. It returns dst with the blocks that passed, the serial of the last,
-// and whether all of them did.
+// verify is the rest of walk for one chunk, in three loops with no calls:
+// the blocks the table holds under the keys, up to the first miss
+// (table.lookup); of those, the ones that pass the check of Cache.holds in
+// turn, each the child of the one before (the first of the serial parent,
+// 0 for a prompt's first block, whose salt must then be salt) and holding
+// its block of tokens; and, with take, a user for each at the current
+// clock (Cache.take). It returns dst with the blocks that passed, the
+// serial of the last, and whether all of them did.
 func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt string, take bool) ([]int32, uint64, bool) {
+	var found [walkChunk]int32
+	hits := found[:c.index.lookup(keys, found[:len(keys)])]
+	if len(hits) > 0 && parent == 0 && c.saltOf(hits[0]) != salt {
+		// Only a first block (parent 0: serials start at 1) records a salt.
+		return dst, parent, false
+	}
 	// The cache's fields in locals: the stores into a block's record below
 	// could alias them as far as the compiler knows, so it would reload
 	// each one every block.
-	bs, infos, stored := c.bs, c.blocks, c.tokens
-	slots, size := c.index.slots, c.index.size
-	used := uint64(c.clock) << depthBits
-	for j, key := range keys {
-		k := tag(key)
-		i, _ := bits.Mul64(k, size)
-		s := slots[i]
-		for s != 0 && s&^slotBlockMask != k {
-			if i++; i == size {
-				i = 0
-			}
-			s = slots[i]
-		}
-		if s == 0 {
-			return dst, parent, false
-		}
-		b := int32(s&slotBlockMask) - 1
+	infos, stored := c.blocks, c.tokens
+	width := uintptr(c.bs) * 4 // bytes a block
+	n := 0
+	for ; n < len(hits); n++ {
+		b := hits[n]
 		info := &infos[b]
-		// Only a first block (parent 0: serials start at 1) records a salt.
-		if info.parent != parent || parent == 0 && c.saltOf(b) != salt ||
-			!sameTokens(stored[int(b)*bs:int(b)*bs+bs], tokens[j*bs:j*bs+bs]) {
-			return dst, parent, false
+		if info.parent != parent {
+			break
 		}
-		dst = append(dst, b)
+		// The stored tokens against the prompt's, written out: 64 bytes at
+		// a time as eight 8-byte words, xored and ored together, then 4
+		// at a time; one branch per block. bytes.Equal calls the runtime's
+		// memequal, which first picks its method by length, and a function
+		// doing this is past the inlining budget.
+		x := unsafe.Pointer(&stored[uintptr(b)*width/4])
+		y := unsafe.Pointer(&tokens[uintptr(n)*width/4])
+		var diff uint64
+		i := uintptr(0)
+		for ; i+64 <= width; i += 64 {
+			p, q := (*[8]uint64)(unsafe.Add(x, i)), (*[8]uint64)(unsafe.Add(y, i))
+			diff |= p[0] ^ q[0] | p[1] ^ q[1] | p[2] ^ q[2] | p[3] ^ q[3] | p[4] ^ q[4] | p[5] ^ q[5] | p[6] ^ q[6] | p[7] ^ q[7]
+		}
+		for ; i < width; i += 4 {
+			diff |= uint64(*(*uint32)(unsafe.Add(x, i)) ^ *(*uint32)(unsafe.Add(y, i)))
+		}
+		if diff != 0 {
+			break
+		}
 		parent = info.serial
-		if take {
+	}
+	hits = hits[:n]
+	if take {
+		used := uint64(c.clock) << depthBits
+		for _, b := range hits {
 			// The new clock above the depth the block's order holds (pack).
 			c.alloc.Incref(b)
+			info := &infos[b]
 			info.users++
 			info.ord = used | info.ord&depthMask
 			if info.inLRU >= 0 {
@@ -143,34 +158,8 @@ func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt s
 			}
 		}
 	}
-	return dst, parent, true
+	return append(dst, hits...), parent, n == len(keys)
 }
-
-// sameTokens reports whether a and b hold the same tokens; b is at least
-// as long as a. It compares them without a call, 32 bytes at a time: four
-// 8-byte loads from each side, xored and ored together, and one branch per
-// 32 bytes. bytes.Equal calls the runtime's memequal, which first picks
-// its method by length, and in a function as large as the walk a loop
-// carrying a running difference had its variables kept on the stack.
-func sameTokens(a, b []int32) bool {
-	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
-	n := uintptr(len(a)) * 4
-	i := uintptr(0)
-	for ; i+32 <= n; i += 32 {
-		if word(pa, i)^word(pb, i)|word(pa, i+8)^word(pb, i+8)|word(pa, i+16)^word(pb, i+16)|word(pa, i+24)^word(pb, i+24) != 0 {
-			return false
-		}
-	}
-	for ; i < n; i += 4 {
-		if *(*uint32)(unsafe.Add(pa, i)) != *(*uint32)(unsafe.Add(pb, i)) {
-			return false
-		}
-	}
-	return true
-}
-
-// word reads the 8 bytes at p+i.
-func word(p unsafe.Pointer, i uintptr) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
 
 // walkVLLM is walk for a cache keyed by vLLM's block hash: the chain
 // carries the parent's whole hash, and the salt enters the first block's

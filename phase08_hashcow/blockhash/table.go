@@ -82,6 +82,29 @@ func (t *table) get(key uint64) (int32, bool) {
 	return int32(s&slotBlockMask) - 1, true
 }
 
+// lookup stores in found the blocks stored under keys, in order, up to the
+// first key not there, and returns how many it found. It is get for a run
+// of keys, with no call per key: the walk's probe.
+func (t *table) lookup(keys []uint64, found []int32) int {
+	slots, size := t.slots, t.size
+	for n, key := range keys {
+		k := tag(key)
+		i, _ := bits.Mul64(k, size)
+		s := slots[i]
+		for s != 0 && s&^slotBlockMask != k {
+			if i++; i == size {
+				i = 0
+			}
+			s = slots[i]
+		}
+		if s == 0 {
+			return n
+		}
+		found[n] = int32(s&slotBlockMask) - 1
+	}
+	return len(keys)
+}
+
 // put stores b under key, replacing what was there.
 func (t *table) put(key uint64, b int32) {
 	t.slots[t.find(key)] = tag(key) | uint64(b+1)
