@@ -198,8 +198,8 @@ func (c *Cache) Release(seq int) {
 	}
 	for _, b := range blocks {
 		c.blocks[b].users--
-		c.alloc.Decref(b)
 	}
+	c.alloc.DecrefAll(blocks)
 	delete(c.users, seq)
 	c.spare = append(c.spare, blocks[:0])
 }
