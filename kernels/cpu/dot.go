@@ -52,10 +52,12 @@ type kernelSet struct {
 	f32  dotKernels[float32]
 	bf16 dotKernels[uint16]
 	attn attnKernels // attnkern.go
+
+	siluMul func(dst, g, u []float32) // dst = silu(g)·u, as siluMulGo (exp.go)
 }
 
 // goKernels is the portable kernel set.
-var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](), attn: goAttnKernels}
+var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](), attn: goAttnKernels, siluMul: siluMulGo}
 
 func goDotKernels[W float32 | uint16]() dotKernels[W] {
 	tile := func(th, tw int) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {

@@ -51,6 +51,9 @@ func prefetchRowsAVX2(w *float32, rows *int32, n, ld, lines int)
 //go:noescape
 func expShiftAVX2(x *float32, n int, m float32)
 
+//go:noescape
+func siluMulAVX2(dst, gate, up *float32, n int)
+
 // axpyAVX2 holds the assembly axpy kernels by the number of YMM
 // accumulators (len(acc)/8).
 var axpyAVX2 = [9]func(acc, p, v *float32, rows *int32, n, ld int){
@@ -63,6 +66,14 @@ var avx2Kernels = kernelSet{
 	name: "avx2",
 	f32:  asmDotKernels(dots3x4AVX2, dots1x8AVX2, dots1x1AVX2),
 	bf16: asmDotKernels(dots3x4BF16AVX2, dots1x8BF16AVX2, dots1x1BF16AVX2),
+	siluMul: func(dst, g, u []float32) {
+		n8 := len(g) / 8
+		if n8 > 0 {
+			_, _ = dst[8*n8-1], u[8*n8-1]
+			siluMulAVX2(unsafe.SliceData(dst), unsafe.SliceData(g), unsafe.SliceData(u), n8)
+		}
+		siluMulGo(dst[8*n8:], g[8*n8:], u[8*n8:])
+	},
 	attn: attnKernels{
 		dotsRows8: func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32) {
 			_ = x[:8*nb]

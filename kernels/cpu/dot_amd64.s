@@ -700,53 +700,104 @@ prefetchDone:
 	MOVL         AX, X; \
 	VPBROADCASTD X, Y
 
+// EXPCONSTS loads expNeg's constants (exp.go) into Y2..Y12 and Y14, the
+// registers EXPNEG reads.
+#define EXPCONSTS \
+	BCAST($0xc2aeac4f, X2, Y2); \
+	BCAST($0x3f000000, X3, Y3); \
+	BCAST($0x3fb8aa3b, X4, Y4); \
+	BCAST($0xbf318000, X5, Y5); \
+	BCAST($0x395e8083, X6, Y6); \
+	BCAST($0x39506967, X7, Y7); \
+	BCAST($0x3ab743ce, X8, Y8); \
+	BCAST($0x3c088908, X9, Y9); \
+	BCAST($0x3d2aa9c1, X10, Y10); \
+	BCAST($0x3e2aaaaa, X11, Y11); \
+	BCAST($0x3f800000, X12, Y12); \
+	BCAST($0x42fe0000, X14, Y14)
+
+// EXPNEG sets Y13 = expNeg(Y0) in eight lanes, in expNeg's order of
+// operations: Y2 expLo, Y3 c5, Y4 log2 e, Y5 -ln2 hi, Y6 -ln2 lo, Y7..Y11
+// c0..c4, Y12 1, Y14 127. Y0 and Y15 are overwritten.
+#define EXPNEG \
+	VMAXPS      Y2, Y0, Y0; \
+	VMULPS      Y4, Y0, Y15; \
+	VROUNDPS    $0, Y15, Y15; \
+	VFMADD231PS Y5, Y15, Y0; \
+	VFMADD231PS Y6, Y15, Y0; \
+	VMOVAPS     Y7, Y13; \
+	VFMADD213PS Y8, Y0, Y13; \
+	VFMADD213PS Y9, Y0, Y13; \
+	VFMADD213PS Y10, Y0, Y13; \
+	VFMADD213PS Y11, Y0, Y13; \
+	VFMADD213PS Y3, Y0, Y13; \
+	VFMADD213PS Y12, Y0, Y13; \
+	VFMADD213PS Y12, Y0, Y13; \
+	VADDPS      Y14, Y15, Y15; \
+	VCVTPS2DQ   Y15, Y15; \
+	VPSLLD      $23, Y15, Y15; \
+	VMULPS      Y15, Y13, Y13
+
 // func expShiftAVX2(x *float32, n int, m float32)
 // x[i] = expNeg(x[i] - m) for i < 8*n, eight at a time, in the order of
-// operations of expNeg (exp.go).
+// operations of expNeg (exp.go): r = n*(-ln2 hi) + x, then n*(-ln2 lo) + r,
+// the polynomial by Horner, and the power of two n+127 (exact) shifted
+// into the exponent.
 TEXT ·expShiftAVX2(SB), NOSPLIT, $0-20
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS m+16(FP), Y1
-	BCAST($0xc2aeac4f, X2, Y2)   // expLo
-	BCAST($0x3f000000, X3, Y3)   // c5
-	BCAST($0x3fb8aa3b, X4, Y4)   // log2 e
-	BCAST($0xbf318000, X5, Y5)   // -ln2 hi
-	BCAST($0x395e8083, X6, Y6)   // -ln2 lo
-	BCAST($0x39506967, X7, Y7)   // c0
-	BCAST($0x3ab743ce, X8, Y8)   // c1
-	BCAST($0x3c088908, X9, Y9)   // c2
-	BCAST($0x3d2aa9c1, X10, Y10) // c3
-	BCAST($0x3e2aaaaa, X11, Y11) // c4
-	BCAST($0x3f800000, X12, Y12) // 1
-	BCAST($0x42fe0000, X14, Y14) // 127
+	EXPCONSTS
 	TESTQ        CX, CX
 	JZ           expDone
 
 expLoop:
-	VMOVUPS     (SI), Y0
-	VSUBPS      Y1, Y0, Y0
-	VMAXPS      Y2, Y0, Y0
-	VMULPS      Y4, Y0, Y15
-	VROUNDPS    $0, Y15, Y15
-	VFMADD231PS Y5, Y15, Y0  // r = n*(-ln2hi) + x
-	VFMADD231PS Y6, Y15, Y0  // r = n*(-ln2lo) + r
-	VMOVAPS     Y7, Y13
-	VFMADD213PS Y8, Y0, Y13  // p = p*r + c1
-	VFMADD213PS Y9, Y0, Y13
-	VFMADD213PS Y10, Y0, Y13
-	VFMADD213PS Y11, Y0, Y13
-	VFMADD213PS Y3, Y0, Y13
-	VFMADD213PS Y12, Y0, Y13
-	VFMADD213PS Y12, Y0, Y13
-	VADDPS      Y14, Y15, Y15 // n + 127, exact
-	VCVTPS2DQ   Y15, Y15
-	VPSLLD      $23, Y15, Y15
-	VMULPS      Y15, Y13, Y13
-	VMOVUPS     Y13, (SI)
-	ADDQ        $32, SI
-	DECQ        CX
-	JNZ         expLoop
+	VMOVUPS (SI), Y0
+	VSUBPS  Y1, Y0, Y0
+	EXPNEG
+	VMOVUPS Y13, (SI)
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     expLoop
 
 expDone:
+	VZEROUPPER
+	RET
+
+// func siluMulAVX2(dst, gate, up *float32, n int)
+// dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, in the order of
+// siluMulGo (exp.go): e = expNeg(-|g|), r = 1/(1+e), s = e·r where g's
+// sign bit is set and r elsewhere, 0 where g < expLo, then (g·s)·u.
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	EXPCONSTS
+	BCAST($0x80000000, X1, Y1) // the sign bit
+	TESTQ CX, CX
+	JZ    siluDone
+
+siluLoop:
+	VMOVUPS   (SI), Y0
+	VORPS     Y1, Y0, Y0 // -|g|
+	EXPNEG
+	VADDPS    Y12, Y13, Y15
+	VDIVPS    Y15, Y12, Y15 // r = 1/(1+e)
+	VMULPS    Y15, Y13, Y13 // e·r
+	VMOVUPS   (SI), Y0
+	VBLENDVPS Y0, Y13, Y15, Y15 // s: e·r where g's sign bit is set
+	VCMPPS    $1, Y2, Y0, Y13   // g < expLo
+	VANDNPS   Y15, Y13, Y15     // s = 0 there
+	VMULPS    Y15, Y0, Y0
+	VMULPS    (DX), Y0, Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DX
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       siluLoop
+
+siluDone:
 	VZEROUPPER
 	RET

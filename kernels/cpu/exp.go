@@ -47,3 +47,23 @@ func expShiftGo(x []float32, m float32) {
 		x[i] = expNeg(v - m)
 	}
 }
+
+// siluMulGo sets dst[i] = silu(g[i])·u[i], silu(g) = g·σ(g), with the
+// logistic σ from expNeg: e = e^-|g| (never above 1, so never overflows),
+// σ(|g|) = 1/(1+e), and σ(-|g|) = e·σ(|g|), or 0 below expLo. The assembly (siluMulAVX2)
+// does the same operations, eight at a time.
+func siluMulGo(dst, g, u []float32) {
+	u, dst = u[:len(g)], dst[:len(g)]
+	for i, gv := range g {
+		neg := math.Signbit(float64(gv))
+		e := expNeg(math.Float32frombits(math.Float32bits(gv) | 1<<31))
+		s := 1 / (1 + e)
+		if neg {
+			s = e * s
+		}
+		if gv < expLo {
+			s = 0 // e^g < 2^-126: e, held at expNeg's floor, would be too large
+		}
+		dst[i] = gv * s * u[i]
+	}
+}

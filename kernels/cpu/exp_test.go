@@ -49,7 +49,7 @@ func TestExpShiftKernelsMatchGo(t *testing.T) {
 			in[i] = float32(math.Sin(float64(i*7+n))) * 40
 		}
 		const m = 40
-		for _, ks := range []*kernelSet{&goKernels, &avx2Kernels, &kern} {
+		for _, ks := range runnable {
 			x := append([]float32(nil), in...)
 			ks.attn.expShift(x, m)
 			for i := range x {
@@ -58,5 +58,47 @@ func TestExpShiftKernelsMatchGo(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSiLUMulKernelsMatchGo checks that every kernel set's siluMul gives
+// siluMulGo's bits, across lengths that leave tails of every size and on
+// both signs of zero and the far tails, and that siluMulGo is within a few
+// ulp of silu(g)·u computed in float64.
+func TestSiLUMulKernelsMatchGo(t *testing.T) {
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 88, -88, 100, -100, 1e30, -1e30}
+	worst := 0.0
+	for n := range 70 {
+		g, u := make([]float32, n), make([]float32, n)
+		for i := range g {
+			g[i] = float32(math.Sin(float64(i*7+n))) * 20
+			u[i] = float32(math.Cos(float64(i*3+n))) * 2
+			if i%5 == 4 {
+				g[i] = special[(i+n)%len(special)]
+			}
+		}
+		want := make([]float32, n)
+		siluMulGo(want, g, u)
+		for i := range want {
+			exact := float64(g[i]) / (1 + math.Exp(-float64(g[i]))) * float64(u[i])
+			if math.Abs(exact) > 1e-30 {
+				worst = max(worst, ulps(want[i], exact))
+			} else if math.Abs(float64(want[i])) > 1e-30 {
+				t.Fatalf("silu(%v)·%v = %v; want %v", g[i], u[i], want[i], exact)
+			}
+		}
+		for _, ks := range runnable {
+			have := make([]float32, n)
+			ks.siluMul(have, g, u)
+			for i := range have {
+				if math.Float32bits(have[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s: n=%d, silu(%v)·%v = %v; want %v", ks.name, n, g[i], u[i], have[i], want[i])
+				}
+			}
+		}
+	}
+	t.Logf("worst error: %.3g ulp", worst)
+	if worst > 6 {
+		t.Errorf("worst error %.3g ulp; want at most 6", worst)
 	}
 }

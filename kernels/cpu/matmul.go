@@ -71,10 +71,10 @@ func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 	nb := in / 8
 	r, end := r0, r0+rows
 	if k.dots6x8 != nil {
-		r = matMulTiles(k, k.dots6x8, 6, 8, dst, ldd, x, w, in, r, end, c0, cols)
+		r = matMulTiles(k, k.dots6x8, 6, 8, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
 	}
 	// What is left of a six-row tiling still fills three-row tiles.
-	r = matMulTiles(k, k.dots3x4, 3, 4, dst, ldd, x, w, in, r, end, c0, cols)
+	r = matMulTiles(k, k.dots3x4, 3, 4, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
 	// Rows left over (all of them for a decode): eight columns at a time.
 	c8 := c0 + cols/8*8
 	for ; r < end; r++ {
@@ -99,22 +99,23 @@ func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 
 // matMulTiles covers as many whole th-row bands of rows [r, end) as fit
 // with th×tw tiles over columns [c0, c0+cols), the columns short of a tile
-// one element at a time, and returns the first row it left.
+// one element at a time, and returns the first row it left. Row i of x
+// starts at x[i*ldx:] and row c of w at w[c*ldw:]; each product is over
+// 8*nb elements (no tail).
 func matMulTiles[W float32 | uint16](k *dotKernels[W], tile func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int),
-	th, tw int, dst []float32, ldd int, x []float32, w []W, in, r, end, c0, cols int) int {
-	nb := in / 8
+	th, tw int, dst []float32, ldd int, x []float32, ldx int, w []W, ldw, nb, r, end, c0, cols int) int {
 	rt := r + (end-r)/th*th // end of the rows covered by tiles
 	ct := c0 + cols/tw*tw   // end of the columns covered by tiles
 	// tw columns of w at a time against every th rows of x: the weight
 	// rows stay in L1 while the rows of x stream past.
 	for c := c0; c < ct; c += tw {
 		for i := r; i < rt; i += th {
-			tile(x[i*in:], in, w[c*in:], in, nb, dst[i*ldd+c:], ldd)
+			tile(x[i*ldx:], ldx, w[c*ldw:], ldw, nb, dst[i*ldd+c:], ldd)
 		}
 	}
 	for i := r; i < rt; i++ {
 		for c := ct; c < c0+cols; c++ {
-			dst[i*ldd+c] = k.dots1x1(x[i*in:], w[c*in:], nb)
+			dst[i*ldd+c] = k.dots1x1(x[i*ldx:], w[c*ldw:], nb)
 		}
 	}
 	return rt

@@ -96,21 +96,17 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []flo
 	}
 }
 
-// SiLUMul computes dst = silu(gate) * up with silu(g) = g / (1 + e^-g), the
-// form PyTorch uses. Large inputs are split by rows across goroutines; each
+// SiLUMul computes dst = silu(gate) * up with silu(g) = g·σ(g), the
+// logistic σ from the float32 exponential attention uses (siluMulGo in
+// exp.go, within a few ulp of PyTorch's g / (1 + e^-g)). Large inputs are split by rows across goroutines; each
 // element is computed independently, so the split changes nothing.
 func (b *Backend) SiLUMul(dst, gate, up kernels.Tensor) {
 	d, g, u := asCPU(dst), asCPU(gate), asCPU(up)
 	sameShape("SiLUMul", d, g)
 	sameShape("SiLUMul", d, u)
-	body := func(lo, hi int) {
-		gd, ud, dd := g.Data[lo:hi], u.Data[lo:hi], d.Data[lo:hi]
-		for i, gv := range gd {
-			e := float32(math.Exp(float64(-gv)))
-			dd[i] = gv / (1 + e) * ud[i]
-		}
-	}
-	b.rowChunks(d, body)
+	b.rowChunks(d, func(lo, hi int) {
+		kern.siluMul(d.Data[lo:hi], g.Data[lo:hi], u.Data[lo:hi])
+	})
 }
 
 // rowChunks calls body on ranges of t's flat data that cover whole rows,
