@@ -39,12 +39,12 @@ func (t *Trie) Insert(seq int, salt string, tokens, pages []int32, lent int) (ne
 	return lent
 }
 
-// addLeaf hangs a new leaf holding tokens and blocks (copies of both) under
-// parent, taking the trie's reference on each block.
+// addLeaf hangs a new leaf holding tokens and blocks (copies of both, cut
+// from the trie's arenas) under parent, taking the trie's reference on each block.
 func (t *Trie) addLeaf(parent *node, tokens, blocks []int32) {
 	leaf := &node{
-		tokens:  slices.Clone(tokens), // the caller may reuse its slice
-		blocks:  slices.Clone(blocks),
+		tokens:  t.tokens.concat(t.blocks*t.bs, tokens), // a copy: the caller may reuse its slice
+		blocks:  t.runs.concat(t.blocks, blocks),
 		parent:  parent,
 		lastUse: t.clock,
 		refs:    1, // the sequence inserting it
@@ -131,8 +131,8 @@ func (t *Trie) merge(n *node) {
 		joins = append(joins, len(n.blocks)+j)
 	}
 	n.joins = joins
-	n.tokens = slices.Concat(n.tokens, c.tokens) // a new array: nodes' tokens are never written
-	n.blocks = slices.Concat(n.blocks, c.blocks)
+	n.tokens = t.tokens.concat(t.blocks*t.bs, n.tokens, c.tokens) // a new run: nodes' tokens are never written
+	n.blocks = t.runs.concat(t.blocks, n.blocks, c.blocks)
 	n.children = c.children
 	for _, g := range n.children {
 		g.parent = n
