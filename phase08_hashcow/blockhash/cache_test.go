@@ -223,3 +223,38 @@ func TestPitfallCommitContinuesFromAnOrphanedBlock(t *testing.T) {
 	require.Equal(t, 1, h.Cache.Evict(1))
 	require.Equal(t, 6, h.Pool.MatchLen("", prompt), "the orphaned block goes first")
 }
+
+// TestMatchComparesEveryToken changes one token of a cached prompt at a
+// time and requires the match to end at the block holding it: the walk's
+// token compare, which reads a block as 8-byte words, 64 bytes at a time,
+// then 4 bytes at a time, must see every bit of every token, for block
+// sizes with and without a tail, and across the walk's chunks of blocks.
+// The token-blind hash keys every block by its position alone, so only the
+// compare can tell the prompts apart.
+func TestMatchComparesEveryToken(t *testing.T) {
+	blind := func(parent uint64, _ []int32) uint64 { return parent*31 + 7 }
+	for _, hash := range []struct {
+		name string
+		opts []blockhash.Option
+	}{{"maphash", nil}, {"blind", []blockhash.Option{blockhash.WithHash(blind)}}} {
+		for _, bs := range []int{1, 2, 3, 16, 17, 40} {
+			const blocks = 37 // more than two of the walk's chunks
+			h := cachetest.NewHarness(t, factory(hash.opts...), blocks+8, bs)
+			prompt := cachetest.Tokens(1000, blocks*bs)
+			h.Start(0, prompt)
+			h.Finish(0)
+			for p := range prompt {
+				for _, bit := range []int32{1, 1 << 16, -1 << 31} {
+					q := append([]int32(nil), prompt...)
+					q[p] ^= bit
+					if got, want := h.Cache.MatchLen("", q), p/bs*bs; got != want {
+						t.Fatalf("%s, block size %d, token %d changed by %#x: matched %d tokens; want %d", hash.name, bs, p, bit, got, want)
+					}
+				}
+			}
+			if got := h.Cache.MatchLen("", prompt); got != len(prompt) {
+				t.Fatalf("%s, block size %d: the prompt itself matched %d of %d tokens", hash.name, bs, got, len(prompt))
+			}
+		}
+	}
+}

@@ -49,13 +49,14 @@ func (c *Cache) take(b int32) {
 // tokens made of whole blocks, cached under salt. With take, it also gives
 // each one a user (Match); without, it changes nothing (MatchLen).
 //
-// It goes a chunk of blocks at a time, in two loops: the first hashes the
-// chunk's blocks (keys), the second looks each key up, checks the hit and
-// takes it, stopping at the first miss. Only the first loop calls out, into
-// the runtime's hash; in one loop that did both, the call made the compiler
-// keep the walk's dozen or more live values on the stack and reload them
-// every block. A chunk's blocks past a miss are hashed for nothing, at most
-// walkChunk − 1 of them per walk.
+// It goes a chunk of blocks at a time: first it hashes the chunk's blocks
+// (keys), then it looks the keys up, checks the hits and takes them
+// (verify), stopping at the first miss or failed check. Only the hashing
+// calls out, into the runtime's hash, once per block; in one loop that did
+// everything, that call made the compiler keep the walk's dozen or more
+// live values on the stack and reload them every block. A chunk's blocks
+// past a miss are hashed for nothing, at most walkChunk − 1 of them per
+// walk.
 func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int32 {
 	if c.vllm != nil {
 		return c.walkVLLM(salt, tokens, dst, take)
@@ -114,8 +115,8 @@ func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt s
 	// The cache's fields in locals: the stores into a block's record below
 	// could alias them as far as the compiler knows, so it would reload
 	// each one every block.
-	infos, stored := c.blocks, c.tokens
-	width := uintptr(c.bs) * 4 // bytes a block
+	bs, infos, stored := c.bs, c.blocks, c.tokens
+	width := uintptr(bs) * 4 // bytes a block
 	n := 0
 	for ; n < len(hits); n++ {
 		b := hits[n]
@@ -128,13 +129,13 @@ func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt s
 		// at a time; one branch per block. bytes.Equal calls the runtime's
 		// memequal, which first picks its method by length, and a function
 		// doing this is past the inlining budget.
-		x := unsafe.Pointer(&stored[uintptr(b)*width/4])
-		y := unsafe.Pointer(&tokens[uintptr(n)*width/4])
+		x := unsafe.Pointer(&stored[int(b)*bs])
+		y := unsafe.Pointer(&tokens[n*bs])
 		var diff uint64
 		i := uintptr(0)
 		for ; i+64 <= width; i += 64 {
 			p, q := (*[8]uint64)(unsafe.Add(x, i)), (*[8]uint64)(unsafe.Add(y, i))
-			diff |= p[0] ^ q[0] | p[1] ^ q[1] | p[2] ^ q[2] | p[3] ^ q[3] | p[4] ^ q[4] | p[5] ^ q[5] | p[6] ^ q[6] | p[7] ^ q[7]
+			diff |= (p[0] ^ q[0]) | (p[1] ^ q[1]) | (p[2] ^ q[2]) | (p[3] ^ q[3]) | (p[4] ^ q[4]) | (p[5] ^ q[5]) | (p[6] ^ q[6]) | (p[7] ^ q[7])
 		}
 		for ; i < width; i += 4 {
 			diff |= uint64(*(*uint32)(unsafe.Add(x, i)) ^ *(*uint32)(unsafe.Add(y, i)))
