@@ -15,16 +15,17 @@ import (
 // chunked, batched or laid out in pages.
 const attnBlock = 64
 
-// attnQuery names one query row of an attention call: row i of sequence seq.
-type attnQuery struct{ seq, i int32 }
+// attnQuery names n consecutive query rows of an attention call, from row
+// i of sequence seq.
+type attnQuery struct{ seq, i, n int32 }
 
 // attnScratch is one worker's scratch space, sized for one block of keys.
 type attnScratch struct {
-	acc    []float32 // one aligned headStride-wide slot per head
-	scores [attnBlock]float32
-	rows   [2][attnBlock]int32 // this block's key rows and the next's
-	maxes  []float32           // per head: the largest score so far
-	sums   []float32           // per head: the softmax denominator so far
+	acc    []float32                     // per row and head: an aligned headStride-wide slot
+	scores [attnRows * attnBlock]float32 // per row: one block's scores
+	rows   [2][attnBlock]int32           // this block's key rows and the next's
+	maxes  []float32                     // per row and head: the largest score so far
+	sums   []float32                     // per row and head: the softmax denominator so far
 }
 
 // attnCall is the per-call bookkeeping of an attention operation, pooled so
@@ -68,15 +69,17 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		if !local {
 			checkPages(op, s, seq, kernels.FirstPage(seq, sh), sh.BlockSize, k.rows)
 		}
-		for i := range seq.QLen {
-			call.queries = append(call.queries, attnQuery{seq: int32(s), i: int32(i)})
+		for i := 0; i < seq.QLen; i += attnRows {
+			n := min(attnRows, seq.QLen-i)
+			call.queries = append(call.queries, attnQuery{seq: int32(s), i: int32(i), n: int32(n)})
 		}
 	}
 
-	// A unit of work is one query row and a range of its KV heads (with the
-	// query heads that share them). Decode batches have few rows, so their
-	// heads are split to keep every goroutine busy; a head's arithmetic is
-	// the same whichever unit it lands in.
+	// A unit of work is up to attnRows consecutive query rows of one
+	// sequence and a range of its KV heads (with the query heads that
+	// share them). Decode batches have one row per sequence, so their heads
+	// are split to keep every goroutine busy; a head's arithmetic is the
+	// same whichever unit it lands in.
 	queries := len(call.queries)
 	parts := min(sh.NumKVHeads, max(1, (4*b.workers+queries-1)/max(queries, 1)))
 	units := queries * parts
@@ -89,12 +92,12 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 	}
 	for w := range workers {
 		sc := &call.scratch[w]
-		if len(sc.acc) < maxHeads*stride {
-			sc.acc = alignedFloats(maxHeads * stride)
+		if len(sc.acc) < attnRows*maxHeads*stride {
+			sc.acc = alignedFloats(attnRows * maxHeads * stride)
 		}
-		if len(sc.sums) < maxHeads {
-			sc.sums = make([]float32, maxHeads)
-			sc.maxes = make([]float32, maxHeads)
+		if len(sc.sums) < attnRows*maxHeads {
+			sc.sums = make([]float32, attnRows*maxHeads)
+			sc.maxes = make([]float32, attnRows*maxHeads)
 		}
 	}
 
@@ -103,21 +106,30 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		part := u % parts
 		kv0, kv1 := part*sh.NumKVHeads/parts, (part+1)*sh.NumKVHeads/parts
 		seq := &seqs[qu.seq]
-		pos := seq.CtxLen - seq.QLen + int(qu.i)
-		// The visible keys: positions first..pos, in position order. A
-		// window only moves the first one; the keys it keeps are visited in
-		// the same order and in the same blocks as without it.
 		base := 0
 		if local {
 			base = seq.CtxLen - seq.QLen
 		}
-		first := max(kernels.Visible(pos, sh.Window), base)
 		kr := keyRows{local: local, qStart: seq.QStart, pages: seq.Pages, bs: sh.BlockSize}
+		// Row r's visible keys: positions first..pos, in position order. A
+		// window only moves the first one; the keys it keeps are visited in
+		// the same order and in the same blocks as without it.
+		var j0, j1 [attnRows]int
+		for r := range int(qu.n) {
+			pos := seq.CtxLen - seq.QLen + int(qu.i) + r
+			j0[r], j1[r] = max(kernels.Visible(pos, sh.Window), base)-base, pos-base+1
+		}
 		row := seq.QStart + int(qu.i)
-		// Only a decode row prefetches: the rows of a longer chunk share
-		// their keys, which the first of them brings into cache.
-		attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, kr, first-base, pos-base+1,
-			kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, seq.QLen == 1, &call.scratch[w])
+		sc := &call.scratch[w]
+		if qu.n == 1 {
+			// Only a decode row prefetches: the rows of a longer chunk
+			// share their keys, which the first of them brings into cache.
+			attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, kr, j0[0], j1[0],
+				kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, seq.QLen == 1, sc)
+			return
+		}
+		attendRows(out, q, row, int(qu.n), k.Data, v.Data, k.cols, kr, &j0, &j1,
+			kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, sc)
 	})
 }
 
@@ -187,21 +199,60 @@ func headStride(hd int) int {
 // dot.go; if the block's largest score exceeds m, the sum and the
 // accumulator are first multiplied by exp(m_old - m_new) and m moves;
 // then each exponent exp(s - m) is expNeg's (exp.go; within 2 ulp
-// of math.Exp) and is added to the sum in key order, and every output
+// of math.Exp), the block's exponents are summed in eight lanes and a fixed
+// tree (laneSum, the order of dot.go) and that is added to the sum, and every output
 // element continues its chain of fused multiply-adds over the block's
 // keys in order (attnkern.go). The result depends only on the query and
 // the visited keys and their indices: not on where they are stored, nor on
-// which other heads or rows share the call.
+// which other heads or rows share the call (attendRows does the same
+// arithmetic for several rows at once).
 func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group, hd int, scale, limit float32, pf bool, sc *attnScratch) {
-	nh, stride := h1-h0, headStride(hd)
-	ks := &kern
-	acc := sc.acc[:nh*stride]
-	clear(acc)
-	maxes, sums := sc.maxes[:nh], sc.sums[:nh]
-	for i := range nh {
-		maxes[i], sums[i] = float32(math.Inf(-1)), 0
-	}
+	st := sc.state(0, h1-h0, hd)
+	st.attendSpan(q, k, v, ld, kr, j0, j1, h0, group, hd, scale, limit, pf, sc)
+	st.finish(dst, h0, hd)
+}
 
+// rowState is the online softmax of one query row, for nh heads: each
+// head's running maximum, sum and accumulator (a headStride-wide slot).
+type rowState struct {
+	acc         []float32
+	maxes, sums []float32
+	nh, stride  int
+}
+
+// state returns row r's slot of the scratch space, reset for nh heads.
+func (sc *attnScratch) state(r, nh, hd int) rowState {
+	stride := headStride(hd)
+	st := rowState{
+		acc:   sc.acc[r*nh*stride : (r+1)*nh*stride],
+		maxes: sc.maxes[r*nh : (r+1)*nh],
+		sums:  sc.sums[r*nh : (r+1)*nh],
+		nh:    nh, stride: stride,
+	}
+	clear(st.acc)
+	for i := range nh {
+		st.maxes[i], st.sums[i] = float32(math.Inf(-1)), 0
+	}
+	return st
+}
+
+// head returns head i's accumulator (hd wide).
+func (st *rowState) head(i, hd int) []float32 { return st.acc[i*st.stride : i*st.stride+hd] }
+
+// finish writes dst's heads [h0, h0+nh): each accumulator over its sum.
+func (st *rowState) finish(dst []float32, h0, hd int) {
+	for i := range st.nh {
+		o := dst[(h0+i)*hd : (h0+i+1)*hd]
+		for d, a := range st.head(i, hd) {
+			o[d] = a / st.sums[i]
+		}
+	}
+}
+
+// attendSpan folds the keys j0..j1-1 into the row's state, block by block
+// as attendRow describes; j0 and j1 need not be block boundaries.
+func (st *rowState) attendSpan(q, k, v []float32, ld int, kr keyRows, j0, j1, h0, group, hd int, scale, limit float32, pf bool, sc *attnScratch) {
+	ks := &kern
 	// While one head works on a block, the keys and values the next head
 	// (or, after the last head, the first head of the next block) will
 	// read are prefetched (when pf): they are rows of a cache too large to
@@ -230,51 +281,50 @@ func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group
 			kr.fill(next, b1)
 		}
 		hs := sc.scores[:b1-b0]
-		for i := range nh {
-			at := at(i)
-			if i+1 < nh {
+		for i := range st.nh {
+			if i+1 < st.nh {
 				prefetch(rows, i+1)
 			} else if len(next) > 0 {
 				prefetch(next, 0)
 			}
-			scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at, rows, ld, hd)
-			m := float32(math.Inf(-1))
-			for t, s := range hs {
-				s *= scale
-				if limit > 0 {
-					s = softCap(s, limit)
-				}
-				hs[t] = s
-				m = max(m, s)
-			}
-			ai := acc[i*stride : i*stride+hd]
-			if old := maxes[i]; m > old {
-				if !math.IsInf(float64(old), -1) {
-					alpha := expNeg(old - m)
-					sums[i] *= alpha
-					for d := range ai {
-						ai[d] *= alpha
-					}
-				}
-				maxes[i] = m
-			}
-			m = maxes[i]
-			sum := sums[i]
-			ks.attn.expShift(hs, m)
-			for _, e := range hs {
-				sum += e
-			}
-			sums[i] = sum
-			accumulateRow(ks, ai, hs, v, at, rows, ld, hd)
+			scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at(i), rows, ld, hd)
+			st.softmaxStep(ks, i, hs, scale, limit, hd)
+			accumulateRow(ks, st.head(i, hd), hs, v, at(i), rows, ld, hd)
 		}
 		b0 = b1
 		cur, next = next, cur[:cap(cur)]
 	}
+}
 
-	for i := range nh {
-		o := dst[(h0+i)*hd : (h0+i+1)*hd]
-		for d, a := range acc[i*stride : i*stride+hd] {
-			o[d] = a / sums[i]
+// softmaxStep turns one block's raw scores hs of head i into the weights
+// the values are summed with: scaled (and soft-capped), the running
+// maximum moved (rescaling the sum and accumulator) if the block holds a
+// larger score, each replaced by exp(s - m), and their sum (laneSum's
+// order) added to the running sum.
+func (st *rowState) softmaxStep(ks *kernelSet, i int, hs []float32, scale, limit float32, hd int) {
+	var m float32
+	if limit > 0 {
+		m = float32(math.Inf(-1))
+		for t, s := range hs {
+			hs[t] = softCap(s*scale, limit)
+			m = max(m, hs[t])
 		}
+	} else {
+		m = ks.attn.scaleMax(hs, scale)
 	}
+	ai := st.head(i, hd)
+	if old := st.maxes[i]; m > old {
+		if !math.IsInf(float64(old), -1) {
+			// expNeg(old - m), through the kernel: the Go expNeg emulates
+			// each fused multiply-add in software.
+			e := [8]float32{old}
+			ks.attn.expShift(e[:], m)
+			alpha := e[0]
+			st.sums[i] *= alpha
+			ks.attn.scaleMax(ai, alpha)
+		}
+		st.maxes[i] = m
+	}
+	ks.attn.expShift(hs, st.maxes[i])
+	st.sums[i] += laneSum(ks, hs)
 }

@@ -16,9 +16,13 @@ import (
 // holes (-1), bit for bit equal to the whole prompt in one call. Shapes
 // cover grouped-query heads, head widths that take the wide and the tail
 // kernels, windows shorter and longer than a block, and the soft cap.
+// Chunks of one row take attendRow's path and longer ones attendRows's
+// (several rows per block; the six-row kernels for full groups), so this
+// also holds the two paths to the same bits; pages of one row make
+// scoresRows fall back to dotsRows8.
 func TestAttendBlocksChunkInvariant(t *testing.T) {
 	const ctx = 150 // three key blocks, the last one partial
-	for _, hd := range []int{48, 12} {
+	for _, hd := range []int{48, 12, 64, 80} {
 		for _, bs := range []int{1, 16, 64} {
 			for _, w := range []int{0, 5, 70} {
 				for _, softCap := range []float32{0, 1.5} {

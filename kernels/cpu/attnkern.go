@@ -1,5 +1,7 @@
 package cpu
 
+import "math"
+
 // Attention's two inner loops, as kernels with the same portable and
 // assembly implementations as MatMulT's (kernelSet). Keys and values are
 // rows of the paged cache, so the kernels take a list of row numbers; off
@@ -19,6 +21,13 @@ package cpu
 // cheaper than several. Hence the widths of 48 (head_dim 48, as in
 // llama2.c's small models) and 32 besides 64.
 //
+//	axpyRows6: axpyRows for six rows at once, each value row read once:
+//	           for r < 6, acc[r*step+d] = fma(p[r*attnBlock+t],
+//	           v[rows[t]*ld+off+d], acc[r*step+d]), for width 64, 32 or 16;
+//	           nil where the kernel set has no such kernel
+//
+// scaleMax sets x[i] *= s and returns the largest x[i] (-Inf for none).
+//
 // expShift sets x[i] = expNeg(x[i] - m) (exp.go), for x[i] ≤ m.
 //
 // prefetchRows asks for w[rows[j]*ld+off:][:width] to be brought into cache
@@ -26,6 +35,8 @@ package cpu
 type attnKernels struct {
 	dotsRows8    func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32)
 	axpyRows     func(acc, p, v []float32, off int, rows []int32, ld int)
+	axpyRows6    func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int)
+	scaleMax     func(x []float32, s float32) float32
 	expShift     func(x []float32, m float32)
 	prefetchRows func(w []float32, off int, rows []int32, ld, width int)
 }
@@ -41,8 +52,39 @@ var goAttnKernels = attnKernels{
 		}
 	},
 	axpyRows:     axpyRowsGo,
+	scaleMax:     scaleMaxGo,
 	expShift:     expShiftGo,
 	prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {},
+}
+
+func scaleMaxGo(x []float32, s float32) float32 {
+	m := float32(math.Inf(-1))
+	for i, v := range x {
+		x[i] = v * s
+		m = max(m, x[i])
+	}
+	return m
+}
+
+// ones is the weight row that turns a dot product into a sum: fma(x, 1,
+// s) is x+s rounded once, exactly an addition.
+var ones [attnBlock]float32
+
+func init() {
+	for i := range ones {
+		ones[i] = 1
+	}
+}
+
+// laneSum returns the sum of x in the order of dot.go: eight lane sums,
+// the fixed tree, then the last len(x) mod 8 values in order.
+func laneSum(ks *kernelSet, x []float32) float32 {
+	nb := len(x) / 8
+	s := ks.f32.dots1x1(x, ones[:8*nb], nb)
+	for _, v := range x[8*nb:] {
+		s += v
+	}
+	return s
 }
 
 func axpyRowsGo(acc, p, v []float32, off int, rows []int32, ld int) {

@@ -2,7 +2,10 @@
 
 package cpu
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+)
 
 // Implemented in dot_amd64.s.
 //
@@ -52,6 +55,9 @@ func prefetchRowsAVX2(w *float32, rows *int32, n, ld, lines int)
 func expShiftAVX2(x *float32, n int, m float32)
 
 //go:noescape
+func scaleMaxAVX2(x *float32, n int, s float32) float32
+
+//go:noescape
 func siluMulAVX2(dst, gate, up *float32, n int)
 
 // axpyAVX2 holds the assembly axpy kernels by the number of YMM
@@ -95,6 +101,14 @@ var avx2Kernels = kernelSet{
 			if checkRows(v, off, rows, ld, w) {
 				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 			}
+		},
+		scaleMax: func(x []float32, s float32) float32 {
+			n8 := len(x) / 8
+			m := float32(math.Inf(-1))
+			if n8 > 0 {
+				m = scaleMaxAVX2(unsafe.SliceData(x), n8, s)
+			}
+			return max(m, scaleMaxGo(x[8*n8:], s))
 		},
 		expShift: func(x []float32, m float32) {
 			n8 := len(x) / 8

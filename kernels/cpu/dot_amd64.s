@@ -801,3 +801,35 @@ siluLoop:
 siluDone:
 	VZEROUPPER
 	RET
+
+// func scaleMaxAVX2(x *float32, n int, s float32) float32
+// x[i] *= s for i < 8*n, eight at a time, and returns the largest product
+// (a maximum is exact, so the order it is taken in does not matter).
+TEXT ·scaleMaxAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS s+16(FP), Y1
+	MOVL         $0xff800000, AX // -Inf
+	MOVL         AX, X2
+	VPBROADCASTD X2, Y2
+	TESTQ        CX, CX
+	JZ           scaleMaxDone
+
+scaleMaxLoop:
+	VMULPS  (SI), Y1, Y0
+	VMOVUPS Y0, (SI)
+	VMAXPS  Y2, Y0, Y2
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     scaleMaxLoop
+
+scaleMaxDone:
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS       X3, X2, X2
+	VMOVHLPS     X2, X3, X3
+	VMAXPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VMAXSS       X3, X2, X2
+	VMOVSS       X2, ret+24(FP)
+	VZEROUPPER
+	RET

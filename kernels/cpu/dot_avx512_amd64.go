@@ -9,10 +9,19 @@ import "unsafe"
 //go:noescape
 func dots6x8AVX512(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
 
-// avx512Kernels is avx2Kernels with the 6×8 float32 tile. The other
-// kernels stay AVX2: a decode row is bound by memory, not by the width of
-// the FMAs, and a bf16 tile would spend as many shuffles widening weights
-// as it saves.
+//go:noescape
+func axpy6x64AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpy6x32AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpy6x16AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+
+// avx512Kernels is avx2Kernels with the 6×8 float32 tile and attention's
+// six-row axpy. The other kernels stay AVX2: a decode row is bound by
+// memory, not by the width of the FMAs, and a bf16 tile would spend as
+// many shuffles widening weights as it saves.
 var avx512Kernels = func() kernelSet {
 	ks := avx2Kernels
 	ks.name = "avx512"
@@ -27,6 +36,24 @@ var avx512Kernels = func() kernelSet {
 		_ = w[7*ldw+8*nb-1]
 		_ = dst[5*ldd+7]
 		dots6x8AVX512(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
+	}
+	ks.attn.axpyRows6 = func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
+		var k func(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+		switch width {
+		case 64:
+			k = axpy6x64AVX512
+		case 32:
+			k = axpy6x32AVX512
+		case 16:
+			k = axpy6x16AVX512
+		default:
+			panic("cpu: axpyRows6: no kernel for this width")
+		}
+		_ = acc[5*step+width-1]
+		_ = p[5*attnBlock+len(rows)-1]
+		if checkRows(v, off, rows, ld, width) {
+			k(unsafe.SliceData(acc), step, unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+		}
 	}
 	return ks
 }()
