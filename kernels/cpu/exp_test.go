@@ -102,3 +102,28 @@ func TestSiLUMulKernelsMatchGo(t *testing.T) {
 		t.Errorf("worst error %.3g ulp; want at most 6", worst)
 	}
 }
+
+// TestScaleMaxKernelsMatchGo checks every kernel set's scaleMax against
+// scaleMaxGo: the same products bit for bit and the same maximum, across
+// lengths that leave tails of every size.
+func TestScaleMaxKernelsMatchGo(t *testing.T) {
+	for n := range 70 {
+		in := make([]float32, n)
+		for i := range in {
+			in[i] = float32(math.Sin(float64(i*5+n))) * 30
+		}
+		want := append([]float32(nil), in...)
+		wantMax := scaleMaxGo(want, 0.125)
+		for _, ks := range runnable {
+			x := append([]float32(nil), in...)
+			if m := ks.attn.scaleMax(x, 0.125); m != wantMax {
+				t.Fatalf("%s: n=%d: max %v; want %v", ks.name, n, m, wantMax)
+			}
+			for i := range x {
+				if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s: n=%d, x[%d]: %v; want %v", ks.name, n, i, x[i], want[i])
+				}
+			}
+		}
+	}
+}
