@@ -10,6 +10,9 @@ import "unsafe"
 func dots6x8AVX512(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
 
 //go:noescape
+func dots6x8BF16AVX512(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
 func axpy6x64AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 
 //go:noescape
@@ -18,25 +21,14 @@ func axpy6x32AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld in
 //go:noescape
 func axpy6x16AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 
-// avx512Kernels is avx2Kernels with the 6×8 float32 tile and attention's
-// six-row axpy. The other kernels stay AVX2: a decode row is bound by
-// memory, not by the width of the FMAs, and a bf16 tile would spend as
-// many shuffles widening weights as it saves.
+// avx512Kernels is avx2Kernels with the 6×8 tiles (float32 and bf16
+// weights) and attention's six-row axpy. The one-row kernels stay AVX2: a
+// decode row is bound by memory, not by the width of the FMAs.
 var avx512Kernels = func() kernelSet {
 	ks := avx2Kernels
 	ks.name = "avx512"
-	ks.f32.dots6x8 = func(x []float32, ldx int, w []float32, ldw, nb int, dst []float32, ldd int) {
-		if nb == 0 {
-			for i := range 6 {
-				clear(dst[i*ldd : i*ldd+8])
-			}
-			return
-		}
-		_ = x[5*ldx+8*nb-1]
-		_ = w[7*ldw+8*nb-1]
-		_ = dst[5*ldd+7]
-		dots6x8AVX512(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
-	}
+	ks.f32.dots6x8 = tile6x8(dots6x8AVX512)
+	ks.bf16.dots6x8 = tile6x8(dots6x8BF16AVX512)
 	ks.attn.axpyRows6 = func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
 		var k func(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 		switch width {
@@ -58,9 +50,26 @@ var avx512Kernels = func() kernelSet {
 	return ks
 }()
 
-// hasAVX512 reports whether the CPU has the AVX-512 foundation and DQ
-// instructions (VINSERTF32X8, VBROADCASTF32X8) and the operating system
-// saves the opmask and all 32 ZMM registers.
+// tile6x8 wraps a 6×8 tile kernel, bounds-checking its slices once per
+// call so the assembly can trust its pointers.
+func tile6x8[W float32 | uint16](k func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int)) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+	return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+		if nb == 0 {
+			for i := range 6 {
+				clear(dst[i*ldd : i*ldd+8])
+			}
+			return
+		}
+		_ = x[5*ldx+8*nb-1]
+		_ = w[7*ldw+8*nb-1]
+		_ = dst[5*ldd+7]
+		k(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
+	}
+}
+
+// hasAVX512 reports whether the CPU has the AVX-512 foundation, DQ
+// (VINSERTF32X8, VBROADCASTF32X8) and BW (a 512-bit VPSHUFB) instructions
+// and the operating system saves the opmask and all 32 ZMM registers.
 func hasAVX512() bool {
 	if !hasAVX2FMA() {
 		return false
@@ -70,6 +79,7 @@ func hasAVX512() bool {
 		return false
 	}
 	_, ebx7, _, _ := cpuid(7, 0)
-	const avx512f, avx512dq = 1 << 16, 1 << 17
-	return ebx7&(avx512f|avx512dq) == avx512f|avx512dq
+	const avx512f, avx512dq, avx512bw = 1 << 16, 1 << 17, 1 << 30
+	const want = avx512f | avx512dq | avx512bw
+	return ebx7&want == want
 }

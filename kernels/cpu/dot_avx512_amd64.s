@@ -81,6 +81,29 @@ GLOBL permRows<>(SB), RODATA|NOPTR, $64
 	VFMADD231PS     ZW, Z25, A1; \
 	VFMADD231PS     ZW, Z26, A2
 
+// COLH is COL for bf16 weights: the eight bf16 values at M, loaded into
+// every 128-bit quarter of ZW, are widened by one byte shuffle (Z31,
+// widenBF16) into float32 in both halves: zero low bytes, the bf16 on top.
+#define COLH(M, ZW, A0, A1, A2) \
+	VBROADCASTI32X4 M, ZW; \
+	VPSHUFB         Z31, ZW, ZW; \
+	VFMADD231PS     ZW, Z24, A0; \
+	VFMADD231PS     ZW, Z25, A1; \
+	VFMADD231PS     ZW, Z26, A2
+
+// widenBF16 is the VPSHUFB control of COLH: in quarters 0 and 2, bf16
+// values 0..3 go to the top halves of float32 lanes 0..3; in quarters 1
+// and 3, values 4..7 (0x80 writes a zero byte).
+DATA widenBF16<>+0(SB)/8, $0x0302808001008080
+DATA widenBF16<>+8(SB)/8, $0x0706808005048080
+DATA widenBF16<>+16(SB)/8, $0x0b0a808009088080
+DATA widenBF16<>+24(SB)/8, $0x0f0e80800d0c8080
+DATA widenBF16<>+32(SB)/8, $0x0302808001008080
+DATA widenBF16<>+40(SB)/8, $0x0706808005048080
+DATA widenBF16<>+48(SB)/8, $0x0b0a808009088080
+DATA widenBF16<>+56(SB)/8, $0x0f0e80800d0c8080
+GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
+
 // The six-row axpy of attention (attnkern.go): each value row is loaded
 // once and added, weighted, into the accumulators of six query rows. Every
 // accumulator element is the same chain of fused multiply-adds over the
@@ -176,6 +199,82 @@ loop6x8:
 	JNZ  loop6x8
 
 reduce6x8:
+	VMOVDQU32 permRows<>(SB), Z29
+	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
+	LEAQ      (DX)(R11*2), DX
+	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8)
+	LEAQ      (DX)(R11*2), DX
+	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
+	VZEROUPPER
+	RET
+
+// func dots6x8BF16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+// dots6x8AVX512 with bf16 weights, widened by COLH: the same FMAs in the
+// same order, so the same bits as with the widened float32 weights.
+TEXT ·dots6x8BF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ ldx+8(FP), R8
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), R9
+	MOVQ nb+32(FP), CX
+	MOVQ dst+40(FP), DX
+	MOVQ ldd+48(FP), R11
+	SHLQ $2, R8              // x and dst strides in bytes (float32)
+	SHLQ $1, R9              // w stride in bytes (bf16)
+	SHLQ $2, R11
+	VMOVDQU32 widenBF16<>(SB), Z31
+	LEAQ (R8)(R8*2), R12     // 3*ldx
+	LEAQ (SI)(R8*4), R13     // x rows 4 and 5
+	LEAQ (R9)(R9*2), R10     // 3*ldw
+	LEAQ (DI)(R9*4), BX      // w rows 4..7
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	TESTQ  CX, CX
+	JZ     reduce6x8h
+
+loop6x8h:
+	PAIR((SI), (SI)(R8*1), Y24, Z24)
+	PAIR((SI)(R8*2), (SI)(R12*1), Y25, Z25)
+	PAIR((R13), (R13)(R8*1), Y26, Z26)
+	COLH((DI), Z27, Z0, Z8, Z16)
+	COLH((DI)(R9*1), Z28, Z1, Z9, Z17)
+	COLH((DI)(R9*2), Z27, Z2, Z10, Z18)
+	COLH((DI)(R10*1), Z28, Z3, Z11, Z19)
+	COLH((BX), Z27, Z4, Z12, Z20)
+	COLH((BX)(R9*1), Z28, Z5, Z13, Z21)
+	COLH((BX)(R9*2), Z27, Z6, Z14, Z22)
+	COLH((BX)(R10*1), Z28, Z7, Z15, Z23)
+	ADDQ $32, SI
+	ADDQ $32, R13
+	ADDQ $16, DI
+	ADDQ $16, BX
+	DECQ CX
+	JNZ  loop6x8h
+
+reduce6x8h:
 	VMOVDQU32 permRows<>(SB), Z29
 	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
 	LEAQ      (DX)(R11*2), DX
