@@ -166,3 +166,28 @@ type GemmaOps interface {
 	// computed in the embedding's dtype).
 	Scale(t Tensor, s float32, round func(float32) float32)
 }
+
+// Product is one matrix product of a ProductBatcher call: Dst = x · Wᵀ.
+type Product struct{ Dst, W Tensor }
+
+// ProductBatcher is an optional Backend method for the products of one
+// input with several weights (a layer's q, k and v projections, or its gate
+// and up): each ps[i].Dst = x · ps[i].Wᵀ with exactly the bits MatMulT
+// gives, the backend being free to share the work of all of them out at
+// once. A decode step is made of many small products, each of which hands
+// work to the cores and waits for them; batching cuts those hand-offs.
+type ProductBatcher interface {
+	MatMulTMany(x Tensor, ps []Product)
+}
+
+// MatMulTMany computes ps[i].Dst = x · ps[i].Wᵀ for every i, through be's
+// ProductBatcher when it has one and one MatMulT at a time otherwise.
+func MatMulTMany(be Backend, x Tensor, ps []Product) {
+	if pb, ok := be.(ProductBatcher); ok {
+		pb.MatMulTMany(x, ps)
+		return
+	}
+	for _, p := range ps {
+		be.MatMulT(p.Dst, x, p.W)
+	}
+}

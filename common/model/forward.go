@@ -94,9 +94,10 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 		shape.Window = w.window
 		// Attention sublayer.
 		be.RMSNorm(h, x, w.inNorm, eps)
-		be.MatMulT(q, h, w.wq)
-		be.MatMulT(k, h, w.wk)
-		be.MatMulT(v, h, w.wv)
+		// q, k and v are products of the same input, handed to the
+		// backend together (one hand-off to the cores for all three).
+		sc.prods = [3]kernels.Product{{Dst: q, W: w.wq}, {Dst: k, W: w.wk}, {Dst: v, W: w.wv}}
+		kernels.MatMulTMany(be, h, sc.prods[:3])
 		if w.qNorm != nil { // Qwen3, Gemma-3: normalise each head before rotating it
 			be.RMSNormHeads(q, w.qNorm, hd, eps)
 			be.RMSNormHeads(k, w.kNorm, hd, eps)
@@ -130,8 +131,8 @@ func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 		} else {
 			be.RMSNorm(h, x, w.postNorm, eps)
 		}
-		be.MatMulT(gate, h, w.wGate)
-		be.MatMulT(up, h, w.wUp)
+		sc.prods = [3]kernels.Product{{Dst: gate, W: w.wGate}, {Dst: up, W: w.wUp}}
+		kernels.MatMulTMany(be, h, sc.prods[:2])
 		if gemma {
 			m.gemma.GELUTanhMul(act, gate, up)
 		} else {
@@ -169,6 +170,8 @@ type scratch struct {
 
 	x, h, q, att, k, v, gate, up, act kernels.Tensor // tokens rows
 	xl, logits                        kernels.Tensor // outs rows
+
+	prods [3]kernels.Product // the products of one input, for MatMulTMany
 }
 
 func (sc *scratch) ensure(be kernels.Backend, c *Config, n, nl int) {

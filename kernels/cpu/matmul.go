@@ -29,40 +29,89 @@ const (
 // streams each weight row once, the job split keeping every core streaming
 // its own columns.
 func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
+	p := b.planProduct(dst, x, w)
+	if p.jobs > 0 {
+		b.parallel(p.jobs, func(_, job int) { p.run(job) })
+	}
+}
+
+// MatMulTMany computes ps[i].Dst = x · ps[i].Wᵀ for every i
+// (kernels.ProductBatcher): the jobs of all the products go to the workers
+// in one hand-off, and each output element is the same dot product as
+// MatMulT's, so the bits are those of one MatMulT per product.
+func (b *Backend) MatMulTMany(x kernels.Tensor, ps []kernels.Product) {
+	var buf [4]product
+	plans, jobs := buf[:0], 0
+	for _, p := range ps {
+		pl := b.planProduct(p.Dst, x, p.W)
+		plans = append(plans, pl)
+		jobs += pl.jobs
+	}
+	if jobs == 0 {
+		return
+	}
+	b.parallel(jobs, func(_, job int) {
+		for i := range plans {
+			if job < plans[i].jobs {
+				plans[i].run(job)
+				return
+			}
+			job -= plans[i].jobs
+		}
+	})
+}
+
+// product is one MatMulT cut into jobs: job j computes rows
+// [r0, r0+mmRowBlock) × columns [c0, c0+colBlock) of dst, where r0 =
+// (j / colBlocks)·mmRowBlock and c0 = (j % colBlocks)·colBlock.
+type product struct {
+	d, x, w             *Tensor
+	n, in, out          int
+	colBlock, colBlocks int
+	jobs                int // 0: nothing left to compute
+}
+
+// planProduct checks the shapes of dst = x · wᵀ and cuts it into jobs
+// (none when the product is empty, or zero because in is).
+func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 	d, xt, wt := asCPU(dst), asCPU(x), asWeight(w)
 	n, in, out := xt.rows, xt.cols, wt.rows
 	if wt.cols != in || d.rows != n || d.cols != out {
 		panic(fmt.Sprintf("cpu: MatMulT %d×%d · (%d×%d)ᵀ into %d×%d",
 			n, in, wt.rows, wt.cols, d.rows, d.cols))
 	}
+	p := product{d: d, x: xt, w: wt, n: n, in: in, out: out}
 	if n == 0 || out == 0 {
-		return
+		return p
 	}
 	if in == 0 {
 		clear(d.Data)
-		return
+		return p
 	}
 	rowBlocks := (n + mmRowBlock - 1) / mmRowBlock
-	colBlock := mmColBlock
+	p.colBlock = mmColBlock
 	if n == 1 && b.workers > 1 {
 		// A decode row: two jobs per worker, cut evenly (in whole
 		// eight-column steps), so the cores finish together; 288 columns
 		// would otherwise go 160 to one core and 128 to the other.
 		jobs := 2 * b.workers
-		colBlock = max(8, ((out+jobs-1)/jobs+7)/8*8)
+		p.colBlock = max(8, ((out+jobs-1)/jobs+7)/8*8)
 	}
-	colBlocks := (out + colBlock - 1) / colBlock
-	k := kern
-	b.parallel(rowBlocks*colBlocks, func(_, job int) {
-		r0 := (job / colBlocks) * mmRowBlock
-		c0 := (job % colBlocks) * colBlock
-		rows, cols := min(mmRowBlock, n-r0), min(colBlock, out-c0)
-		if wt.bf16 != nil {
-			matMulBlock(&k.bf16, d.Data, out, xt.Data, wt.bf16, in, r0, rows, c0, cols)
-		} else {
-			matMulBlock(&k.f32, d.Data, out, xt.Data, wt.Data, in, r0, rows, c0, cols)
-		}
-	})
+	p.colBlocks = (out + p.colBlock - 1) / p.colBlock
+	p.jobs = rowBlocks * p.colBlocks
+	return p
+}
+
+// run computes job j of the product.
+func (p *product) run(job int) {
+	r0 := (job / p.colBlocks) * mmRowBlock
+	c0 := (job % p.colBlocks) * p.colBlock
+	rows, cols := min(mmRowBlock, p.n-r0), min(p.colBlock, p.out-c0)
+	if p.w.bf16 != nil {
+		matMulBlock(&kern.bf16, p.d.Data, p.out, p.x.Data, p.w.bf16, p.in, r0, rows, c0, cols)
+	} else {
+		matMulBlock(&kern.f32, p.d.Data, p.out, p.x.Data, p.w.Data, p.in, r0, rows, c0, cols)
+	}
 }
 
 // matMulBlock computes rows [r0, r0+rows) × columns [c0, c0+cols) of

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"kvlab/kernels"
 	"kvlab/kernels/cpu"
 )
 
@@ -142,4 +143,35 @@ func TestMatMulTBF16(t *testing.T) {
 		requireBitEqual(t, b.ToHost(last, make([]float32, s.in)), widened[(s.out-1)*s.in:], "View")
 	}
 	require.Panics(t, func() { b.Add(b.FromHostBF16(1, 2, []float32{1, 2}), b.New(1, 2)) })
+}
+
+// TestMatMulTManyMatchesMatMulT checks that products batched into one
+// hand-off give the bits of one MatMulT each, for a decode row and a
+// prefill chunk, float32 and bf16 weights of different widths.
+func TestMatMulTManyMatchesMatMulT(t *testing.T) {
+	for _, n := range []int{1, 7, 100} {
+		for _, workers := range []int{1, 2, 5} {
+			t.Run(fmt.Sprintf("n=%d,workers=%d", n, workers), func(t *testing.T) {
+				b := cpu.NewWithWorkers(workers)
+				rng := newRand(uint64(n*10 + workers))
+				const in = 72
+				x := randTensor(b, rng, n, in)
+				ws := []kernels.Tensor{
+					randTensor(b, rng, 96, in),
+					randTensor(b, rng, 24, in),
+					b.FromHostBF16(40, in, randFloats(rng, 40*in)),
+				}
+				var ps []kernels.Product
+				for _, w := range ws {
+					ps = append(ps, kernels.Product{Dst: b.New(n, w.Rows()), W: w})
+				}
+				b.MatMulTMany(x, ps)
+				for i, p := range ps {
+					want := b.New(n, p.W.Rows())
+					b.MatMulT(want, x, p.W)
+					requireBitEqual(t, cpu.Data(p.Dst), cpu.Data(want), fmt.Sprintf("product %d", i))
+				}
+			})
+		}
+	}
 }
