@@ -53,9 +53,12 @@ type Cache struct {
 
 	// Every cached block is in exactly one of lru and pinned. lru holds
 	// blocks only the index holds; pinned holds the rest, and blocks whose
-	// last user let go since the cache last looked (see settle).
-	lru    lru
-	pinned []int32
+	// last user let go since the cache last looked (see settle). joining,
+	// sorted and at are settle's scratch lists.
+	lru             lru
+	pinned          []int32
+	joining, sorted []uint64
+	at              []int32
 
 	// salts holds the cache salt of every cached first block that was
 	// cached under one. Later blocks have none (their parent's serial
@@ -86,13 +89,17 @@ type blockInfo struct {
 	// for a first block.
 	parent uint64
 	key    uint64 // the key it was cached under
-	// ord is its place in the eviction order: the clock of the last Match
-	// or Insert that went through it, and its index in the prompt (in
-	// blocks), packed by order (see pack) so that one comparison of two
-	// integers orders two blocks.
+	// ord is its place in the eviction order: while it is queued, the
+	// clock of the settle that queued it (0 if no walk can reach it, see
+	// forget), and its index in the prompt (in blocks), packed by order
+	// (see pack) so that one comparison of two integers orders two blocks.
+	// While it is pinned, the clock is that of the last Insert that went
+	// through it.
 	ord   uint64
 	users int32 // sequences holding it through Match
-	inLRU int32 // its position in lru, or -1
+	// prev and next are its neighbours in lru, −1 at an end; prev is
+	// unqueued when it is not in lru.
+	prev, next int32
 }
 
 // depthBits is how many low bits of ord hold a block's depth, inverted so
@@ -181,9 +188,9 @@ func New(a *kvcache.Allocator, blockSize int, opts ...Option) *Cache {
 		salts:  make(map[int32]string),
 	}
 	for i := range c.blocks {
-		c.blocks[i].inLRU = -1
+		c.blocks[i].prev = unqueued
 	}
-	c.lru.blocks = c.blocks
+	c.lru = lru{head: -1, tail: -1, blocks: c.blocks}
 	for _, o := range opts {
 		o(c)
 	}

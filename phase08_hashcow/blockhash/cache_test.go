@@ -114,6 +114,37 @@ func TestEvictionTakesTheTailFirst(t *testing.T) {
 	}
 }
 
+// TestEvictionFollowsWhenBlocksBecameEvictable pins the queue's order down
+// where it differs from one by last use: p is matched before q, but q's
+// sequence ends first, so q's blocks, evictable first, go first (the order
+// of vLLM's free queue). The sequences end without a commit, which would
+// count as a use of every block: ordered by last Match or Insert, p's
+// blocks would go first.
+func TestEvictionFollowsWhenBlocksBecameEvictable(t *testing.T) {
+	h := cachetest.NewHarness(t, factory(), 32, 2)
+	p, q := cachetest.Tokens(10, 4), cachetest.Tokens(100, 4)
+	h.Start(1, p)
+	h.Finish(1)
+	h.Start(2, q)
+	h.Finish(2)
+	h.Start(3, p) // p's blocks matched first
+	h.Start(4, q)
+	h.Release(4)
+	if have := h.Cache.Evictable(); have != 2 {
+		t.Fatalf("evictable once q's sequence ended: have %d; want 2", have)
+	}
+	h.Release(3)
+	for _, want := range []struct{ p, q int }{{4, 2}, {4, 0}, {2, 0}, {0, 0}} {
+		if n := h.Cache.Evict(1); n != 1 {
+			t.Fatalf("Evict(1): have %d; want 1", n)
+		}
+		h.Audit("after evicting one block")
+		if hp, hq := h.Pool.MatchLen("", p), h.Pool.MatchLen("", q); hp != want.p || hq != want.q {
+			t.Fatalf("MatchLen after eviction: p %d, q %d; want p %d, q %d", hp, hq, want.p, want.q)
+		}
+	}
+}
+
 func TestReleasedForksBecomeEvictable(t *testing.T) {
 	// The pool's references on cached blocks (here a fork's) go away
 	// without a call into the cache; Evictable must still see them go.

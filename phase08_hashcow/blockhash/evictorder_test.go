@@ -10,8 +10,9 @@ import (
 
 // orderChecked evicts one block at a time (which is what Evict(n) does)
 // and checks each victim against a scan of every block: no cached block
-// only the index holds may have been used less recently, or as recently
-// and deeper.
+// only the index holds may have joined the queue earlier (a smaller clock
+// in its ord: the settle that queued it, 0 for a block no walk can reach),
+// or at the same settle and deeper.
 type orderChecked struct {
 	*Cache
 	t     *testing.T
@@ -62,7 +63,7 @@ func (o *orderChecked) Evict(n int) int {
 }
 
 // TestEvictOrderMatchesScan drives the cache through random engine-like
-// operations (cachetest.Ops, which also audits the LRU after each step)
+// operations (cachetest.Ops, which also audits the queue after each step)
 // and checks every victim against a scan of all blocks.
 func TestEvictOrderMatchesScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 2))

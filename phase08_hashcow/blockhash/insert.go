@@ -88,7 +88,10 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 func (c *Cache) forget(b int32) {
 	info := &c.blocks[b]
 	info.ord = pack(0, info.depth())
-	c.lru.fix(b)
+	if info.queued() {
+		c.lru.remove(b)
+		c.lru.pushFront(b)
+	}
 }
 
 // add caches block b under key; salt is a first block's cache salt ("" for
@@ -96,7 +99,7 @@ func (c *Cache) forget(b int32) {
 func (c *Cache) add(b int32, key, parent uint64, salt string, depth int, block []int32) {
 	c.alloc.Incref(b)
 	c.serial++
-	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, ord: pack(0, depth), inLRU: -1}
+	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, ord: pack(0, depth), prev: unqueued}
 	c.setSalt(b, salt)
 	copy(c.tokensOf(b), block)
 	c.index.put(key, b)

@@ -3,31 +3,39 @@ package blockhash
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Evictable returns how many cached blocks only the index holds: the blocks
 // Evict could give back now, which the pool counts as free capacity.
 func (c *Cache) Evictable() int {
 	c.settle()
-	return c.lru.Len()
+	return c.lru.n
 }
 
-// Evict gives up to n reclaimable blocks back to the allocator, least
-// recently used first, and reports how many it freed.
+// Evict gives up to n reclaimable blocks back to the allocator, from the
+// front of the queue, and reports how many it freed.
 //
-// A hash index has no tree to keep intact: any block may go. But a block
-// whose parent has gone can no longer be reached by a walk, so the order
-// keeps parents longest: every walk passes through a parent before its
-// child, so a child is never used later than its parent, and blocks used at
-// the same moment go deepest first (a prompt's tail before its head). A
-// parent can still go first when a sequence pins a child it indexed under a
-// parent it had computed twice (see Insert); the unreachable child is then
-// simply evicted in its turn.
+// The queue holds the blocks only the index holds in the order they became
+// evictable, as the cache learns it (settle): vLLM's free queue. Blocks
+// that became evictable together leave deepest first, a prompt's tail
+// before its head; a block Match or Insert goes through leaves the queue
+// and joins again at the back when it is found evictable again. A hash
+// index has no tree to keep intact: any block may go. But a block whose
+// parent has gone can no longer be reached by a walk, so the order keeps
+// parents longest: whoever holds a child holds its parent too, so a parent
+// never becomes evictable before its child, and together the child goes
+// first. A parent can still go first when a sequence pins a child it
+// indexed under a parent it had computed twice (see Insert); the
+// unreachable child is then simply evicted in its turn. Blocks no walk can
+// reach any more (forget) go to the front.
 func (c *Cache) Evict(n int) int {
 	c.settle()
 	freed := 0
-	for ; freed < n && c.lru.Len() > 0; freed++ {
-		c.drop(c.lru.pop())
+	for ; freed < n && c.lru.n > 0; freed++ {
+		b := c.lru.head
+		c.lru.remove(b)
+		c.drop(b)
 	}
 	return freed
 }
@@ -43,14 +51,16 @@ func (c *Cache) drop(b int32) {
 	if have, ok := c.index.get(info.key); ok && have == b {
 		c.index.delete(info.key)
 	}
-	*info = blockInfo{inLRU: -1}
-	delete(c.salts, b)
+	*info = blockInfo{prev: unqueued}
+	if len(c.salts) > 0 {
+		delete(c.salts, b)
+	}
 	c.alloc.Decref(b)
 	c.cached--
 	c.evicted++
 }
 
-// settle moves to lru every pinned block that only the index holds now.
+// settle queues every pinned block that only the index holds now.
 //
 // The cache sees the references it takes and gives back itself, but not the
 // pool's: when a sequence frees its own pages, a forked sample finishes or a
@@ -59,150 +69,162 @@ func (c *Cache) drop(b int32) {
 // user, and is checked again here, whenever someone asks what is
 // reclaimable. The other direction needs no check: a block only the index
 // holds is in no page table, so only Match can give it a user.
+//
+// The blocks found evictable at one settle join the back of the queue
+// together, under one new tick of the clock, deepest first; blocks no walk
+// can reach (forget: their clock is 0) go to the front instead.
 func (c *Cache) settle() {
-	keep := c.pinned[:0]
+	keep, joining := c.pinned[:0], c.joining[:0]
 	for _, b := range c.pinned {
 		if c.alloc.Refs(b) > 1 {
 			keep = append(keep, b)
 			continue
 		}
-		c.lru.push(b)
+		ord := c.blocks[b].ord
+		if ord>>depthBits == 0 {
+			c.lru.pushFront(b)
+			continue
+		}
+		// The inverted depth above the block id: sorting these integers
+		// sorts the blocks deepest first.
+		joining = append(joining, ord&depthMask<<32|uint64(uint32(b)))
 	}
 	c.pinned = keep
+	if len(joining) > 0 {
+		c.clock++
+		joining = c.sortJoining(joining)
+		used := uint64(c.clock) << depthBits
+		for _, j := range joining {
+			b := int32(uint32(j))
+			c.blocks[b].ord = used | j>>32
+			c.lru.pushBack(b)
+		}
+	}
+	c.joining = joining[:0]
 }
 
-// pin moves b from lru to pinned: it is gaining a user.
+// sortJoining sorts settle's list, inverted depths above block ids, by
+// inverted depth, and returns it (in c.sorted or in place). The depths of
+// one settle's blocks span a few hundred values (the blocks of the
+// prompts finished since), so it counts them (a counting sort, linear);
+// a comparison sort took as long as the rest of Evict at a million blocks.
+func (c *Cache) sortJoining(joining []uint64) []uint64 {
+	lo, hi := uint64(depthMask), uint64(0)
+	for _, j := range joining {
+		lo, hi = min(lo, j>>32), max(hi, j>>32)
+	}
+	span := int(hi-lo) + 1
+	if span > 4*len(joining)+64 {
+		slices.Sort(joining)
+		return joining
+	}
+	// at[d] is where the first block of inverted depth lo+d goes.
+	at := slices.Grow(c.at[:0], span)[:span]
+	clear(at)
+	for _, j := range joining {
+		at[j>>32-lo]++
+	}
+	sum := int32(0)
+	for d, n := range at {
+		at[d], sum = sum, sum+n
+	}
+	out := slices.Grow(c.sorted[:0], len(joining))[:len(joining)]
+	for _, j := range joining {
+		d := j>>32 - lo
+		out[at[d]] = j
+		at[d]++
+	}
+	// The two lists trade places for the next settle.
+	c.at, c.sorted = at, joining[:0]
+	return out
+}
+
+// pin takes b out of the queue, if it is there, into pinned: it is gaining
+// a user.
 func (c *Cache) pin(b int32) {
-	if c.blocks[b].inLRU >= 0 {
+	if c.blocks[b].queued() {
 		c.lru.remove(b)
 		c.pinned = append(c.pinned, b)
 	}
 }
 
-// touch marks b used now.
+// touch marks b used now; if it was queued, it leaves the queue, to join
+// it again at the back when settle finds it evictable.
 func (c *Cache) touch(b int32) {
 	info := &c.blocks[b]
 	info.ord = pack(c.clock, info.depth())
-	c.lru.fix(b)
+	c.pin(b)
 }
 
-// lru is a heap of the cached blocks only the index holds, least recently
-// used first and, among blocks used at the same moment, deepest first.
-//
-// Each entry carries its block's ord beside the block id, so sifting an
-// entry compares integers in the heap's own array and never reads a
-// block's record: at a million blocks that record is a cache miss, and a
-// heap that read two of them at each of its 20 levels spent most of Evict
-// waiting on memory. The heap is 4-ary, so a pop goes down half as many
-// levels, and the four children of an entry are 48 bytes, one or two cache
-// lines.
-// Only the moved entries' positions (inLRU) are written to the records.
+// unqueued is blockInfo.prev of a block that is not in the queue.
+const unqueued = -2
+
+// queued reports whether the block is in the queue.
+func (i *blockInfo) queued() bool { return i.prev != unqueued }
+
+// lru is the queue of the cached blocks only the index holds, in eviction
+// order: a doubly linked list threaded through the block records (prev and
+// next, −1 at the ends), so that taking a block out of it anywhere, adding
+// one at the back and taking the first are O(1) and touch no other memory
+// than the records involved. The blocks' ords increase from front to back
+// (AuditCache checks it).
 type lru struct {
-	heap   []lruEntry
-	blocks []blockInfo // the cache's
+	head, tail int32 // −1 when empty
+	n          int
+	blocks     []blockInfo // the cache's
 }
 
-// lruEntry is block id's place in lru, with a copy of its blockInfo.ord
-// in two halves: 12 bytes, where a uint64 field would pad it to 16.
-type lruEntry struct {
-	hi, lo uint32
-	id     int32
-}
-
-func entry(ord uint64, id int32) lruEntry { return lruEntry{uint32(ord >> 32), uint32(ord), id} }
-
-// ord returns the entry's copy of its block's ord.
-func (e lruEntry) ord() uint64 { return uint64(e.hi)<<32 | uint64(e.lo) }
-
-func (h *lru) Len() int { return len(h.heap) }
-
-// push adds b, which is not in h.
-func (h *lru) push(b int32) {
-	h.heap = append(h.heap, lruEntry{})
-	h.up(len(h.heap)-1, entry(h.blocks[b].ord, b))
-}
-
-// pop removes and returns the first block.
-func (h *lru) pop() int32 {
-	b := h.heap[0].id
-	h.removeAt(0)
-	h.blocks[b].inLRU = -1
-	return b
-}
-
-// remove takes b, which is in h, out of it.
-func (h *lru) remove(b int32) {
-	h.removeAt(int(h.blocks[b].inLRU))
-	h.blocks[b].inLRU = -1
-}
-
-// removeAt drops the entry at i, filling its place with the last entry.
-func (h *lru) removeAt(i int) {
-	last := len(h.heap) - 1
-	e := h.heap[last]
-	h.heap = h.heap[:last]
-	if i == last {
-		return
-	}
-	h.place(i, e)
-}
-
-// fix restores the order after b's ord changed; b need not be in h.
-func (h *lru) fix(b int32) {
-	if i := h.blocks[b].inLRU; i >= 0 {
-		h.place(int(i), entry(h.blocks[b].ord, b))
-	}
-}
-
-// place puts e at the hole at i, then moves it up or down to its place.
-func (h *lru) place(i int, e lruEntry) {
-	if i > 0 && e.ord() < h.heap[(i-1)/4].ord() {
-		h.up(i, e)
+// pushBack adds b, which is not queued, at the back.
+func (l *lru) pushBack(b int32) {
+	info := &l.blocks[b]
+	info.prev, info.next = l.tail, -1
+	if l.tail >= 0 {
+		l.blocks[l.tail].next = b
 	} else {
-		h.down(i, e)
+		l.head = b
 	}
+	l.tail = b
+	l.n++
 }
 
-// up moves e from the hole at i towards the root to its place.
-func (h *lru) up(i int, e lruEntry) {
-	heap, blocks := h.heap, h.blocks
-	for i > 0 {
-		p := (i - 1) / 4
-		if heap[p].ord() <= e.ord() {
-			break
-		}
-		heap[i] = heap[p]
-		blocks[heap[i].id].inLRU = int32(i)
-		i = p
+// pushFront adds b, which is not queued and whose clock is 0 (forget),
+// after the other such blocks that sort before it, all at the front.
+func (l *lru) pushFront(b int32) {
+	ord := l.blocks[b].ord
+	prev, next := int32(-1), l.head
+	for next >= 0 && l.blocks[next].ord <= ord {
+		prev, next = next, l.blocks[next].next
 	}
-	heap[i] = e
-	blocks[e.id].inLRU = int32(i)
+	info := &l.blocks[b]
+	info.prev, info.next = prev, next
+	if prev >= 0 {
+		l.blocks[prev].next = b
+	} else {
+		l.head = b
+	}
+	if next >= 0 {
+		l.blocks[next].prev = b
+	} else {
+		l.tail = b
+	}
+	l.n++
 }
 
-// down moves e from the hole at i towards the leaves to its place.
-func (h *lru) down(i int, e lruEntry) {
-	heap, blocks := h.heap, h.blocks
-	n := len(heap)
-	for {
-		c := 4*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		for j := c + 1; j < min(c+4, n); j++ {
-			if heap[j].ord() < heap[m].ord() {
-				m = j
-			}
-		}
-		if heap[m].ord() >= e.ord() {
-			break
-		}
-		heap[i] = heap[m]
-		blocks[heap[i].id].inLRU = int32(i)
-		i = m
+// remove takes b, which is queued, out of the queue.
+func (l *lru) remove(b int32) {
+	info := &l.blocks[b]
+	if info.prev >= 0 {
+		l.blocks[info.prev].next = info.next
+	} else {
+		l.head = info.next
 	}
-	heap[i] = e
-	blocks[e.id].inLRU = int32(i)
+	if info.next >= 0 {
+		l.blocks[info.next].prev = info.prev
+	} else {
+		l.tail = info.prev
+	}
+	info.prev, info.next = unqueued, -1
+	l.n--
 }
 
 // AuditCache checks the LRU bookkeeping against a scan of every block:
@@ -218,31 +240,35 @@ func (c *Cache) AuditCache() error {
 	for i := range c.blocks {
 		b, info := int32(i), &c.blocks[i]
 		switch {
-		case info.serial == 0 && info.inLRU >= 0:
-			errs = append(errs, fmt.Errorf("blockhash: block %d is in the LRU but not cached", b))
+		case info.serial == 0 && info.queued():
+			errs = append(errs, fmt.Errorf("blockhash: block %d is queued but not cached", b))
 		case info.serial == 0:
 		case c.alloc.Refs(b) == 1:
 			idle++
-			if info.inLRU < 0 {
-				errs = append(errs, fmt.Errorf("blockhash: block %d only the index holds is not in the LRU", b))
+			if !info.queued() {
+				errs = append(errs, fmt.Errorf("blockhash: block %d only the index holds is not queued", b))
 			}
-		case info.inLRU >= 0:
-			errs = append(errs, fmt.Errorf("blockhash: block %d has %d holders but is in the LRU", b, c.alloc.Refs(b)))
+		case info.queued():
+			errs = append(errs, fmt.Errorf("blockhash: block %d has %d holders but is queued", b, c.alloc.Refs(b)))
 		}
 	}
-	if idle != c.lru.Len() {
-		errs = append(errs, fmt.Errorf("blockhash: Evictable is %d, a recount finds %d", c.lru.Len(), idle))
+	if idle != c.lru.n {
+		errs = append(errs, fmt.Errorf("blockhash: Evictable is %d, a recount finds %d", c.lru.n, idle))
 	}
-	for i, e := range c.lru.heap {
-		if int(c.blocks[e.id].inLRU) != i {
-			errs = append(errs, fmt.Errorf("blockhash: block %d at LRU position %d records %d", e.id, i, c.blocks[e.id].inLRU))
+	prev, seen := int32(-1), 0
+	for b := c.lru.head; b >= 0 && seen <= c.lru.n; b = c.blocks[b].next {
+		info := &c.blocks[b]
+		if info.prev != prev {
+			errs = append(errs, fmt.Errorf("blockhash: block %d in the queue after %d records %d before it", b, prev, info.prev))
 		}
-		if e.ord() != c.blocks[e.id].ord {
-			errs = append(errs, fmt.Errorf("blockhash: block %d's LRU entry is stale", e.id))
+		if prev >= 0 && info.ord < c.blocks[prev].ord {
+			errs = append(errs, fmt.Errorf("blockhash: queue out of order at block %d", b))
 		}
-		if i > 0 && e.ord() < c.lru.heap[(i-1)/4].ord() {
-			errs = append(errs, fmt.Errorf("blockhash: LRU heap out of order at %d", i))
-		}
+		prev = b
+		seen++
+	}
+	if seen != c.lru.n || prev != c.lru.tail {
+		errs = append(errs, fmt.Errorf("blockhash: the queue links %d blocks ending at %d; it counts %d ending at %d", seen, prev, c.lru.n, c.lru.tail))
 	}
 	return errors.Join(errs...)
 }

@@ -32,17 +32,13 @@ func (c *Cache) MatchLen(salt string, tokens []int32) int {
 	return len(blocks) * c.bs
 }
 
-// take gives cached block b one more user, matched at the current clock:
+// take gives cached block b one more user, taking it out of the queue:
 // Match's part of the walk, done while b's record is at hand rather than
 // in a second pass over the blocks.
 func (c *Cache) take(b int32) {
 	c.alloc.Incref(b)
-	info := &c.blocks[b]
-	info.users++
-	info.ord = pack(c.clock, info.depth())
-	if info.inLRU >= 0 {
-		c.pin(b)
-	}
+	c.blocks[b].users++
+	c.pin(b)
 }
 
 // walk appends to dst the cached blocks holding the longest prefix of
@@ -147,14 +143,11 @@ func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt s
 	}
 	hits = hits[:n]
 	if take {
-		used := uint64(c.clock) << depthBits
 		for _, b := range hits {
-			// The new clock above the depth the block's order holds (pack).
 			c.alloc.Incref(b)
 			info := &infos[b]
 			info.users++
-			info.ord = used | info.ord&depthMask
-			if info.inLRU >= 0 {
+			if info.queued() {
 				c.pin(b)
 			}
 		}
