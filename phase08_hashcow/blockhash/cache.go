@@ -22,8 +22,9 @@
 //
 // Ownership is the allocator's count: the index holds one reference on each
 // block it caches and every sequence using a block holds one more. A block
-// only the index holds (count 1) is reclaimable; the cache keeps those in an
-// LRU queue and gives them back when the pool runs short (Evict).
+// only the index holds (count 1) is reclaimable; the cache keeps those in a
+// queue, in the order they became reclaimable (vLLM's free queue), and
+// gives them back from its front when the pool runs short (Evict).
 package blockhash
 
 import (
@@ -103,7 +104,7 @@ type blockInfo struct {
 }
 
 // depthBits is how many low bits of ord hold a block's depth, inverted so
-// that, among blocks used at the same clock, the deepest sorts first. A
+// that, among blocks queued at the same clock, the deepest sorts first. A
 // depth of 1<<depthBits − 1 or more (16M tokens and more at 16 tokens a
 // block) counts as that depth; the clock has the other 44 bits.
 const (
@@ -111,14 +112,14 @@ const (
 	depthMask = 1<<depthBits - 1
 )
 
-// pack returns the ord of a block last used at clock used, depth blocks
-// into its prompt.
+// pack returns the ord of a block at clock used (see blockInfo.ord), depth
+// blocks into its prompt.
 func pack(used int64, depth int) uint64 {
 	return uint64(used)<<depthBits | uint64(depthMask-min(depth, depthMask))
 }
 
-// used returns the clock of the last Match or Insert that went through the
-// block.
+// used returns the clock in the block's ord: for a queued block, that of
+// the settle that queued it, 0 if no walk can reach it.
 func (i *blockInfo) used() int64 { return int64(i.ord >> depthBits) }
 
 // depth returns the block's index in its prompt, in blocks.

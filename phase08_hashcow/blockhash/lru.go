@@ -227,10 +227,10 @@ func (l *lru) remove(b int32) {
 	l.n--
 }
 
-// AuditCache checks the LRU bookkeeping against a scan of every block:
+// AuditCache checks the queue's bookkeeping against a scan of every block:
 // after settling, exactly the cached blocks only the index holds are in
-// lru (so Evictable, its length, is right), each knows its place, and the
-// heap is in order. The conformance suite calls it after every step
+// lru (so Evictable, its length, is right), its links agree both ways,
+// and it is in order. The conformance suite calls it after every step
 // (cachetest's Harness.Audit); it costs O(blocks) and changes nothing a
 // caller could see.
 func (c *Cache) AuditCache() error {
