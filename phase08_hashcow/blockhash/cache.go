@@ -71,6 +71,9 @@ type Cache struct {
 	// Release; spare recycles those lists.
 	users map[int][]int32
 	spare [][]int32
+	// moreUsers counts, for a block matched by more than usersMax live
+	// sequences at once, the ones its record has no room for.
+	moreUsers map[int32]int
 
 	clock   int64  // ticks once per Match or Insert
 	serial  uint64 // last serial handed out; 0 means "not cached"
@@ -96,11 +99,10 @@ type blockInfo struct {
 	// (see pack) so that one comparison of two integers orders two blocks.
 	// While it is pinned, the clock is that of the last Insert that went
 	// through it.
-	ord   uint64
-	users int32 // sequences holding it through Match
-	// prev and next are its neighbours in lru, −1 at an end; prev is
-	// unqueued when it is not in lru.
-	prev, next int32
+	ord uint64
+	// link holds its neighbours in lru and the number of sequences holding
+	// it through Match, packed (see linkBits; Cache.usersOf).
+	link uint64
 }
 
 // depthBits is how many low bits of ord hold a block's depth, inverted so
@@ -188,9 +190,6 @@ func New(a *kvcache.Allocator, blockSize int, opts ...Option) *Cache {
 		users:  make(map[int][]int32),
 		salts:  make(map[int32]string),
 	}
-	for i := range c.blocks {
-		c.blocks[i].prev = unqueued
-	}
 	c.lru = lru{head: -1, tail: -1, blocks: c.blocks}
 	for _, o := range opts {
 		o(c)
@@ -205,7 +204,12 @@ func (c *Cache) Release(seq int) {
 		return
 	}
 	for _, b := range blocks {
-		c.blocks[b].users--
+		info := &c.blocks[b]
+		if info.link>>usersShift == usersMax && c.moreUsers[b] > 0 {
+			c.moreUsers[b]--
+			continue
+		}
+		info.link -= 1 << usersShift
 	}
 	c.alloc.DecrefAll(blocks)
 	delete(c.users, seq)
@@ -215,11 +219,32 @@ func (c *Cache) Release(seq int) {
 // Holds returns the references the cache accounts for on block b: the
 // index's own, if b is cached, and one per sequence that matched it.
 func (c *Cache) Holds(b int32) int {
-	n := int(c.blocks[b].users)
+	n := c.usersOf(b)
 	if c.blocks[b].serial != 0 {
 		n++
 	}
 	return n
+}
+
+// usersOf returns the number of sequences holding b through Match.
+func (c *Cache) usersOf(b int32) int {
+	n := int(c.blocks[b].link >> usersShift)
+	if n == usersMax {
+		n += c.moreUsers[b]
+	}
+	return n
+}
+
+// addUser gives b one more sequence holding it through Match.
+func (c *Cache) addUser(info *blockInfo, b int32) {
+	if info.link>>usersShift < usersMax {
+		info.link += 1 << usersShift
+		return
+	}
+	if c.moreUsers == nil {
+		c.moreUsers = map[int32]int{}
+	}
+	c.moreUsers[b]++
 }
 
 // Stats reports the blocks cached now and evicted so far.

@@ -289,3 +289,32 @@ func TestMatchComparesEveryToken(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldsCountsPastTheRecordsRoom matches one block from more sequences
+// than its record counts (usersMax, 65535) and requires Holds to count
+// every one, and Release to give every one back.
+func TestHoldsCountsPastTheRecordsRoom(t *testing.T) {
+	h := cachetest.NewHarness(t, factory(), 8, 2)
+	prompt := cachetest.Tokens(10, 2)
+	h.Start(1, prompt)
+	h.Finish(1)
+	const seqs = 1<<16 + 10
+	for seq := range seqs {
+		if _, n := h.Cache.Match(100+seq, "", prompt); n != 2 {
+			t.Fatalf("match %d: %d tokens; want 2", seq, n)
+		}
+	}
+	blocks, _ := h.Cache.Match(99, "", prompt)
+	b := blocks[0]
+	if have, want := h.Cache.Holds(b), seqs+2; have != want {
+		t.Fatalf("Holds with %d sequences: have %d; want %d", seqs+1, have, want)
+	}
+	for seq := range seqs {
+		h.Cache.Release(100 + seq)
+	}
+	h.Cache.Release(99)
+	if have := h.Cache.Holds(b); have != 1 {
+		t.Fatalf("Holds after every release: have %d; want 1", have)
+	}
+	h.Audit("after every release")
+}

@@ -39,7 +39,7 @@ func (c *Cache) Dump(w io.Writer) {
 			}
 			info := c.blocks[b]
 			refs := c.alloc.Refs(b)
-			fmt.Fprintf(w, "%s%s%v block %d: refs %d = index 1 + matched %d + owners %d", indent, branch, c.tokensOf(b), b, refs, info.users, refs-1-int(info.users))
+			fmt.Fprintf(w, "%s%s%v block %d: refs %d = index 1 + matched %d + owners %d", indent, branch, c.tokensOf(b), b, refs, c.usersOf(b), refs-1-c.usersOf(b))
 			if p == -1 && info.parent != 0 {
 				fmt.Fprint(w, " (parent evicted)")
 			}

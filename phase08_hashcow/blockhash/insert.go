@@ -88,7 +88,7 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 func (c *Cache) forget(b int32) {
 	info := &c.blocks[b]
 	info.ord = pack(0, info.depth())
-	if info.queued() {
+	if c.lru.has(b) {
 		c.lru.remove(b)
 		c.lru.pushFront(b)
 	}
@@ -99,7 +99,7 @@ func (c *Cache) forget(b int32) {
 func (c *Cache) add(b int32, key, parent uint64, salt string, depth int, block []int32) {
 	c.alloc.Incref(b)
 	c.serial++
-	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, ord: pack(0, depth), prev: unqueued}
+	c.blocks[b] = blockInfo{serial: c.serial, parent: parent, key: key, ord: pack(0, depth)}
 	c.setSalt(b, salt)
 	copy(c.tokensOf(b), block)
 	c.index.put(key, b)

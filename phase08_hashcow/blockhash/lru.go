@@ -51,7 +51,7 @@ func (c *Cache) drop(b int32) {
 	if have, ok := c.index.get(info.key); ok && have == b {
 		c.index.delete(info.key)
 	}
-	*info = blockInfo{prev: unqueued}
+	*info = blockInfo{}
 	if len(c.salts) > 0 {
 		delete(c.salts, b)
 	}
@@ -142,7 +142,7 @@ func (c *Cache) sortJoining(joining []uint64) []uint64 {
 // pin takes b out of the queue, if it is there, into pinned: it is gaining
 // a user.
 func (c *Cache) pin(b int32) {
-	if c.blocks[b].queued() {
+	if c.lru.has(b) {
 		c.lru.remove(b)
 		c.pinned = append(c.pinned, b)
 	}
@@ -156,17 +156,41 @@ func (c *Cache) touch(b int32) {
 	c.pin(b)
 }
 
-// unqueued is blockInfo.prev of a block that is not in the queue.
-const unqueued = -2
+// The queue's links and a block's users share one word of its record,
+// blockInfo.link: bits 0–23 hold the block before it in lru plus one,
+// bits 24–47 the block after it plus one (0: none; block ids are below
+// maxTableBlocks), and the top 16 bits its users, up to usersMax (beyond
+// that, the rest are counted in Cache.moreUsers). Three int32 fields would
+// make the record 48 bytes, not 40.
+const (
+	linkBits   = 24
+	linkMask   = 1<<linkBits - 1
+	usersShift = 2 * linkBits
+	usersMax   = 1<<(64-usersShift) - 1
+)
 
-// queued reports whether the block is in the queue.
-func (i *blockInfo) queued() bool { return i.prev != unqueued }
+// prev returns the block before b in lru, or −1.
+func (i *blockInfo) prev() int32 { return int32(i.link&linkMask) - 1 }
+
+// next returns the block after b in lru, or −1.
+func (i *blockInfo) next() int32 { return int32(i.link>>linkBits&linkMask) - 1 }
+
+// setLinks sets the blocks before and after b in lru (−1 for none).
+func (i *blockInfo) setLinks(prev, next int32) {
+	i.link = i.link&^(1<<usersShift-1) | uint64(prev+1) | uint64(next+1)<<linkBits
+}
+
+func (i *blockInfo) setPrev(prev int32) { i.link = i.link&^linkMask | uint64(prev+1) }
+
+func (i *blockInfo) setNext(next int32) {
+	i.link = i.link&^(linkMask<<linkBits) | uint64(next+1)<<linkBits
+}
 
 // lru is the queue of the cached blocks only the index holds, in eviction
-// order: a doubly linked list threaded through the block records (prev and
-// next, −1 at the ends), so that taking a block out of it anywhere, adding
-// one at the back and taking the first are O(1) and touch no other memory
-// than the records involved. The blocks' ords increase from front to back
+// order: a doubly linked list threaded through the block records
+// (blockInfo.link), so that taking a block out of it anywhere, adding one
+// at the back and taking the first are O(1) and touch no other memory than
+// the records involved. The blocks' ords increase from front to back
 // (AuditCache checks it).
 type lru struct {
 	head, tail int32 // −1 when empty
@@ -174,12 +198,14 @@ type lru struct {
 	blocks     []blockInfo // the cache's
 }
 
+// has reports whether b is in the queue.
+func (l *lru) has(b int32) bool { return l.blocks[b].link&linkMask != 0 || l.head == b }
+
 // pushBack adds b, which is not queued, at the back.
 func (l *lru) pushBack(b int32) {
-	info := &l.blocks[b]
-	info.prev, info.next = l.tail, -1
+	l.blocks[b].setLinks(l.tail, -1)
 	if l.tail >= 0 {
-		l.blocks[l.tail].next = b
+		l.blocks[l.tail].setNext(b)
 	} else {
 		l.head = b
 	}
@@ -193,17 +219,16 @@ func (l *lru) pushFront(b int32) {
 	ord := l.blocks[b].ord
 	prev, next := int32(-1), l.head
 	for next >= 0 && l.blocks[next].ord <= ord {
-		prev, next = next, l.blocks[next].next
+		prev, next = next, l.blocks[next].next()
 	}
-	info := &l.blocks[b]
-	info.prev, info.next = prev, next
+	l.blocks[b].setLinks(prev, next)
 	if prev >= 0 {
-		l.blocks[prev].next = b
+		l.blocks[prev].setNext(b)
 	} else {
 		l.head = b
 	}
 	if next >= 0 {
-		l.blocks[next].prev = b
+		l.blocks[next].setPrev(b)
 	} else {
 		l.tail = b
 	}
@@ -213,17 +238,18 @@ func (l *lru) pushFront(b int32) {
 // remove takes b, which is queued, out of the queue.
 func (l *lru) remove(b int32) {
 	info := &l.blocks[b]
-	if info.prev >= 0 {
-		l.blocks[info.prev].next = info.next
+	prev, next := info.prev(), info.next()
+	if prev >= 0 {
+		l.blocks[prev].setNext(next)
 	} else {
-		l.head = info.next
+		l.head = next
 	}
-	if info.next >= 0 {
-		l.blocks[info.next].prev = info.prev
+	if next >= 0 {
+		l.blocks[next].setPrev(prev)
 	} else {
-		l.tail = info.prev
+		l.tail = prev
 	}
-	info.prev, info.next = unqueued, -1
+	info.setLinks(-1, -1)
 	l.n--
 }
 
@@ -240,15 +266,15 @@ func (c *Cache) AuditCache() error {
 	for i := range c.blocks {
 		b, info := int32(i), &c.blocks[i]
 		switch {
-		case info.serial == 0 && info.queued():
+		case info.serial == 0 && c.lru.has(b):
 			errs = append(errs, fmt.Errorf("blockhash: block %d is queued but not cached", b))
 		case info.serial == 0:
 		case c.alloc.Refs(b) == 1:
 			idle++
-			if !info.queued() {
+			if !c.lru.has(b) {
 				errs = append(errs, fmt.Errorf("blockhash: block %d only the index holds is not queued", b))
 			}
-		case info.queued():
+		case c.lru.has(b):
 			errs = append(errs, fmt.Errorf("blockhash: block %d has %d holders but is queued", b, c.alloc.Refs(b)))
 		}
 	}
@@ -256,10 +282,10 @@ func (c *Cache) AuditCache() error {
 		errs = append(errs, fmt.Errorf("blockhash: Evictable is %d, a recount finds %d", c.lru.n, idle))
 	}
 	prev, seen := int32(-1), 0
-	for b := c.lru.head; b >= 0 && seen <= c.lru.n; b = c.blocks[b].next {
+	for b := c.lru.head; b >= 0 && seen <= c.lru.n; b = c.blocks[b].next() {
 		info := &c.blocks[b]
-		if info.prev != prev {
-			errs = append(errs, fmt.Errorf("blockhash: block %d in the queue after %d records %d before it", b, prev, info.prev))
+		if info.prev() != prev {
+			errs = append(errs, fmt.Errorf("blockhash: block %d in the queue after %d records %d before it", b, prev, info.prev()))
 		}
 		if prev >= 0 && info.ord < c.blocks[prev].ord {
 			errs = append(errs, fmt.Errorf("blockhash: queue out of order at block %d", b))

@@ -37,7 +37,7 @@ func (c *Cache) MatchLen(salt string, tokens []int32) int {
 // in a second pass over the blocks.
 func (c *Cache) take(b int32) {
 	c.alloc.Incref(b)
-	c.blocks[b].users++
+	c.addUser(&c.blocks[b], b)
 	c.pin(b)
 }
 
@@ -146,8 +146,12 @@ func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt s
 		for _, b := range hits {
 			c.alloc.Incref(b)
 			info := &infos[b]
-			info.users++
-			if info.queued() {
+			if info.link < usersMax<<usersShift {
+				info.link += 1 << usersShift // c.addUser, the common case
+			} else {
+				c.addUser(info, b)
+			}
+			if info.link&linkMask != 0 || c.lru.head == b { // c.lru.has(b)
 				c.pin(b)
 			}
 		}

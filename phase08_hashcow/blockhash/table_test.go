@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestTableAgainstMap runs random puts, gets and deletes against a Go map.
@@ -61,4 +62,13 @@ func TestTableKeepsFortyKeyBits(t *testing.T) {
 		}
 	}()
 	newTable(maxTableBlocks + 1)
+}
+
+// TestBlockRecordIs40Bytes keeps a block's record at 40 bytes: the queue's
+// links share a word with the user count (linkBits) so that adding them
+// did not make it 48.
+func TestBlockRecordIs40Bytes(t *testing.T) {
+	if size := unsafe.Sizeof(blockInfo{}); size != 40 {
+		t.Fatalf("blockInfo is %d bytes; want 40", size)
+	}
 }
