@@ -104,6 +104,62 @@ DATA widenBF16<>+48(SB)/8, $0x0b0a808009088080
 DATA widenBF16<>+56(SB)/8, $0x0f0e80800d0c8080
 GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 
+// TILEARGS loads a 6×8 tile kernel's arguments: SI x, R8 ldx, DI w, R9
+// ldw, CX nb, DX dst, R11 ldd, strides in bytes (a weight is 1<<WSHIFT
+// bytes); R12 = 3*ldx, R13 = x's row 4, R10 = 3*ldw, BX = w's row 4.
+#define TILEARGS(WSHIFT) \
+	MOVQ x+0(FP), SI; \
+	MOVQ ldx+8(FP), R8; \
+	MOVQ w+16(FP), DI; \
+	MOVQ ldw+24(FP), R9; \
+	MOVQ nb+32(FP), CX; \
+	MOVQ dst+40(FP), DX; \
+	MOVQ ldd+48(FP), R11; \
+	SHLQ $2, R8; \
+	SHLQ WSHIFT, R9; \
+	SHLQ $2, R11; \
+	LEAQ (R8)(R8*2), R12; \
+	LEAQ (SI)(R8*4), R13; \
+	LEAQ (R9)(R9*2), R10; \
+	LEAQ (DI)(R9*4), BX
+
+// ZERO24 clears the 24 accumulators Z0..Z23.
+#define ZERO24 \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23
+
+// REDUCE6X8 reduces the three row pairs' accumulators and stores the 6×8
+// sums at DX, rows R11 bytes apart.
+#define REDUCE6X8 \
+	VMOVDQU32 permRows<>(SB), Z29; \
+	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0); \
+	LEAQ      (DX)(R11*2), DX; \
+	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8); \
+	LEAQ      (DX)(R11*2), DX; \
+	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
+
 // The six-row axpy of attention (attnkern.go): each value row is loaded
 // once and added, weighted, into the accumulators of six query rows. Every
 // accumulator element is the same chain of fused multiply-adds over the
@@ -137,45 +193,8 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 // Z(8p+j) accumulates rows 2p and 2p+1 against weight row j: 24
 // accumulators, 48 outputs, for 6 loads of x and 8 of w per 24 FMAs.
 TEXT ·dots6x8AVX512(SB), NOSPLIT, $0-56
-	MOVQ x+0(FP), SI
-	MOVQ ldx+8(FP), R8
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), R9
-	MOVQ nb+32(FP), CX
-	MOVQ dst+40(FP), DX
-	MOVQ ldd+48(FP), R11
-	SHLQ $2, R8              // strides in bytes
-	SHLQ $2, R9
-	SHLQ $2, R11
-	LEAQ (R8)(R8*2), R12     // 3*ldx
-	LEAQ (SI)(R8*4), R13     // x rows 4 and 5
-	LEAQ (R9)(R9*2), R10     // 3*ldw
-	LEAQ (DI)(R9*4), BX      // w rows 4..7
-
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	TILEARGS($2)
+	ZERO24
 	TESTQ  CX, CX
 	JZ     reduce6x8
 
@@ -199,12 +218,7 @@ loop6x8:
 	JNZ  loop6x8
 
 reduce6x8:
-	VMOVDQU32 permRows<>(SB), Z29
-	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
-	LEAQ      (DX)(R11*2), DX
-	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8)
-	LEAQ      (DX)(R11*2), DX
-	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
+	REDUCE6X8
 	VZEROUPPER
 	RET
 
@@ -212,46 +226,9 @@ reduce6x8:
 // dots6x8AVX512 with bf16 weights, widened by COLH: the same FMAs in the
 // same order, so the same bits as with the widened float32 weights.
 TEXT ·dots6x8BF16AVX512(SB), NOSPLIT, $0-56
-	MOVQ x+0(FP), SI
-	MOVQ ldx+8(FP), R8
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), R9
-	MOVQ nb+32(FP), CX
-	MOVQ dst+40(FP), DX
-	MOVQ ldd+48(FP), R11
-	SHLQ $2, R8              // x and dst strides in bytes (float32)
-	SHLQ $1, R9              // w stride in bytes (bf16)
-	SHLQ $2, R11
+	TILEARGS($1)
 	VMOVDQU32 widenBF16<>(SB), Z31
-	LEAQ (R8)(R8*2), R12     // 3*ldx
-	LEAQ (SI)(R8*4), R13     // x rows 4 and 5
-	LEAQ (R9)(R9*2), R10     // 3*ldw
-	LEAQ (DI)(R9*4), BX      // w rows 4..7
-
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	ZERO24
 	TESTQ  CX, CX
 	JZ     reduce6x8h
 
@@ -275,12 +252,7 @@ loop6x8h:
 	JNZ  loop6x8h
 
 reduce6x8h:
-	VMOVDQU32 permRows<>(SB), Z29
-	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
-	LEAQ      (DX)(R11*2), DX
-	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8)
-	LEAQ      (DX)(R11*2), DX
-	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
+	REDUCE6X8
 	VZEROUPPER
 	RET
 
