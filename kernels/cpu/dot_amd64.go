@@ -155,18 +155,7 @@ func asmDotKernels[W float32 | uint16](
 	k1x1 func(x *float32, w *W, nb int) float32,
 ) dotKernels[W] {
 	return dotKernels[W]{
-		dots3x4: func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
-			if nb == 0 {
-				for i := range 3 {
-					clear(dst[i*ldd : i*ldd+4])
-				}
-				return
-			}
-			_ = x[2*ldx+8*nb-1]
-			_ = w[3*ldw+8*nb-1]
-			_ = dst[2*ldd+3]
-			k3x4(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
-		},
+		dots3x4: asmTile(3, 4, k3x4),
 		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
 			if nb == 0 {
 				clear(dst[:8])
@@ -182,6 +171,23 @@ func asmDotKernels[W float32 | uint16](
 			_ = w[:8*nb]
 			return k1x1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
 		},
+	}
+}
+
+// asmTile wraps a th×tw tile kernel, bounds-checking its slices once per
+// call so the assembly can trust its pointers.
+func asmTile[W float32 | uint16](th, tw int, k func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int)) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+	return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+		if nb == 0 {
+			for i := range th {
+				clear(dst[i*ldd : i*ldd+tw])
+			}
+			return
+		}
+		_ = x[(th-1)*ldx+8*nb-1]
+		_ = w[(tw-1)*ldw+8*nb-1]
+		_ = dst[(th-1)*ldd+tw-1]
+		k(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
 	}
 }
 

@@ -27,8 +27,8 @@ func axpy6x16AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld in
 var avx512Kernels = func() kernelSet {
 	ks := avx2Kernels
 	ks.name = "avx512"
-	ks.f32.dots6x8 = tile6x8(dots6x8AVX512)
-	ks.bf16.dots6x8 = tile6x8(dots6x8BF16AVX512)
+	ks.f32.dots6x8 = asmTile(6, 8, dots6x8AVX512)
+	ks.bf16.dots6x8 = asmTile(6, 8, dots6x8BF16AVX512)
 	ks.attn.axpyRows6 = func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
 		var k func(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 		switch width {
@@ -49,23 +49,6 @@ var avx512Kernels = func() kernelSet {
 	}
 	return ks
 }()
-
-// tile6x8 wraps a 6×8 tile kernel, bounds-checking its slices once per
-// call so the assembly can trust its pointers.
-func tile6x8[W float32 | uint16](k func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int)) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
-	return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
-		if nb == 0 {
-			for i := range 6 {
-				clear(dst[i*ldd : i*ldd+8])
-			}
-			return
-		}
-		_ = x[5*ldx+8*nb-1]
-		_ = w[7*ldw+8*nb-1]
-		_ = dst[5*ldd+7]
-		k(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
-	}
-}
 
 // hasAVX512 reports whether the CPU has the AVX-512 foundation, DQ
 // (VINSERTF32X8, VBROADCASTF32X8) and BW (a 512-bit VPSHUFB) instructions
