@@ -54,12 +54,11 @@ type Cache struct {
 
 	// Every cached block is in exactly one of lru and pinned. lru holds
 	// blocks only the index holds; pinned holds the rest, and blocks whose
-	// last user let go since the cache last looked (see settle). joining,
-	// sorted and at are settle's scratch lists.
-	lru             lru
-	pinned          []int32
-	joining, sorted []uint64
-	at              []int32
+	// last user let go since the cache last looked (see settle). joining
+	// is settle's scratch list.
+	lru     lru
+	pinned  []int32
+	joining []joiner
 
 	// salts holds the cache salt of every cached first block that was
 	// cached under one. Later blocks have none (their parent's serial
@@ -93,12 +92,12 @@ type blockInfo struct {
 	// for a first block.
 	parent uint64
 	key    uint64 // the key it was cached under
-	// ord is its place in the eviction order: while it is queued, the
-	// clock of the settle that queued it (0 if no walk can reach it, see
-	// forget), and its index in the prompt (in blocks), packed by order
-	// (see pack) so that one comparison of two integers orders two blocks.
-	// While it is pinned, the clock is that of the last Insert that went
-	// through it.
+	// ord is its place in the eviction order: a clock and its index in the
+	// prompt (in blocks), packed by order (see pack) so that one
+	// comparison of two integers orders two blocks. While it is pinned,
+	// the clock is that of the last Match or Insert that went through it;
+	// while it is queued, the one settle gave it when it joined the queue
+	// (0 if no walk can reach it, see forget).
 	ord uint64
 	// link holds its neighbours in lru and the number of sequences holding
 	// it through Match, packed (see linkBits; Cache.usersOf).
@@ -120,8 +119,7 @@ func pack(used int64, depth int) uint64 {
 	return uint64(used)<<depthBits | uint64(depthMask-min(depth, depthMask))
 }
 
-// used returns the clock in the block's ord: for a queued block, that of
-// the settle that queued it, 0 if no walk can reach it.
+// used returns the clock in the block's ord (see blockInfo.ord).
 func (i *blockInfo) used() int64 { return int64(i.ord >> depthBits) }
 
 // depth returns the block's index in its prompt, in blocks.

@@ -71,8 +71,11 @@ func (c *Cache) drop(b int32) {
 // holds is in no page table, so only Match can give it a user.
 //
 // The blocks found evictable at one settle join the back of the queue
-// together, under one new tick of the clock, deepest first; blocks no walk
-// can reach (forget: their clock is 0) go to the front instead.
+// together, in the order of their last use (the clock of the last Match or
+// Insert that went through them), deepest first among blocks used at the
+// same moment, and each gets a fresh clock in that order, so that the ords
+// increase from the front of the queue to the back. Blocks no walk can
+// reach (forget: their clock is 0) go to the front instead.
 func (c *Cache) settle() {
 	keep, joining := c.pinned[:0], c.joining[:0]
 	for _, b := range c.pinned {
@@ -85,58 +88,51 @@ func (c *Cache) settle() {
 			c.lru.pushFront(b)
 			continue
 		}
-		// The inverted depth above the block id: sorting these integers
-		// sorts the blocks deepest first.
-		joining = append(joining, ord&depthMask<<32|uint64(uint32(b)))
+		joining = append(joining, joiner{ord, b})
 	}
 	c.pinned = keep
-	if len(joining) > 0 {
+	sortJoining(joining)
+	for _, j := range joining {
 		c.clock++
-		joining = c.sortJoining(joining)
-		used := uint64(c.clock) << depthBits
-		for _, j := range joining {
-			b := int32(uint32(j))
-			c.blocks[b].ord = used | j>>32
-			c.lru.pushBack(b)
-		}
+		c.blocks[j.b].ord = uint64(c.clock)<<depthBits | j.ord&depthMask
+		c.lru.pushBack(j.b)
 	}
 	c.joining = joining[:0]
 }
 
-// sortJoining sorts settle's list, inverted depths above block ids, by
-// inverted depth, and returns it (in c.sorted or in place). The depths of
-// one settle's blocks span a few hundred values (the blocks of the
-// prompts finished since), so it counts them (a counting sort, linear);
-// a comparison sort took as long as the rest of Evict at a million blocks.
-func (c *Cache) sortJoining(joining []uint64) []uint64 {
-	lo, hi := uint64(depthMask), uint64(0)
-	for _, j := range joining {
-		lo, hi = min(lo, j>>32), max(hi, j>>32)
+// joiner is a block settle queues, with its ord before it joins.
+type joiner struct {
+	ord uint64
+	b   int32
+}
+
+// sortJoining sorts settle's blocks by ord. pinned lists the blocks of one
+// Match or Insert together, head first, so that they come in runs of
+// decreasing ord (one clock, deeper and deeper), and runs from later
+// walks come later: reversing each run usually leaves nothing to sort. A
+// comparison sort of the whole list took as long as the rest of Evict at a
+// million blocks, and is left for the lists that are still out of order.
+func sortJoining(joining []joiner) {
+	for i := 0; i < len(joining); {
+		j := i + 1
+		for j < len(joining) && joining[j].ord < joining[j-1].ord {
+			j++
+		}
+		slices.Reverse(joining[i:j])
+		i = j
 	}
-	span := int(hi-lo) + 1
-	if span > 4*len(joining)+64 {
-		slices.Sort(joining)
-		return joining
+	cmp := func(x, y joiner) int {
+		switch {
+		case x.ord < y.ord:
+			return -1
+		case x.ord > y.ord:
+			return 1
+		}
+		return 0
 	}
-	// at[d] is where the first block of inverted depth lo+d goes.
-	at := slices.Grow(c.at[:0], span)[:span]
-	clear(at)
-	for _, j := range joining {
-		at[j>>32-lo]++
+	if !slices.IsSortedFunc(joining, cmp) {
+		slices.SortFunc(joining, cmp)
 	}
-	sum := int32(0)
-	for d, n := range at {
-		at[d], sum = sum, sum+n
-	}
-	out := slices.Grow(c.sorted[:0], len(joining))[:len(joining)]
-	for _, j := range joining {
-		d := j>>32 - lo
-		out[at[d]] = j
-		at[d]++
-	}
-	// The two lists trade places for the next settle.
-	c.at, c.sorted = at, joining[:0]
-	return out
 }
 
 // pin takes b out of the queue, if it is there, into pinned: it is gaining

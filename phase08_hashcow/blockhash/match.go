@@ -32,12 +32,14 @@ func (c *Cache) MatchLen(salt string, tokens []int32) int {
 	return len(blocks) * c.bs
 }
 
-// take gives cached block b one more user, taking it out of the queue:
+// take gives cached block b one more user, matched at the current clock:
 // Match's part of the walk, done while b's record is at hand rather than
 // in a second pass over the blocks.
 func (c *Cache) take(b int32) {
 	c.alloc.Incref(b)
-	c.addUser(&c.blocks[b], b)
+	info := &c.blocks[b]
+	c.addUser(info, b)
+	info.ord = pack(c.clock, info.depth())
 	c.pin(b)
 }
 
@@ -143,9 +145,12 @@ func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt s
 	}
 	hits = hits[:n]
 	if take {
+		used := uint64(c.clock) << depthBits
 		for _, b := range hits {
 			c.alloc.Incref(b)
 			info := &infos[b]
+			// The new clock above the depth the block's order holds (pack).
+			info.ord = used | info.ord&depthMask
 			if info.link < usersMax<<usersShift {
 				info.link += 1 << usersShift // c.addUser, the common case
 			} else {
