@@ -10,9 +10,9 @@ import (
 
 // orderChecked evicts one block at a time (which is what Evict(n) does)
 // and checks each victim against a scan of every block: no cached block
-// only the index holds may have joined the queue earlier (a smaller clock
-// in its ord: the settle that queued it, 0 for a block no walk can reach),
-// or at the same settle and deeper.
+// only the index holds may sort before it: a smaller clock in its ord (the
+// one settle gave it when it joined the queue, 0 for a block no walk can
+// reach), or the same clock and a greater depth.
 type orderChecked struct {
 	*Cache
 	t     *testing.T
