@@ -2,7 +2,7 @@ package cpu
 
 import "math"
 
-// Attention's two inner loops, as kernels with the same portable and
+// Attention's inner loops, as kernels with the same portable and
 // assembly implementations as MatMulT's (kernelSet). Keys and values are
 // rows of the paged cache, so the kernels take a list of row numbers; off
 // is the head's first column and ld the cache's row length.
