@@ -117,7 +117,7 @@ func sweepAt(t *testing.T, target, turnovers int) sweepResult {
 				t.Fatalf("evicted %d blocks; want 64", got)
 			}
 		}
-		ev = append(ev, (threadCPU() - start).Seconds()*1e6/32)
+		ev = append(ev, (threadCPU()-start).Seconds()*1e6/32)
 	}
 	r.scatterLast = tree.scatter()
 	r.evictFirst, r.evictLast = median(ev[:batches/10]), median(ev[batches-batches/10:])
@@ -129,7 +129,7 @@ func sweepAt(t *testing.T, target, turnovers int) sweepResult {
 		for range 8 {
 			run(cachetest.Join(cachetest.Tokens(1<<29+next<<12, systemLen), cachetest.Tokens(1<<29+next<<12+systemLen, systemLen)))
 		}
-		in = append(in, (threadCPU() - start).Seconds()*1e6/8)
+		in = append(in, (threadCPU()-start).Seconds()*1e6/8)
 	}
 	r.insert = median(in)
 	return r
