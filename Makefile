@@ -69,13 +69,14 @@ phase08-order: ## experiment: first come first served against longest prefix fir
 	$(GO) run ./phase08 order -clock step:50ms $(ARGS)
 
 .PHONY: bench
-bench: ## shared cache + engine benchmarks of the three variants, compared with benchstat
+bench: ## shared cache + engine benchmarks of the three variants, compared with benchstat, then bench-scale at 10k and 100k blocks
 	@mkdir -p out/bench
 	@for v in $(VARIANTS); do \
 	  echo "== $$v: BenchmarkCache and BenchmarkEngine, $(COUNT) runs each (a few minutes)"; \
 	  $(GOTEST) -run '^$$' -bench '^Benchmark(Cache|Engine)$$' -benchmem -count $(COUNT) ./$$v/ > out/bench/$$v.txt || exit 1; \
 	done
 	$(BENCHSTAT) -ignore pkg prefix=out/bench/phase08_prefix.txt hashcow=out/bench/phase08_hashcow.txt compressed=out/bench/phase08_compressed.txt
+	@$(MAKE) --no-print-directory bench-scale SCALE_FLAGS=-short
 
 comma := ,
 empty :=
