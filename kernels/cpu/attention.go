@@ -255,8 +255,9 @@ func (st *rowState) attendSpan(q, k, v []float32, ld int, kr keyRows, j0, j1, h0
 	ks := &kern
 	// While one head works on a block, the keys and values the next head
 	// (or, after the last head, the first head of the next block) will
-	// read are prefetched (when pf): they are rows of a cache too large to
-	// stay in the caches from one token to the next.
+	// read are prefetched (when pf and the next head reads another KV
+	// head's): they are rows of a cache too large to stay in the caches
+	// from one token to the next.
 	at := func(i int) int { return ((h0 + i) / group) * hd }
 	prefetch := func(rows []int32, i int) {
 		if !pf {
@@ -283,7 +284,9 @@ func (st *rowState) attendSpan(q, k, v []float32, ld int, kr keyRows, j0, j1, h0
 		hs := sc.scores[:b1-b0]
 		for i := range st.nh {
 			if i+1 < st.nh {
-				prefetch(rows, i+1)
+				if at(i+1) != at(i) { // the heads of a group share their keys
+					prefetch(rows, i+1)
+				}
 			} else if len(next) > 0 {
 				prefetch(next, 0)
 			}
