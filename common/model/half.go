@@ -1,22 +1,12 @@
 package model
 
-import "math"
+import (
+	"kvlab/kernels"
+	"math"
+)
 
-// bf16 is the top half of a float32, so widening is a shift. Narrowing
-// rounds to nearest, ties to even, as PyTorch does.
-
-// BF16ToF32 widens a bfloat16 bit pattern to float32 exactly.
-func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// F32ToBF16 rounds f to the nearest bfloat16 (ties to even). NaN stays NaN.
-func F32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 { // NaN: keep it quiet rather than round it into Inf
-		return uint16(b>>16) | 0x0040
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
+// bf16 conversions live in package kernels (kernels.BF16ToF32,
+// kernels.F32ToBF16), shared with the backends that hold bf16 weights.
 
 // F16ToF32 widens an IEEE 754 binary16 bit pattern to float32 exactly,
 // including subnormals, infinities and NaN payloads.
@@ -92,7 +82,7 @@ func roundShift(v uint32, shift uint) uint32 {
 func RoundToDType(f float32, dtype string) float32 {
 	switch dtype {
 	case DTypeBF16:
-		return BF16ToF32(F32ToBF16(f))
+		return kernels.BF16ToF32(kernels.F32ToBF16(f))
 	case DTypeF16:
 		return F16ToF32(F32ToF16(f))
 	default:

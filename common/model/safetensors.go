@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kvlab/kernels"
 	"math"
 	"os"
 	"path/filepath"
@@ -219,7 +220,7 @@ func Decode(buf []byte, dtype string) []float32 {
 	case DTypeBF16:
 		out := make([]float32, len(buf)/2)
 		for i := range out {
-			out[i] = BF16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
+			out[i] = kernels.BF16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
 		}
 		return out
 	case DTypeF16:

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"kvlab/kernels"
 	"math"
 	"os"
 )
@@ -68,7 +69,7 @@ func WriteSafetensors(path string, tensors []*HostTensor, metadata map[string]st
 				binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
 				w.Write(b[:4])
 			case DTypeBF16:
-				binary.LittleEndian.PutUint16(b[:], F32ToBF16(v))
+				binary.LittleEndian.PutUint16(b[:], kernels.F32ToBF16(v))
 				w.Write(b[:2])
 			case DTypeF16:
 				binary.LittleEndian.PutUint16(b[:], F32ToF16(v))

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"kvlab/kernels"
 )
@@ -23,7 +22,7 @@ func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
 	}
 	h := make([]uint16, len(data))
 	for i, v := range data {
-		h[i] = toBF16(v)
+		h[i] = kernels.F32ToBF16(v)
 	}
 	if len(h) == 0 {
 		return &Tensor{rows: rows, cols: cols, Data: []float32{}}
@@ -33,13 +32,3 @@ func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
 
 // IsBF16 reports whether t holds bfloat16 values (see FromHostBF16).
 func IsBF16(t kernels.Tensor) bool { return asWeight(t).bf16 != nil }
-
-// toBF16 rounds f to the nearest bfloat16, ties to even; NaN stays NaN.
-func toBF16(f float32) uint16 {
-	u := math.Float32bits(f)
-	if u&0x7fffffff > 0x7f800000 {
-		return uint16(u>>16) | 0x0040
-	}
-	u += 0x7fff + (u>>16)&1
-	return uint16(u >> 16)
-}

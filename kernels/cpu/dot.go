@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"kvlab/kernels"
+)
 
 // The dot product behind every MatMulT output element.
 //
@@ -94,7 +98,7 @@ var runnable = []*kernelSet{&goKernels}
 func widen[W float32 | uint16](v W) float32 {
 	switch v := any(v).(type) {
 	case uint16:
-		return math.Float32frombits(uint32(v) << 16)
+		return kernels.BF16ToF32(v)
 	case float32:
 		return v
 	}

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"kvlab/kernels"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -85,7 +86,7 @@ func TestKernelsMatchGo(t *testing.T) {
 				}
 				wh := make([]uint16, cols*in)
 				for i := range w {
-					wh[i] = toBF16(float32(rng.NormFloat64()))
+					wh[i] = kernels.F32ToBF16(float32(rng.NormFloat64()))
 					w[i] = widen(wh[i])
 				}
 				want := make([]float32, rows*cols)

@@ -251,7 +251,7 @@ func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
 	}
 	h := make([]uint16, len(data))
 	for i, v := range data {
-		h[i] = toBF16(v)
+		h[i] = kernels.F32ToBF16(v)
 	}
 	defer b.enter()()
 	t := b.alloc(rows, cols, true)
@@ -260,17 +260,6 @@ func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
 		b.stage.idle()
 	}
 	return t
-}
-
-// toBF16 rounds f to the nearest bfloat16, ties to even; NaN stays NaN (as
-// the CPU backend and the GPU's __float2bfloat16_rn do).
-func toBF16(f float32) uint16 {
-	u := math.Float32bits(f)
-	if u&0x7fffffff > 0x7f800000 {
-		return uint16(u>>16) | 0x0040
-	}
-	u += 0x7fff + (u>>16)&1
-	return uint16(u >> 16)
 }
 
 // ToHost copies t into dst and returns dst. It waits for every kernel queued
