@@ -17,6 +17,84 @@
 	VMOVSHDUP    X, T; \
 	VADDSS       T, X, X
 
+// The axpy kernels' pieces (attention's weighted sum of values, see
+// attnkern.go). AXPYROWSARGS loads the arguments: DI acc, SI p, AX v, DX
+// rows, R8 n, CX ld in bytes. LOADACCn and STOREACCn move acc's first 8n
+// floats to and from Y0..Y(n-1); AXPYKEY broadcasts p[t] into Y8 and points
+// BX at key t's value row; FMAROWn adds p[t] times that row into the
+// accumulators; AXPYNEXT steps to the next key and counts down.
+#define AXPYROWSARGS \
+	MOVQ acc+0(FP), DI; \
+	MOVQ p+8(FP), SI; \
+	MOVQ v+16(FP), AX; \
+	MOVQ rows+24(FP), DX; \
+	MOVQ n+32(FP), R8; \
+	MOVQ ld+40(FP), CX; \
+	SHLQ $2, CX
+
+#define AXPYKEY \
+	VBROADCASTSS (SI), Y8; \
+	ROWPTR((DX), BX)
+
+#define AXPYNEXT \
+	ADDQ $4, SI; \
+	ADDQ $4, DX; \
+	DECQ R8
+
+#define LOADACC1 \
+	VMOVUPS (DI), Y0
+#define LOADACC2 \
+	LOADACC1; \
+	VMOVUPS 32(DI), Y1
+#define LOADACC4 \
+	LOADACC2; \
+	VMOVUPS 64(DI), Y2; \
+	VMOVUPS 96(DI), Y3
+#define LOADACC6 \
+	LOADACC4; \
+	VMOVUPS 128(DI), Y4; \
+	VMOVUPS 160(DI), Y5
+#define LOADACC8 \
+	LOADACC6; \
+	VMOVUPS 192(DI), Y6; \
+	VMOVUPS 224(DI), Y7
+
+#define STOREACC1 \
+	VMOVUPS Y0, (DI)
+#define STOREACC2 \
+	STOREACC1; \
+	VMOVUPS Y1, 32(DI)
+#define STOREACC4 \
+	STOREACC2; \
+	VMOVUPS Y2, 64(DI); \
+	VMOVUPS Y3, 96(DI)
+#define STOREACC6 \
+	STOREACC4; \
+	VMOVUPS Y4, 128(DI); \
+	VMOVUPS Y5, 160(DI)
+#define STOREACC8 \
+	STOREACC6; \
+	VMOVUPS Y6, 192(DI); \
+	VMOVUPS Y7, 224(DI)
+
+#define FMAROW1 \
+	VFMADD231PS (BX), Y8, Y0
+#define FMAROW2 \
+	FMAROW1; \
+	VFMADD231PS 32(BX), Y8, Y1
+#define FMAROW4 \
+	FMAROW2; \
+	VFMADD231PS 64(BX), Y8, Y2; \
+	VFMADD231PS 96(BX), Y8, Y3
+#define FMAROW6 \
+	FMAROW4; \
+	VFMADD231PS 128(BX), Y8, Y4; \
+	VFMADD231PS 160(BX), Y8, Y5
+#define FMAROW8 \
+	FMAROW6; \
+	VFMADD231PS 192(BX), Y8, Y6; \
+	VFMADD231PS 224(BX), Y8, Y7
+
 // func dots3x4AVX2(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
 // dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 3, j < 4.
 TEXT ·dots3x4AVX2(SB), NOSPLIT, $0-56
@@ -480,188 +558,95 @@ reduceRows8:
 // acc[0:64] += p[t] * v[rows[t]*ld:][0:64] for t < n, one FMA per element
 // per key, keys in order.
 TEXT ·axpyRows8AVX2(SB), NOSPLIT, $0-48
-	MOVQ acc+0(FP), DI
-	MOVQ p+8(FP), SI
-	MOVQ v+16(FP), AX
-	MOVQ rows+24(FP), DX
-	MOVQ n+32(FP), R8
-	MOVQ ld+40(FP), CX
-	SHLQ $2, CX
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	VMOVUPS 128(DI), Y4
-	VMOVUPS 160(DI), Y5
-	VMOVUPS 192(DI), Y6
-	VMOVUPS 224(DI), Y7
-	TESTQ   R8, R8
-	JZ      storeAxpy8
+	AXPYROWSARGS
+	LOADACC8
+	TESTQ R8, R8
+	JZ    storeAxpy8
 
 loopAxpy8:
-	VBROADCASTSS (SI), Y8
-	ROWPTR((DX), BX)
-	VFMADD231PS  (BX), Y8, Y0
-	VFMADD231PS  32(BX), Y8, Y1
-	VFMADD231PS  64(BX), Y8, Y2
-	VFMADD231PS  96(BX), Y8, Y3
-	VFMADD231PS  128(BX), Y8, Y4
-	VFMADD231PS  160(BX), Y8, Y5
-	VFMADD231PS  192(BX), Y8, Y6
-	VFMADD231PS  224(BX), Y8, Y7
-	ADDQ         $4, SI
-	ADDQ         $4, DX
-	DECQ         R8
-	JNZ          loopAxpy8
+	AXPYKEY
+	FMAROW8
+	AXPYNEXT
+	JNZ   loopAxpy8
 
 storeAxpy8:
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	VMOVUPS Y4, 128(DI)
-	VMOVUPS Y5, 160(DI)
-	VMOVUPS Y6, 192(DI)
-	VMOVUPS Y7, 224(DI)
+	STOREACC8
 	VZEROUPPER
 	RET
 
 // func axpyRows1AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:8].
 TEXT ·axpyRows1AVX2(SB), NOSPLIT, $0-48
-	MOVQ    acc+0(FP), DI
-	MOVQ    p+8(FP), SI
-	MOVQ    v+16(FP), AX
-	MOVQ    rows+24(FP), DX
-	MOVQ    n+32(FP), R8
-	MOVQ    ld+40(FP), CX
-	SHLQ    $2, CX
-	VMOVUPS (DI), Y0
-	TESTQ   R8, R8
-	JZ      storeAxpy1
+	AXPYROWSARGS
+	LOADACC1
+	TESTQ R8, R8
+	JZ    storeAxpy1
 
 loopAxpy1:
-	VBROADCASTSS (SI), Y8
-	ROWPTR((DX), BX)
-	VFMADD231PS  (BX), Y8, Y0
-	ADDQ         $4, SI
-	ADDQ         $4, DX
-	DECQ         R8
-	JNZ          loopAxpy1
+	AXPYKEY
+	FMAROW1
+	AXPYNEXT
+	JNZ   loopAxpy1
 
 storeAxpy1:
-	VMOVUPS Y0, (DI)
+	STOREACC1
 	VZEROUPPER
 	RET
 
 // func axpyRows6AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:48].
 TEXT ·axpyRows6AVX2(SB), NOSPLIT, $0-48
-	MOVQ    acc+0(FP), DI
-	MOVQ    p+8(FP), SI
-	MOVQ    v+16(FP), AX
-	MOVQ    rows+24(FP), DX
-	MOVQ    n+32(FP), R8
-	MOVQ    ld+40(FP), CX
-	SHLQ    $2, CX
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	VMOVUPS 128(DI), Y4
-	VMOVUPS 160(DI), Y5
-	TESTQ   R8, R8
-	JZ      storeAxpy6
+	AXPYROWSARGS
+	LOADACC6
+	TESTQ R8, R8
+	JZ    storeAxpy6
 
 loopAxpy6:
-	VBROADCASTSS (SI), Y8
-	ROWPTR((DX), BX)
-	VFMADD231PS  (BX), Y8, Y0
-	VFMADD231PS  32(BX), Y8, Y1
-	VFMADD231PS  64(BX), Y8, Y2
-	VFMADD231PS  96(BX), Y8, Y3
-	VFMADD231PS  128(BX), Y8, Y4
-	VFMADD231PS  160(BX), Y8, Y5
-	ADDQ         $4, SI
-	ADDQ         $4, DX
-	DECQ         R8
-	JNZ          loopAxpy6
+	AXPYKEY
+	FMAROW6
+	AXPYNEXT
+	JNZ   loopAxpy6
 
 storeAxpy6:
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	VMOVUPS Y4, 128(DI)
-	VMOVUPS Y5, 160(DI)
+	STOREACC6
 	VZEROUPPER
 	RET
 
 // func axpyRows4AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:32].
 TEXT ·axpyRows4AVX2(SB), NOSPLIT, $0-48
-	MOVQ    acc+0(FP), DI
-	MOVQ    p+8(FP), SI
-	MOVQ    v+16(FP), AX
-	MOVQ    rows+24(FP), DX
-	MOVQ    n+32(FP), R8
-	MOVQ    ld+40(FP), CX
-	SHLQ    $2, CX
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	TESTQ   R8, R8
-	JZ      storeAxpy4
+	AXPYROWSARGS
+	LOADACC4
+	TESTQ R8, R8
+	JZ    storeAxpy4
 
 loopAxpy4:
-	VBROADCASTSS (SI), Y8
-	ROWPTR((DX), BX)
-	VFMADD231PS  (BX), Y8, Y0
-	VFMADD231PS  32(BX), Y8, Y1
-	VFMADD231PS  64(BX), Y8, Y2
-	VFMADD231PS  96(BX), Y8, Y3
-	ADDQ         $4, SI
-	ADDQ         $4, DX
-	DECQ         R8
-	JNZ          loopAxpy4
+	AXPYKEY
+	FMAROW4
+	AXPYNEXT
+	JNZ   loopAxpy4
 
 storeAxpy4:
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
+	STOREACC4
 	VZEROUPPER
 	RET
 
 // func axpyRows2AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:16].
 TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-48
-	MOVQ    acc+0(FP), DI
-	MOVQ    p+8(FP), SI
-	MOVQ    v+16(FP), AX
-	MOVQ    rows+24(FP), DX
-	MOVQ    n+32(FP), R8
-	MOVQ    ld+40(FP), CX
-	SHLQ    $2, CX
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	TESTQ   R8, R8
-	JZ      storeAxpy2
+	AXPYROWSARGS
+	LOADACC2
+	TESTQ R8, R8
+	JZ    storeAxpy2
 
 loopAxpy2:
-	VBROADCASTSS (SI), Y8
-	ROWPTR((DX), BX)
-	VFMADD231PS  (BX), Y8, Y0
-	VFMADD231PS  32(BX), Y8, Y1
-	ADDQ         $4, SI
-	ADDQ         $4, DX
-	DECQ         R8
-	JNZ          loopAxpy2
+	AXPYKEY
+	FMAROW2
+	AXPYNEXT
+	JNZ   loopAxpy2
 
 storeAxpy2:
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
+	STOREACC2
 	VZEROUPPER
 	RET
 
