@@ -45,7 +45,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +54,7 @@ import (
 	"kvlab/common/model"
 	"kvlab/common/model/gguf"
 	"kvlab/kernels/cpu"
+	"kvlab/kernels/cpu/internal/benchrun"
 )
 
 func main() {
@@ -75,17 +75,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchcpu:", err)
 		os.Exit(1)
 	}
-	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "benchcpu:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	if os.Getenv("LLAMA2C_DIR") != "" {
 		fmt.Fprintln(os.Stderr, "benchcpu: LLAMA2C_DIR is set, but this command compares with llama.cpp (LLAMA_CPP_DIR); make bench-decode (kernels/cpu/benchdecode) compares with llama2.c")
 	}
@@ -97,9 +86,13 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(strings.Split(*models, ","), strings.Split(*dtypes, ","), *runs, *decode, *prompt, *workers, bench); err != nil {
+	stop, err := benchrun.StartCPUProfile(*profile)
+	if err == nil {
+		err = run(strings.Split(*models, ","), strings.Split(*dtypes, ","), *runs, *decode, *prompt, *workers, bench)
+		stop()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchcpu:", err)
-		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -195,12 +188,12 @@ func run(names, dtypes []string, runs, decode, prompt int, workers int, bench st
 			}
 			if bench == "" {
 				fmt.Printf("| %s | %s | %.0f (%.0f) | %.0f (%.0f) |\n", name, dtype,
-					median(r.dec), slices.Max(r.dec), median(r.pre), slices.Max(r.pre))
+					benchrun.Median(r.dec), slices.Max(r.dec), benchrun.Median(r.pre), slices.Max(r.pre))
 				continue
 			}
 			fmt.Printf("| %s | %s | %.0f (%.0f) | %.0f (%.0f) / %.0f | %.2f× | %.0f (%.0f) | %.0f (%.0f) / %.0f | %.2f× |\n", name, dtype,
-				median(r.dec), slices.Max(r.dec), median(r.tgFA), slices.Max(r.tgFA), median(r.tg), median(r.dec)/median(r.tgFA),
-				median(r.pre), slices.Max(r.pre), median(r.ppFA), slices.Max(r.ppFA), median(r.pp), median(r.pre)/median(r.ppFA))
+				benchrun.Median(r.dec), slices.Max(r.dec), benchrun.Median(r.tgFA), slices.Max(r.tgFA), benchrun.Median(r.tg), benchrun.Median(r.dec)/benchrun.Median(r.tgFA),
+				benchrun.Median(r.pre), slices.Max(r.pre), benchrun.Median(r.ppFA), slices.Max(r.ppFA), benchrun.Median(r.pp), benchrun.Median(r.pre)/benchrun.Median(r.ppFA))
 		}
 	}
 	return nil
@@ -232,15 +225,15 @@ func measure(m *model.Model, runs, decode, prompt int, theirs func() (llamaRates
 	}
 	res := &rates{}
 	for r := range runs + 1 { // run 0 warms up
-		first, last, n, err := timeRequest(e, engine.Request{ID: 2 * r, Prompt: []int32{1}, MaxTokens: decode, IgnoreEOS: true})
+		out, first, last, err := benchrun.Run(e, engine.Request{ID: 2 * r, Prompt: []int32{1}, MaxTokens: decode, IgnoreEOS: true})
 		if err != nil {
 			return nil, err
 		}
 		if r > 0 {
-			res.dec = append(res.dec, float64(n-1)/last.Sub(first).Seconds())
+			res.dec = append(res.dec, float64(len(out)-1)/last.Sub(first).Seconds())
 		}
 		start := time.Now()
-		first, _, _, err = timeRequest(e, engine.Request{ID: 2*r + 1, Prompt: ids, MaxTokens: 1, IgnoreEOS: true})
+		_, first, _, err = benchrun.Run(e, engine.Request{ID: 2*r + 1, Prompt: ids, MaxTokens: 1, IgnoreEOS: true})
 		if err != nil {
 			return nil, err
 		}
@@ -343,35 +336,4 @@ func parseLlamaBench(out []byte) (llamaRates, error) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// timeRequest runs r alone to completion and returns when its first and
-// last tokens came out and how many tokens it produced.
-func timeRequest(e *engine.Engine, r engine.Request) (first, last time.Time, n int, err error) {
-	if err := e.Submit(r); err != nil {
-		return first, last, 0, err
-	}
-	for e.Busy() {
-		for _, o := range e.Step() {
-			if o.Err != nil {
-				return first, last, n, o.Err
-			}
-			now := time.Now()
-			if n == 0 {
-				first = now
-			}
-			last = now
-			n++
-		}
-	}
-	return first, last, n, nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

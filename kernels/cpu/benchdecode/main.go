@@ -38,16 +38,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"kvlab/common/engine"
 	"kvlab/common/model"
 	"kvlab/common/model/llama2c"
 	"kvlab/kernels/cpu"
+	"kvlab/kernels/cpu/internal/benchrun"
 )
 
 func main() {
@@ -63,20 +62,13 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "benchdecode:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := benchrun.StartCPUProfile(*profile)
+	if err == nil {
+		err = run(strings.Split(*dtypes, ","), *runs, *tokens, *threads, *dir, *keep)
+		stop()
 	}
-	if err := run(strings.Split(*dtypes, ","), *runs, *tokens, *threads, *dir, *keep); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchdecode:", err)
-		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -146,12 +138,12 @@ func run(dtypes []string, runs, tokens, threads int, dir, keep string) error {
 			return err
 		}
 		if bin == "" {
-			fmt.Printf("| %s | %.0f (%.0f) |\n", dtype, median(r.ours), slices.Max(r.ours))
+			fmt.Printf("| %s | %.0f (%.0f) |\n", dtype, benchrun.Median(r.ours), slices.Max(r.ours))
 			continue
 		}
 		fmt.Printf("| %s | %.0f (%.0f) | %.0f (%.0f) | %.2f× | %d of %d |\n", dtype,
-			median(r.ours), slices.Max(r.ours), median(r.theirs), slices.Max(r.theirs),
-			median(r.ours)/median(r.theirs), r.agree, tokens)
+			benchrun.Median(r.ours), slices.Max(r.ours), benchrun.Median(r.theirs), slices.Max(r.theirs),
+			benchrun.Median(r.ours)/benchrun.Median(r.theirs), r.agree, tokens)
 	}
 	return nil
 }
@@ -188,7 +180,7 @@ func measure(m *model.Model, runs, tokens int, theirs func() (float64, []int32, 
 	defer e.Close()
 	res := &result{agree: tokens}
 	for r := range runs + 1 { // run 0 warms up
-		out, first, last, err := decode(e, engine.Request{ID: r, Prompt: []int32{1}, MaxTokens: tokens, IgnoreEOS: true})
+		out, first, last, err := benchrun.Run(e, engine.Request{ID: r, Prompt: []int32{1}, MaxTokens: tokens, IgnoreEOS: true})
 		if err != nil {
 			return nil, err
 		}
@@ -216,28 +208,6 @@ func commonPrefix(a, b []int32) int {
 		n++
 	}
 	return n
-}
-
-// decode runs r alone to completion and returns its tokens and when the
-// first and last came out.
-func decode(e *engine.Engine, r engine.Request) (out []int32, first, last time.Time, err error) {
-	if err := e.Submit(r); err != nil {
-		return nil, first, last, err
-	}
-	for e.Busy() {
-		for _, o := range e.Step() {
-			if o.Err != nil {
-				return nil, first, last, o.Err
-			}
-			now := time.Now()
-			if len(out) == 0 {
-				first = now
-			}
-			last = now
-			out = append(out, o.Token)
-		}
-	}
-	return out, first, last, nil
 }
 
 // runLlama2c runs run.c once, greedily from its BOS token 1, and returns
@@ -276,13 +246,4 @@ func parseRun(stdout, stderr string) (float64, []int32, error) {
 		ids = append(ids, int32(id))
 	}
 	return rate, ids, nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
