@@ -68,20 +68,9 @@ func WriteGroupedBars(w io.Writer, title, yLabel string, groups []string, series
 				xy.Labels = append(xy.Labels, s.Labels[g])
 			}
 		}
-		if len(xy.XYs) == 0 {
-			continue
-		}
-		labels, err := plotter.NewLabels(xy)
-		if err != nil {
+		if err := addLabels(p, textLabels{xy, 9, draw.XCenter, draw.YBottom, vg.Point{X: bars.Offset, Y: 3}}); err != nil {
 			return fmt.Errorf("metrics: bar chart: %w", err)
 		}
-		for k := range labels.TextStyle {
-			labels.TextStyle[k].Font = font.From(sans, 9)
-			labels.TextStyle[k].XAlign = draw.XCenter
-			labels.TextStyle[k].YAlign = draw.YBottom
-		}
-		labels.Offset = vg.Point{X: bars.Offset, Y: 3}
-		p.Add(labels)
 	}
 	return render(w, p, lg, "bar chart")
 }
@@ -123,25 +112,11 @@ func WriteBars(w io.Writer, title, xLabel string, names []string, values []float
 		heads.XYs = append(heads.XYs, plotter.XY{X: 0, Y: y})
 		heads.Labels = append(heads.Labels, names[i])
 	}
-	for _, l := range []struct {
-		xy     plotter.XYLabels
-		size   vg.Length
-		yAlign draw.YAlignment
-		offset vg.Point
-	}{
-		{ends, 10, draw.YCenter, vg.Point{X: 5}},
-		{heads, 11, draw.YBottom, vg.Point{Y: thick/2 + 3}},
-	} {
-		labels, err := plotter.NewLabels(l.xy)
-		if err != nil {
-			return fmt.Errorf("metrics: bars: %w", err)
-		}
-		for k := range labels.TextStyle {
-			labels.TextStyle[k].Font = font.From(sans, l.size)
-			labels.TextStyle[k].YAlign = l.yAlign
-		}
-		labels.Offset = l.offset
-		p.Add(labels)
+	if err := addLabels(p,
+		textLabels{ends, 10, draw.XLeft, draw.YCenter, vg.Point{X: 5}},
+		textLabels{heads, 11, draw.XLeft, draw.YBottom, vg.Point{Y: thick/2 + 3}},
+	); err != nil {
+		return fmt.Errorf("metrics: bars: %w", err)
 	}
 	return render(w, p, newLegend(), "bars")
 }

@@ -219,28 +219,11 @@ func WritePrefillPlot(w io.Writer, runs []*Run, title string) error {
 		names.XYs = append(names.XYs, plotter.XY{X: 0, Y: y})
 		names.Labels = append(names.Labels, r.Name)
 	}
-	for _, l := range []struct {
-		xy     plotter.XYLabels
-		size   vg.Length
-		yAlign draw.YAlignment
-		offset vg.Point
-	}{
-		{counts, 10, draw.YCenter, vg.Point{X: 5}},
-		{names, 11, draw.YBottom, vg.Point{Y: thick/2 + 4}},
-	} {
-		if len(l.xy.XYs) == 0 {
-			continue
-		}
-		labels, err := plotter.NewLabels(l.xy)
-		if err != nil {
-			return fmt.Errorf("metrics: prefill plot: %w", err)
-		}
-		for k := range labels.TextStyle {
-			labels.TextStyle[k].Font = font.From(sans, l.size)
-			labels.TextStyle[k].YAlign = l.yAlign
-		}
-		labels.Offset = l.offset
-		p.Add(labels)
+	if err := addLabels(p,
+		textLabels{counts, 10, draw.XLeft, draw.YCenter, vg.Point{X: 5}},
+		textLabels{names, 11, draw.XLeft, draw.YBottom, vg.Point{Y: thick/2 + 4}},
+	); err != nil {
+		return fmt.Errorf("metrics: prefill plot: %w", err)
 	}
 
 	// A mark across each bar at its optimum, rather than one line down the
@@ -439,4 +422,35 @@ func render(w io.Writer, p *plot.Plot, lg *legend, what string) error {
 func fallbackFonts(svg []byte) []byte {
 	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Sans;"),
 		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;"))
+}
+
+// textLabels is one set of text labels for addLabels: at xy, in the sans
+// font at size, aligned to their points and moved by offset.
+type textLabels struct {
+	xy     plotter.XYLabels
+	size   vg.Length
+	xAlign draw.XAlignment
+	yAlign draw.YAlignment
+	offset vg.Point
+}
+
+// addLabels adds to p each set of labels that has any.
+func addLabels(p *plot.Plot, sets ...textLabels) error {
+	for _, l := range sets {
+		if len(l.xy.XYs) == 0 {
+			continue
+		}
+		labels, err := plotter.NewLabels(l.xy)
+		if err != nil {
+			return err
+		}
+		for k := range labels.TextStyle {
+			labels.TextStyle[k].Font = font.From(sans, l.size)
+			labels.TextStyle[k].XAlign = l.xAlign
+			labels.TextStyle[k].YAlign = l.yAlign
+		}
+		labels.Offset = l.offset
+		p.Add(labels)
+	}
+	return nil
 }
