@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 
@@ -35,20 +34,7 @@ func TestAttendFreedPagesBeforeWindow(t *testing.T) {
 			if holes == 0 {
 				t.Fatal("no page before any window: the case tests nothing")
 			}
-			nan := float32(math.NaN())
-			for _, p := range []*pair{f.kc, f.vc} {
-				data := append([]float32(nil), p.host...)
-				for _, s := range f.seqs {
-					for pos := range kernels.FirstPage(s, sh) * sh.BlockSize {
-						slot := int(s.Pages[pos/sh.BlockSize])*sh.BlockSize + pos%sh.BlockSize
-						for c := range f.kvC {
-							data[slot*f.kvC+c] = nan
-						}
-					}
-				}
-				p.free(be)
-				*p = *newPair(be, f.kvRows, f.kvC, data)
-			}
+			f.poisonBefore(be, sh, func(s kernels.AttnSeq) int { return kernels.FirstPage(s, sh) * sh.BlockSize })
 			cols := sh.NumHeads * sh.HeadDim
 			out := newPair(be, f.nq, cols, make([]float32, f.nq*cols))
 			defer out.free(be)

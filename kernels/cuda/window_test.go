@@ -135,20 +135,7 @@ func TestAttendWindowNeverReads(t *testing.T) {
 			sh.Window = w
 			f := newAttnFixture(be, newRand(uint64(w)), sh, []seqSpec{{1, 2000}, {1, 777}, {24, 600}, {3, 40}})
 			defer f.free(be)
-			nan := float32(math.NaN())
-			for _, p := range []*pair{f.kc, f.vc} {
-				data := append([]float32(nil), p.host...)
-				for _, s := range f.seqs {
-					for pos := range kernels.Visible(s.CtxLen-s.QLen, w) {
-						slot := int(s.Pages[pos/sh.BlockSize])*sh.BlockSize + pos%sh.BlockSize
-						for c := range f.kvC {
-							data[slot*f.kvC+c] = nan
-						}
-					}
-				}
-				p.free(be)
-				*p = *newPair(be, f.kvRows, f.kvC, data)
-			}
+			f.poisonBefore(be, sh, func(s kernels.AttnSeq) int { return kernels.Visible(s.CtxLen-s.QLen, w) })
 			cols := sh.NumHeads * sh.HeadDim
 			out := newPair(be, f.nq, cols, make([]float32, f.nq*cols))
 			defer out.free(be)
@@ -222,5 +209,25 @@ func TestAttendWindowOffByOne(t *testing.T) {
 			out.free(be)
 			f.free(be)
 		}
+	}
+}
+
+// poisonBefore sets every key and value of each sequence's positions
+// before before(s) to NaN, on the device and in the host copy: a kernel
+// that reads one, even to mask it, puts NaN into its output.
+func (f *attnFixture) poisonBefore(be *Backend, sh kernels.AttnShape, before func(kernels.AttnSeq) int) {
+	nan := float32(math.NaN())
+	for _, p := range []*pair{f.kc, f.vc} {
+		data := append([]float32(nil), p.host...)
+		for _, s := range f.seqs {
+			for pos := range before(s) {
+				slot := int(s.Pages[pos/sh.BlockSize])*sh.BlockSize + pos%sh.BlockSize
+				for c := range f.kvC {
+					data[slot*f.kvC+c] = nan
+				}
+			}
+		}
+		p.free(be)
+		*p = *newPair(be, f.kvRows, f.kvC, data)
 	}
 }
