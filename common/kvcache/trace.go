@@ -59,6 +59,16 @@ type Dumper interface {
 	Dump(w io.Writer)
 }
 
+// DumpBranch is how a Dumper draws a tree: the branch before a child
+// ("├─ ", or "└─ " for the last of its siblings) and what the child's own
+// children are indented by under it.
+func DumpBranch(last bool) (branch, indent string) {
+	if last {
+		return "└─ ", "   "
+	}
+	return "├─ ", "│  "
+}
+
 // SetTracer sends the pool's operations to t; nil turns tracing off.
 func (p *Pool) SetTracer(t Tracer) { p.tr = t }
 

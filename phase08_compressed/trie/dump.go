@@ -3,6 +3,7 @@ package trie
 import (
 	"fmt"
 	"io"
+	"kvlab/common/kvcache"
 	"maps"
 	"slices"
 )
@@ -29,10 +30,7 @@ func (t *Trie) dumpNode(w io.Writer, n *node, indent string) {
 	}
 	slices.SortFunc(kids, func(a, b *node) int { return slices.Compare(a.tokens, b.tokens) })
 	for i, c := range kids {
-		branch, next := "├─ ", "│  "
-		if i == len(kids)-1 {
-			branch, next = "└─ ", "   "
-		}
+		branch, next := kvcache.DumpBranch(i == len(kids)-1)
 		fmt.Fprint(w, indent+branch)
 		for j := range c.blocks {
 			fmt.Fprint(w, c.tokens[j*t.bs:(j+1)*t.bs])

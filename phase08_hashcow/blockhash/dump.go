@@ -3,6 +3,7 @@ package blockhash
 import (
 	"fmt"
 	"io"
+	"kvlab/common/kvcache"
 	"slices"
 )
 
@@ -33,10 +34,7 @@ func (c *Cache) Dump(w io.Writer) {
 		ks := kids[p]
 		slices.SortFunc(ks, func(x, y int32) int { return slices.Compare(c.tokensOf(x), c.tokensOf(y)) })
 		for i, b := range ks {
-			branch, next := "├─ ", "│  "
-			if i == len(ks)-1 {
-				branch, next = "└─ ", "   "
-			}
+			branch, next := kvcache.DumpBranch(i == len(ks)-1)
 			info := c.blocks[b]
 			refs := c.alloc.Refs(b)
 			fmt.Fprintf(w, "%s%s%v block %d: refs %d = index 1 + matched %d + owners %d", indent, branch, c.tokensOf(b), b, refs, c.usersOf(b), refs-1-c.usersOf(b))

@@ -3,6 +3,7 @@ package radix
 import (
 	"fmt"
 	"io"
+	"kvlab/common/kvcache"
 	"maps"
 	"slices"
 )
@@ -31,10 +32,7 @@ func (t *Tree) dumpNode(w io.Writer, kids map[int32][]int32, n int32, indent str
 	ks := kids[n]
 	slices.SortFunc(ks, func(a, b int32) int { return slices.Compare(t.tokensOf(a), t.tokensOf(b)) })
 	for i, c := range ks {
-		branch, next := "├─ ", "│  "
-		if i == len(ks)-1 {
-			branch, next = "└─ ", "   "
-		}
+		branch, next := kvcache.DumpBranch(i == len(ks)-1)
 		fmt.Fprintf(w, "%s%s%v block %d: refs %d, users %d\n", indent, branch, t.tokensOf(c), c, t.alloc.Refs(c), t.nodes[c].users)
 		t.dumpNode(w, kids, c, indent+next)
 	}
