@@ -319,8 +319,9 @@ func (st *rowState) softmaxStep(ks *kernelSet, i int, hs []float32, scale, limit
 	if old := st.maxes[i]; m > old {
 		if !math.IsInf(float64(old), -1) {
 			// expNeg(old - m), through the kernel: the Go expNeg emulates
-			// each fused multiply-add in software.
-			e := [8]float32{old}
+			// each fused multiply-add in software, and the kernel takes
+			// eight values at a time (all eight the same here).
+			e := [8]float32{old, old, old, old, old, old, old, old}
 			ks.attn.expShift(e[:], m)
 			alpha := e[0]
 			st.sums[i] *= alpha
