@@ -20,3 +20,13 @@ func F32ToBF16(f float32) uint16 {
 	b += 0x7fff + (b>>16)&1
 	return uint16(b >> 16)
 }
+
+// F32sToBF16 rounds every value of data to bfloat16, as F32ToBF16 does:
+// what a backend stores for a weight it holds as bf16.
+func F32sToBF16(data []float32) []uint16 {
+	h := make([]uint16, len(data))
+	for i, v := range data {
+		h[i] = F32ToBF16(v)
+	}
+	return h
+}

@@ -249,10 +249,7 @@ func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
 	if rows < 0 || cols < 0 || len(data) != rows*cols {
 		panic(fmt.Sprintf("cuda: FromHostBF16 %d×%d with %d values", rows, cols, len(data)))
 	}
-	h := make([]uint16, len(data))
-	for i, v := range data {
-		h[i] = kernels.F32ToBF16(v)
-	}
+	h := kernels.F32sToBF16(data)
 	defer b.enter()()
 	t := b.alloc(rows, cols, true)
 	if len(h) > 0 {
