@@ -5,7 +5,8 @@
 #
 #   scripts/gpu-check.sh --build     on the build machine (Debian 12, Go):
 #                                    make cuda-deps, bin/cuda.test,
-#                                    bin/phase08-cuda
+#                                    bin/phase08-cuda, bin/phase08-cuda.test,
+#                                    bin/cublas-gemm-bench
 #   scripts/gpu-check.sh             on the GPU machine, from the repository
 #                                    root with bin/ beside it: every step
 #                                    below, results under $OUT
@@ -22,14 +23,21 @@
 #              failure, not a skip) and KVLAB_CUDA_SYNC=1 (a fault names
 #              its kernel); on a failure, each failing test again under
 #              compute-sanitizer memcheck, if installed
+#   parity     the engine on the GPU against the engine on the CPU
+#              (phase08's TestCUDAEngineParity): greedy tokens and logits,
+#              without a prefix cache and with each of the three designs
 #   bench      the matmul and attention benchmarks, and the decode step's
 #              host overhead with async and with pageable metadata uploads
+#   cublas     scripts/cublas_gemm_bench.c: the HBM peak and a copy's rate,
+#              and cuBLAS on the matmul benchmark's shapes, with whatever
+#              libcublas the machine has
 #   torch      scripts/torch_gemm_bench.py (cuBLAS on the same shapes), if
 #              PyTorch sees the GPU
 #   ncu        Nsight Compute on the decode-attention kernel, if installed
 #   phase08    the phase-8 comparison on a small workload, -device cuda and
 #              -device cpu (each checks that the caches reproduce the
-#              baseline's tokens)
+#              baseline's tokens), then `make phase08`'s run (the built-in
+#              model, prefix_caching at full size) with -device cuda
 # The run goes on after a failed step and exits non-zero at the end if any
 # step failed; $OUT/summary.txt lists each step's outcome and time.
 set -uo pipefail
@@ -50,9 +58,13 @@ BIN=${BIN:-bin}
 if [ "$mode" = build ]; then
 	set -e
 	make cuda-deps
-	make cuda-test BIN="$BIN"
-	go build -tags cuda -o "$BIN/phase08-cuda" ./phase08
-	echo "built $BIN/cuda.test and $BIN/phase08-cuda; run scripts/gpu-check.sh on the GPU machine"
+	mkdir -p "$BIN"
+	# Stripped (-s -w): the binaries travel to the GPU machine.
+	go test -c -tags cuda -ldflags='-s -w' -o "$BIN/cuda.test" ./kernels/cuda/
+	go test -c -tags cuda -ldflags='-s -w' -o "$BIN/phase08-cuda.test" ./phase08
+	go build -tags cuda -ldflags='-s -w' -o "$BIN/phase08-cuda" ./phase08
+	cc -O2 -Wall -o "$BIN/cublas-gemm-bench" scripts/cublas_gemm_bench.c -lcuda -ldl
+	echo "built $BIN/cuda.test, $BIN/phase08-cuda.test, $BIN/phase08-cuda and $BIN/cublas-gemm-bench; run scripts/gpu-check.sh on the GPU machine"
 	exit 0
 fi
 
@@ -68,20 +80,27 @@ if [ "$mode" = dry ]; then
 	mkdir -p "$BIN"
 	go test -c -tags cudaemu -o "$BIN/cuda-emu.test" ./kernels/cuda/
 	go build -tags cudaemu -o "$BIN/phase08-emu" ./phase08
+	go test -c -tags cudaemu -o "$BIN/phase08-emu.test" ./phase08
 	set +e
 	test_bin=$BIN/cuda-emu.test
 	phase08_bin=$BIN/phase08-emu
+	parity_bin=$BIN/phase08-emu.test
+	parity_run='^TestCUDAEngineParity$/^gemma3$'
 	tests='^(TestNewWithoutDevice|TestRequireGPU|TestKernelTableMatchesPTX|TestSyncModeNamesKernel|TestMatMulTOnViews|TestAttendLocal|TestRMSNorm)$'
 	benchtime=1x
 	phase08_args=(-requests 2 -prefix-len 16 -suffix-min 4 -suffix-max 8 -min-tokens 1 -max-tokens 2)
+	full_args=("${phase08_args[@]}")
 else
 	test_bin=$BIN/cuda.test
 	phase08_bin=$BIN/phase08-cuda
+	parity_bin=$BIN/phase08-cuda.test
+	parity_run='^TestCUDAEngineParity$'
 	tests=.
-	benchtime=2s
+	benchtime=500ms
 	phase08_args=(-requests 16 -prefix-len 256 -suffix-min 16 -suffix-max 64 -min-tokens 16 -max-tokens 32)
+	full_args=() # make phase08's own defaults
 fi
-for f in "$test_bin" "$phase08_bin"; do
+for f in "$test_bin" "$phase08_bin" "$parity_bin"; do
 	if [ ! -x "$f" ]; then
 		echo "gpu-check: $f is missing: run scripts/gpu-check.sh --build on the build machine first" >&2
 		exit 1
@@ -134,15 +153,15 @@ fi
 
 # The tests: one process for all, then each failing test alone under
 # compute-sanitizer, which names the faulting access.
-if ! step tests env KVLAB_REQUIRE_GPU=1 KVLAB_CUDA_SYNC=1 "$test_bin" -test.v -test.count=1 -test.run "$tests"; then
+if ! step tests timeout 240 env KVLAB_REQUIRE_GPU=1 KVLAB_CUDA_SYNC=1 "$test_bin" -test.v -test.count=1 -test.run "$tests"; then
 	fails=$(grep -oE '^--- FAIL: [A-Za-z0-9_]+' "$OUT/tests.txt" | awk '{print $3}' | sort -u)
 	if [ -z "$fails" ]; then
 		# A panic ends the binary before it reports: the last test started is the one.
 		fails=$(grep -oE '^=== RUN +[A-Za-z0-9_]+' "$OUT/tests.txt" | tail -n 1 | awk '{print $3}')
 	fi
 	if command -v compute-sanitizer >/dev/null; then
-		for t in $fails; do
-			step "sanitize-$t" env KVLAB_REQUIRE_GPU=1 KVLAB_CUDA_SYNC=1 compute-sanitizer --tool memcheck \
+		for t in $(echo $fails | tr ' ' '\n' | head -n 3); do # the first three: a lent GPU's time is short
+			step "sanitize-$t" timeout 90 env KVLAB_REQUIRE_GPU=1 KVLAB_CUDA_SYNC=1 compute-sanitizer --tool memcheck \
 				"$test_bin" -test.v -test.count=1 -test.run "^$t\$"
 		done
 	else
@@ -150,8 +169,22 @@ if ! step tests env KVLAB_REQUIRE_GPU=1 KVLAB_CUDA_SYNC=1 "$test_bin" -test.v -t
 	fi
 fi
 
+step parity timeout 120 env KVLAB_REQUIRE_GPU=1 "$parity_bin" -test.v -test.count=1 -test.run "$parity_run"
+
 step bench env KVLAB_REQUIRE_GPU=1 "$test_bin" -test.run '^$' -test.bench 'BenchmarkMatMulT|BenchmarkAttend|BenchmarkDecodeStep' \
 	-test.benchtime "$benchtime" -test.count=1
+
+# cuBLAS: the machine's own library, wherever a CUDA install or a Python
+# wheel put it; the program reports the HBM peak even without one.
+if [ "$mode" = dry ]; then
+	skip cublas "no device in a dry run"
+elif [ -x "$BIN/cublas-gemm-bench" ]; then
+	lib=${CUBLAS_LIB:-$(find /usr/local /usr/lib /opt /usr/lib64 /root -name 'libcublas.so.1[12]*' 2>/dev/null | sort | tail -n 1)}
+	step cublas env ${lib:+CUBLAS_LIB=$lib} ${lib:+LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} \
+		"$BIN/cublas-gemm-bench"
+else
+	skip cublas "$BIN/cublas-gemm-bench is missing"
+fi
 
 if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
 	step torch python3 scripts/torch_gemm_bench.py --json "$OUT/torch_gemm.json"
@@ -171,6 +204,9 @@ for dev in cuda cpu; do
 	step "phase08-$dev" "$phase08_bin" -device "$dev" -workload prefix_caching "${phase08_args[@]}" \
 		-rps 1000 -quiet -plot "" -json "$OUT/phase08-$dev.json"
 done
+# make phase08 on the built-in model, at its full size, on the GPU.
+step phase08-full timeout 150 "$phase08_bin" -device cuda -arch llama -workload prefix_caching "${full_args[@]}" \
+	-plot "$OUT/phase08-full.svg" -json "$OUT/phase08-full.json"
 
 echo "== summary ($OUT/summary.txt)"
 cat "$OUT/summary.txt"
