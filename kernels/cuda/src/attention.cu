@@ -307,8 +307,16 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     }
 }
 
+// Six blocks per SM at least: at 128 registers (no bound) the driver fits
+// three, 12 warps of 64, too few loads in flight to cover HBM latency. The
+// cap (85 registers) spills a little (132 bytes at d64, held in L1), and
+// still wins where bandwidth matters: on an H200, 256 sequences of 2048
+// keys went from 1803 to 2144 GB/s, one sequence of 4096 keys from 580 to
+// 544 GB/s (BenchmarkAttendDecode, bounds of 3, 4, 6 and 8 blocks
+// compared, docs/gpu.md).
+#define ATT_MIN_BLOCKS 6
 #define ATT_ENTRY(N)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(ATT_THREADS) paged_attention_d##N(                  \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS, ATT_MIN_BLOCKS) paged_attention_d##N(  \
         float* out, const float* q, const float* kc, const float* vc, const int* seqs,               \
         const int* items, const int* pages, long long num_heads, long long num_kv_heads,             \
         long long head_dim, long long block_size, double scale, long long local, float* part,        \
