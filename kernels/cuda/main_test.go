@@ -64,7 +64,9 @@ func TestMain(m *testing.M) {
 		gpu = be.(*Backend)
 		fmt.Fprintf(os.Stderr, "cuda tests: running on %s\n", gpu.Describe())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	printErrReport(os.Stdout)
+	os.Exit(code)
 }
 
 // needGPU skips tb without a usable device.
@@ -205,6 +207,7 @@ func requireClose(t *testing.T, have, want []float32, tol float64, what string) 
 	if len(have) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(have), len(want))
 	}
+	recordErr(what, len(want), scaledErr(have, want), tol, "relative above 1, absolute below")
 	bad := 0
 	for i := range want {
 		d := math.Abs(float64(have[i]) - float64(want[i]))
@@ -226,6 +229,7 @@ func requireEqual(t *testing.T, have, want []float32, what string) {
 	if len(have) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(have), len(want))
 	}
+	recordErr(what, len(want), scaledErr(have, want), 0, "bits")
 	for i := range want {
 		if math.Float32bits(have[i]) != math.Float32bits(want[i]) {
 			t.Fatalf("%s[%d]: gpu %v, cpu %v", what, i, have[i], want[i])

@@ -50,6 +50,9 @@ func checkMatMul(t *testing.T, have, x, w []float32, n, in, out int, what string
 			}
 		}
 	}
+	if refSq > 0 {
+		recordErr("MatMulT", n*out, math.Sqrt(errSq/refSq), matmulNormTol, "normwise ‖gpu−exact‖/‖exact‖ (f64 exact product)")
+	}
 	if bad > 0 {
 		t.Fatalf("%s: %d of %d elements out of tolerance", what, bad, n*out)
 	}

@@ -163,6 +163,11 @@ func TestSoftmaxRows(t *testing.T) {
 		ref.SoftmaxRows(x.c)
 		have, want := x.gpuData(be), x.cpuData()
 		// Probabilities are small: compare relatively, not against 1.
+		var rel float64
+		for i := range want {
+			rel = math.Max(rel, math.Abs(float64(have[i]-want[i]))/math.Max(math.Abs(float64(want[i])), 1e-30))
+		}
+		recordErr("SoftmaxRows", len(want), rel, opTol, "relative")
 		for i := range want {
 			if d := math.Abs(float64(have[i] - want[i])); !(d <= opTol*math.Abs(float64(want[i]))+1e-30) {
 				t.Fatalf("SoftmaxRows cols=%d [%d]: gpu %v, cpu %v", cols, i, have[i], want[i])
