@@ -307,16 +307,19 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
     }
 }
 
-// Six blocks per SM at least: at 128 registers (no bound) the driver fits
-// three, 12 warps of 64, too few loads in flight to cover HBM latency. The
-// cap (85 registers) spills a little (132 bytes at d64, held in L1), and
-// still wins where bandwidth matters: on an H200, 256 sequences of 2048
-// keys went from 1803 to 2144 GB/s, one sequence of 4096 keys from 580 to
-// 544 GB/s (BenchmarkAttendDecode, bounds of 3, 4, 6 and 8 blocks
-// compared, docs/gpu.md).
-#define ATT_MIN_BLOCKS 6
-#define ATT_ENTRY(N)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(ATT_THREADS, ATT_MIN_BLOCKS) paged_attention_d##N(  \
+// MINB is the launch bound's blocks per SM. Unbounded, ptxas gives the
+// d64 kernel 128 registers and the driver fits three blocks on an SM, 12
+// warps of 64: too few loads in flight to cover HBM's latency. Bounded to
+// six (85 registers, 80 used) it spills 132 bytes (180 with CUDA 13's
+// ptxas), which stay in L1, and wins where bandwidth matters: on an
+// H200, 256 sequences of 2048 keys went
+// from 1803 to 2144 GB/s, one sequence of 4096 keys from 580 to 544 GB/s
+// (BenchmarkAttendDecode; bounds of 3, 4, 6 and 8 blocks compared in
+// docs/gpu.md). Head dims 128 and 256 stay unbounded: their shared memory
+// already caps them near there, and the bound would spill 0.4 and 2.4 KB,
+// unmeasured on hardware.
+#define ATT_ENTRY(N, MINB)                                                                           \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS, MINB) paged_attention_d##N(            \
         float* out, const float* q, const float* kc, const float* vc, const int* seqs,               \
         const int* items, const int* pages, long long num_heads, long long num_kv_heads,             \
         long long head_dim, long long block_size, double scale, long long local, float* part,        \
@@ -325,10 +328,10 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
                           block_size, scale, local, part, window, softcap);                          \
     }
 
-ATT_ENTRY(32)
-ATT_ENTRY(64)
-ATT_ENTRY(128)
-ATT_ENTRY(256)
+ATT_ENTRY(32, 6)
+ATT_ENTRY(64, 6)
+ATT_ENTRY(128, 1)
+ATT_ENTRY(256, 1)
 
 // attention_merge finishes the split items: for each (query, head) row of a
 // group of chunks (one item's rows, split over nchunks chunks whose partial
