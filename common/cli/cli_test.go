@@ -152,7 +152,7 @@ func TestBenchPrintsWhyRequestsFailed(t *testing.T) {
 	code, stdout, stderr := run("bench", "-model", dir, "-requests", "3", "-prefix-len", "200", "-blocks", "8", "-block-size", "16", "-quiet")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stdout, "failed requests, by reason:\n  testcmd: 3 × prompt of")
-	assert.Contains(t, stdout, "KV blocks, the pool has 8 (numbers vary)")
+	assert.Contains(t, stdout, "the KV pool's 8 blocks of 16 tokens hold (numbers vary)")
 	assert.Contains(t, stderr, "3 of 3 requests failed")
 }
 

@@ -44,6 +44,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	port := flags.Int("port", 8000, "port to listen on (0: any free port)")
 	name := flags.String("served-model-name", "", "model id in /v1/models and responses (default: the model directory's name, kvlab-builtin for the built-in model)")
 	maxQueue := flags.Int("max-queue", 256, "refuse requests with 429 while this many wait for admission (0: no limit)")
+	maxN := flags.Int("max-n", server.DefaultMaxN, "most samples (n) one request may ask for; at most half of -max-running, so one request never holds every running slot")
+	maxUnread := flags.Int("max-unread", engine.DefaultMaxUnread, "cancel a request whose client has this many events (tokens) unread, instead of letting it hold the engine's memory")
+	writeTimeout := flags.Duration("write-timeout", server.DefaultWriteTimeout, "give up on a client when one write to it does not go through within this time")
 	maxBody := flags.Int64("max-body-bytes", 8<<20, "largest request body accepted (413 beyond it)")
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
@@ -66,6 +69,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	if *maxQueue < 0 || *maxBody <= 0 || *port < 0 || *port > 65535 {
 		return fmt.Errorf("-max-queue must be ≥ 0, -max-body-bytes > 0 and -port in [0, 65535]")
 	}
+	if *maxUnread <= 0 || *writeTimeout <= 0 {
+		return fmt.Errorf("-max-unread and -write-timeout must be positive")
+	}
 	publishEvents := *kvEvents || *kvEndpoint != ""
 	if (publishEvents || *cacheDir != "") && rf.noCache {
 		return fmt.Errorf("-kv-events, -kv-events-endpoint and -cache-dir need -prefix-caching: without a prefix cache nothing is cached")
@@ -82,6 +88,11 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	cfg, err := rf.engineConfig(v)
 	if err != nil {
 		return err
+	}
+	// The fairness rule: one request's samples may hold at most half of
+	// the running slots, so other requests are admitted beside it.
+	if half := max(1, min(cfg.MaxRunning, cfg.MaxBatchTokens)/2); *maxN < 1 || *maxN > min(half, engine.MaxSamples) {
+		return fmt.Errorf("-max-n must be in [1, %d]: at most half of the %d running slots (-max-running, -max-batch-tokens), have %d", min(half, engine.MaxSamples), min(cfg.MaxRunning, cfg.MaxBatchTokens), *maxN)
 	}
 	dir, err := rf.dir()
 	if err != nil {
@@ -105,14 +116,14 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		return err
 	}
 	defer e.Close()
-	es := engine.NewServer(e)
+	es := engine.NewServerWith(e, engine.Limits{MaxUnread: *maxUnread, MaxWaiting: *maxQueue})
 	if *name == "" {
 		*name = filepath.Base(dir)
 		if rf.modelDir == "" {
 			*name = "kvlab-builtin"
 		}
 	}
-	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxQueue: *maxQueue, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil}
+	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxN: *maxN, WriteTimeout: *writeTimeout, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil}
 	var obs *kvcache.Observer
 	if publishEvents || *cacheDir != "" {
 		obs = e.Pool().Observe(*hashSeed)
@@ -145,7 +156,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	engineCtx, stopEngine := context.WithCancel(context.Background())
 	engineDone := make(chan struct{})
 	go func() { es.Run(engineCtx); close(engineDone) }()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Per-write deadlines are the handler's (server.Options.WriteTimeout):
+	// http.Server's WriteTimeout would cut every stream at a fixed length.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	eventsCtx, stopEvents := context.WithCancel(context.Background())
 	eventsDone := make(chan struct{})
 	var pub *kvevents.Publisher

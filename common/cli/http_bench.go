@@ -232,7 +232,7 @@ const (
 	promEvictions   = "kvlab:prefix_cache_evictions_total"
 	promCopies      = "kvlab:kv_block_copies_total"
 	promPreemptions = "kvlab:num_preemptions_total"
-	promBlocks      = "kvlab:kv_blocks_total"
+	promBlocks      = "kvlab:kv_blocks_capacity"
 )
 
 // fillEngineStats sets the EngineStats fields the scrapes before and after

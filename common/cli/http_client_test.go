@@ -64,7 +64,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "kvlab:prefill_tokens_computed_total %d\n", 1000+f.prefill)
 		fmt.Fprintf(w, "kvlab:prefix_cache_evictions_total %d\n", 5+2*f.requests)
 		fmt.Fprintf(w, "kvlab:kv_block_copies_total{model_name=\"fake\"} %d\n", f.requests)
-		fmt.Fprintf(w, "kvlab:kv_blocks_total 64\n")
+		fmt.Fprintf(w, "kvlab:kv_blocks_capacity 64\n")
 	case "/v1/completions":
 		f.complete(w, r)
 	default:

@@ -102,10 +102,13 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:     cfg,
-		model:   m,
-		pool:    pool,
-		context: cfg.ContextLimit(mc.MaxPositionEmbeddings),
+		cfg:   cfg,
+		model: m,
+		pool:  pool,
+		// One sequence can never hold more than the whole pool: a context
+		// the pool cannot hold would let a request run, preempt the others
+		// and fail after its tokens were sent.
+		context: min(cfg.ContextLimit(mc.MaxPositionEmbeddings), cfg.NumBlocks*cfg.BlockSize),
 		eos:     make(map[int32]bool),
 		live:    make(map[int]int),
 	}
@@ -152,7 +155,7 @@ func (e *Engine) check(r Request) error {
 		return fmt.Errorf("empty prompt")
 	}
 	if len(r.Prompt) >= e.context {
-		return fmt.Errorf("prompt of %d tokens leaves no room to generate within the context of %d", len(r.Prompt), e.context)
+		return fmt.Errorf("prompt of %d tokens leaves no room to generate within the context of %d tokens%s", len(r.Prompt), e.context, e.contextWhy())
 	}
 	if blocks := e.pool.BlocksFor(len(r.Prompt) + 1); blocks > e.pool.Allocator().Total() {
 		return fmt.Errorf("prompt of %d tokens needs %d KV blocks, the pool has %d", len(r.Prompt), blocks, e.pool.Allocator().Total())
@@ -283,8 +286,19 @@ func (e *Engine) Cancel(id int) bool {
 }
 
 // ContextLimit returns the most tokens (prompt plus output) a sequence may
-// hold.
+// hold: the smallest of the model's max_position_embeddings, MaxContext
+// and the KV pool's capacity (NumBlocks × BlockSize), so that a sequence
+// at the limit fits the pool when it runs alone. A generation that reaches
+// it ends with Reason "length".
 func (e *Engine) ContextLimit() int { return e.context }
+
+// contextWhy explains a context limit the pool sets, for error messages.
+func (e *Engine) contextWhy() string {
+	if e.context == e.cfg.NumBlocks*e.cfg.BlockSize && e.context < e.cfg.ContextLimit(e.model.Config.MaxPositionEmbeddings) {
+		return fmt.Sprintf(", what the KV pool's %d blocks of %d tokens hold", e.cfg.NumBlocks, e.cfg.BlockSize)
+	}
+	return ""
+}
 
 // Waiting returns the number of queued sequences (new, or preempted and
 // waiting to be readmitted).

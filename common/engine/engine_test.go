@@ -135,19 +135,23 @@ func TestPoolExhaustionQueuesAndPreempts(t *testing.T) {
 	assert.Equal(t, 0, e.Pool().UsedBlocks())
 }
 
-func TestRequestLargerThanPoolIsRejected(t *testing.T) {
+// TestContextIsWhatThePoolHolds: the engine's context limit is at most the
+// pool's capacity, so a prompt over it is refused up front, and an output
+// that would outgrow the pool ends with "length" at the limit, never with
+// a failure after its tokens were produced.
+func TestContextIsWhatThePoolHolds(t *testing.T) {
 	m := loadTestModel(t, model.ArchLlama)
 	c := testConfig()
-	c.NumBlocks = 4 // 16 slots
+	c.NumBlocks = 4 // 4 blocks of 4: 16 slots
 	e := newTestEngine(t, m, c)
+	assert.Equal(t, 16, e.ContextLimit())
 	err := e.Submit(Request{ID: 1, Prompt: make([]int32, 20), MaxTokens: 1})
-	require.ErrorContains(t, err, "KV blocks")
+	require.ErrorContains(t, err, "the KV pool's 4 blocks of 4 tokens")
 
-	// A prompt that fits but whose output outgrows the whole pool fails
-	// cleanly when it cannot grow any further.
 	res := e.RunAll([]Request{{ID: 2, Prompt: make([]int32, 10), MaxTokens: 20, IgnoreEOS: true}})
-	require.ErrorContains(t, res[2].Err, "needs 5 KV blocks, the pool has 4")
-	assert.Len(t, res[2].Tokens, 7, "tokens produced before the pool ran out are kept")
+	require.NoError(t, res[2].Err)
+	assert.Equal(t, "length", res[2].Reason)
+	assert.Len(t, res[2].Tokens, 6, "prompt and output fill the 16 slots")
 	assert.Equal(t, 0, e.Pool().UsedBlocks())
 }
 

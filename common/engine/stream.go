@@ -10,28 +10,125 @@ import (
 // ErrStopped is the error Submit returns once the server has stopped.
 var ErrStopped = errors.New("engine: server stopped")
 
+// ErrQueueFull is the error Submit returns while Limits.MaxWaiting
+// requests are already waiting for admission.
+var ErrQueueFull = errors.New("engine: the waiting queue is full")
+
 // Server runs an engine on its own goroutine and gives every request its
-// own output stream: a channel that carries the request's events in order
-// and is closed after the last one. It is the shape a network front end
-// needs; the benchmarks drive the engine step by step instead, to time
-// arrivals exactly.
+// own output Stream: the request's events in order, ending with its last.
+// It is the shape a network front end needs; the benchmarks drive the
+// engine step by step instead, to time arrivals exactly.
 //
 // Only the goroutine in Run touches the engine. Other goroutines talk to it
 // through the mutex-guarded inbox (new requests, cancellations) and read a
 // Snapshot the loop refreshes after every step.
+//
+// The loop never waits for a reader. It appends each event to its stream's
+// buffer and moves on; a reader that falls more than Limits.MaxUnread
+// events behind (a client that stopped reading its socket) has its request
+// cancelled, and its blocks go back to the pool at the next step.
 type Server struct {
 	e       *Engine
 	wake    chan struct{} // nudges the loop when work arrives
 	context int           // the engine's context limit; fixed
+	limits  Limits        // fixed once Run starts
 
 	mu      sync.Mutex
 	in      []Request            // submitted, not yet handed to the engine
 	cancels []int                // request ids to cancel at the next turn
-	outs    map[int]chan Output  // open streams by request id
+	outs    map[int]*Stream      // open streams by request id
 	left    map[int]int          // samples still running per open stream
 	errs    map[int]chan<- error // submitters waiting for validation
-	snap    Snapshot             // state after the latest step
+	snap    Snapshot             // state after the latest step; Waiting kept exact
+	tooSlow int                  // requests cancelled because their reader fell behind
 	stopped bool                 // Run has returned; Submit refuses
+}
+
+// Limits bound what one Server holds for its clients.
+type Limits struct {
+	// MaxUnread is how many events a stream may hold unread before the
+	// loop cancels its request (DefaultMaxUnread if 0). An event is one
+	// token of one sample, about 100 bytes buffered.
+	MaxUnread int
+	// MaxWaiting makes Submit refuse with ErrQueueFull while this many
+	// sequences wait for admission, counting requests not yet seen by the
+	// engine; 0 means no bound.
+	MaxWaiting int
+}
+
+// DefaultMaxUnread is Limits.MaxUnread's default: a reader that is a few
+// seconds of a busy engine's output behind.
+const DefaultMaxUnread = 4096
+
+// Stream is one request's output, from the serving loop to one reader:
+// events in order, the last of each sample with Done set. The loop appends
+// without waiting; Recv takes them out.
+type Stream struct {
+	ready chan struct{} // holds a token while buf is non-empty or the stream ended
+
+	mu      sync.Mutex
+	buf     []Output // delivered, not yet read
+	ended   bool     // the last event is in buf
+	tooSlow bool     // the loop cancelled the request: its reader fell behind
+}
+
+func newStream() *Stream { return &Stream{ready: make(chan struct{}, 1)} }
+
+// Recv returns the stream's next event, waiting for one if need be. ok is
+// false once the last event has been read; err is ctx's error if ctx ended
+// first.
+func (st *Stream) Recv(ctx context.Context) (o Output, ok bool, err error) {
+	for {
+		st.mu.Lock()
+		if len(st.buf) > 0 {
+			o = st.buf[0]
+			st.buf[0] = Output{} // let the logits go
+			st.buf = st.buf[1:]
+			if len(st.buf) > 0 || st.ended {
+				st.signal()
+			}
+			st.mu.Unlock()
+			return o, true, nil
+		}
+		if st.ended {
+			st.signal() // for a Recv after this one
+			st.mu.Unlock()
+			return Output{}, false, nil
+		}
+		st.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return Output{}, false, ctx.Err()
+		case <-st.ready:
+		}
+	}
+}
+
+// TooSlow reports whether the serving loop cancelled the request because
+// more than Limits.MaxUnread of its events were waiting to be read.
+func (st *Stream) TooSlow() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.tooSlow
+}
+
+// push appends o (and ends the stream after it when last) and returns how
+// many events are unread.
+func (st *Stream) push(o Output, last bool) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.buf = append(st.buf, o)
+	st.ended = st.ended || last
+	st.signal()
+	return len(st.buf)
+}
+
+// signal wakes a waiting Recv; call it with st.mu held.
+func (st *Stream) signal() {
+	select {
+	case st.ready <- struct{}{}:
+	default:
+	}
 }
 
 // Snapshot is the engine's state after a step, for metrics and admission
@@ -46,21 +143,29 @@ type Snapshot struct {
 	CacheBlocks int // blocks the prefix cache references (0 without one)
 	Evicted     int // blocks the prefix cache evicted so far
 	Copies      int // copy-on-write block copies so far
+	// TooSlow counts requests the loop cancelled because their reader
+	// fell more than Limits.MaxUnread events behind.
+	TooSlow int
 }
 
-// NewServer wraps e. Call Run to start serving.
-func NewServer(e *Engine) *Server {
-	s := &Server{e: e, context: e.ContextLimit(), outs: make(map[int]chan Output), left: make(map[int]int), errs: make(map[int]chan<- error), wake: make(chan struct{}, 1)}
+// NewServer wraps e with the default Limits. Call Run to start serving.
+func NewServer(e *Engine) *Server { return NewServerWith(e, Limits{}) }
+
+// NewServerWith wraps e with the given limits.
+func NewServerWith(e *Engine, l Limits) *Server {
+	if l.MaxUnread <= 0 {
+		l.MaxUnread = DefaultMaxUnread
+	}
+	s := &Server{e: e, context: e.ContextLimit(), limits: l, outs: make(map[int]*Stream), left: make(map[int]int), errs: make(map[int]chan<- error), wake: make(chan struct{}, 1)}
 	s.snap = s.snapshot()
 	return s
 }
 
-// Submit queues r and returns its stream, or the engine's reason to reject
-// it. It blocks until the serving goroutine has validated r, so Run must be
-// running. After Run has returned it fails with ErrStopped.
-func (s *Server) Submit(r Request) (<-chan Output, error) {
-	// Room for the whole output, so a slow reader rarely stalls the loop.
-	ch := make(chan Output, min(max(r.MaxTokens, 0)*r.samples(), 4096)+1)
+// Submit queues r and returns its stream, or the reason to reject it: the
+// engine's, ErrQueueFull or ErrStopped. It blocks until the serving
+// goroutine has validated r, so Run must be running.
+func (s *Server) Submit(r Request) (*Stream, error) {
+	st := newStream()
 	verdict := make(chan error, 1)
 	s.mu.Lock()
 	if s.stopped {
@@ -71,8 +176,14 @@ func (s *Server) Submit(r Request) (<-chan Output, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("engine: request %d: id %d is already in use", r.ID, r.ID)
 	}
+	// snap.Waiting is exact here (intake updates it as it hands requests
+	// over), so the bound holds however many submit at once.
+	if m := s.limits.MaxWaiting; m > 0 && s.snap.Waiting+len(s.in) >= m {
+		s.mu.Unlock()
+		return nil, ErrQueueFull
+	}
 	s.in = append(s.in, r)
-	s.outs[r.ID] = ch
+	s.outs[r.ID] = st
 	s.left[r.ID] = r.samples()
 	s.errs[r.ID] = verdict
 	s.mu.Unlock()
@@ -80,12 +191,12 @@ func (s *Server) Submit(r Request) (<-chan Output, error) {
 	if err := <-verdict; err != nil {
 		return nil, err
 	}
-	return ch, nil
+	return st, nil
 }
 
 // Cancel asks the loop to end request id (Engine.Cancel) before its next
 // step. The request's stream then gets a last event with Reason
-// "cancelled" for every unfinished sample and is closed. Cancelling a
+// "cancelled" for every unfinished sample and ends. Cancelling a
 // finished or unknown id does nothing.
 func (s *Server) Cancel(id int) {
 	s.mu.Lock()
@@ -103,6 +214,7 @@ func (s *Server) Snapshot() Snapshot {
 	defer s.mu.Unlock()
 	snap := s.snap
 	snap.Inbox = len(s.in)
+	snap.TooSlow = s.tooSlow
 	return snap
 }
 
@@ -143,6 +255,7 @@ func (s *Server) intake() {
 	for _, r := range in {
 		s.answer(r.ID, s.e.Submit(r))
 	}
+	s.snap.Waiting = s.e.Waiting() // the requests just handed over wait there now
 	s.mu.Unlock()
 	for _, id := range cancels {
 		s.e.Cancel(id)
@@ -160,11 +273,13 @@ func (s *Server) answer(id int, err error) {
 	}
 }
 
-// deliver sends each event to its stream and closes streams that ended.
+// deliver appends each event to its stream, ends streams whose last
+// sample finished, and cancels the request of a stream whose reader has
+// fallen more than MaxUnread events behind. It never waits for a reader.
 func (s *Server) deliver(outs []Output) {
 	for _, o := range outs {
 		s.mu.Lock()
-		ch := s.outs[o.ID]
+		st := s.outs[o.ID]
 		last := false
 		if o.Done {
 			s.left[o.ID]--
@@ -174,12 +289,19 @@ func (s *Server) deliver(outs []Output) {
 			}
 		}
 		s.mu.Unlock()
-		if ch == nil {
+		if st == nil {
 			continue
 		}
-		ch <- o
-		if last {
-			close(ch)
+		if st.push(o, last) > s.limits.MaxUnread && !last {
+			st.mu.Lock()
+			first := !st.tooSlow
+			st.tooSlow = true
+			st.mu.Unlock()
+			if first && s.e.Cancel(o.ID) {
+				s.mu.Lock()
+				s.tooSlow++
+				s.mu.Unlock()
+			}
 		}
 	}
 	snap := s.snapshot()

@@ -21,8 +21,17 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Message }
 
+// errBadRequest is a 400 for a field with a bad value (code
+// "invalid_value"); the callers for other kinds of 400 set their own code.
 func errBadRequest(param, format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, args...)}
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// errInvalidJSON is a 400 for a body that is not the JSON asked for.
+func errInvalidJSON(param, format string, args ...any) *apiError {
+	e := errBadRequest(param, format, args...)
+	e.Code = "invalid_json"
+	return e
 }
 
 func errNotFound(format string, args ...any) *apiError {
@@ -54,19 +63,22 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 	case errors.As(err, &tooBig):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large", Message: fmt.Sprintf("request body is over the limit of %d bytes", tooBig.Limit)}
 	case err != nil:
-		return errBadRequest("", "reading the request body: %v", err)
+		return errInvalidJSON("", "reading the request body: %v", err)
 	case len(body) == 0:
-		return errBadRequest("", "empty request body; want a JSON object")
+		return errInvalidJSON("", "empty request body; want a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var typ *json.UnmarshalTypeError
 		if errors.As(err, &typ) {
+			if typ.Field == "" { // the body itself
+				return errInvalidJSON("", "the request body must be a JSON object, have a JSON %s", typ.Value)
+			}
 			// Fields of embedded structs are reported with the struct's
 			// name in front, which means nothing to a client.
 			typ.Field = strings.TrimPrefix(typ.Field, "openAIRequest.")
-			return errBadRequest(typ.Field, "field %q must be %s, have a JSON %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+			return errInvalidJSON(typ.Field, "field %q must be %s, have a JSON %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
 		}
-		return errBadRequest("", "malformed JSON: %v", err)
+		return errInvalidJSON("", "malformed JSON: %v", err)
 	}
 	return nil
 }

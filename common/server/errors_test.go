@@ -104,9 +104,9 @@ func TestFullQueueAnswers429(t *testing.T) {
 	tm := loadTestModel(t)
 	e, err := engine.New(tm.m, engineConfig(false))
 	require.NoError(t, err)
-	t.Cleanup(e.Close)        // registered first, so it runs after the loop stops
-	es := engine.NewServer(e) // its loop is not running yet
-	ts := startHandler(t, New(es, Options{MaxQueue: 1, Tokenizer: tm.tok}))
+	t.Cleanup(e.Close)                                          // registered first, so it runs after the loop stops
+	es := engine.NewServerWith(e, engine.Limits{MaxWaiting: 1}) // its loop is not running yet
+	ts := startHandler(t, New(es, Options{Tokenizer: tm.tok}))
 
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -17,6 +17,10 @@ import (
 type genRequest struct {
 	prompt    []int32
 	maxTokens int
+	// maxParam names the field that set maxTokens ("max_tokens",
+	// "max_completion_tokens"); "" when maxTokens is the endpoint's
+	// default, which is then cut to what the context leaves.
+	maxParam  string
 	sampling  engine.Sampling
 	n         int
 	ignoreEOS bool
@@ -68,19 +72,19 @@ type sampleState struct {
 // (the client went away) or emit fails; in those cases the request is
 // cancelled in the engine. The result is complete only on success.
 func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(piece) error) (*genResult, *apiError) {
-	if h.opts.MaxQueue > 0 {
-		if s := h.es.Snapshot(); s.Waiting+s.Inbox >= h.opts.MaxQueue {
-			h.metrics.rejected.Inc()
-			return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "queue_full",
-				Message: "the server's waiting queue is full; retry later"}
-		}
+	if e := h.fitContext(&g); e != nil {
+		return nil, e
 	}
 	res := &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
 	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt})
-	if errors.Is(err, engine.ErrStopped) {
+	switch {
+	case errors.Is(err, engine.ErrStopped):
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
-	}
-	if err != nil {
+	case errors.Is(err, engine.ErrQueueFull):
+		h.metrics.rejected.Inc()
+		return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "queue_full",
+			Message: "the server's waiting queue is full; retry later"}
+	case err != nil:
 		return nil, errBadRequest("prompt", "%s", strings.TrimPrefix(err.Error(), "engine: "))
 	}
 	h.metrics.promptTokens.Add(float64(len(g.prompt)))
@@ -92,13 +96,9 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		}
 	}
 	open := len(states) // samples not finished yet, as the client sees them
-	abandon := func() {
-		h.es.Cancel(id)
-		go func() { // the engine closes the stream after the cancel
-			for range ch {
-			}
-		}()
-	}
+	// abandon cancels the request in the engine; its stream ends at the
+	// next step and is left to the garbage collector.
+	abandon := func() { h.es.Cancel(id) }
 	finish := func(i int, reason, word string) error {
 		st := &states[i]
 		if st.finish != "" {
@@ -114,18 +114,15 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		out.text.WriteString(st.text)
 		p := piece{sample: i, text: st.text, ids: st.ids, finish: reason, word: word}
 		st.text, st.ids = "", nil
-		h.metrics.finished.WithLabelValues(reason).Inc()
 		return emit(p)
 	}
 
 	for {
-		var o engine.Output
-		var ok bool
-		select {
-		case <-ctx.Done():
+		o, ok, rerr := ch.Recv(ctx)
+		if rerr != nil {
 			abandon()
+			setOutcome(ctx, "abort")
 			return nil, &apiError{Status: 499, Type: "cancelled", Message: "client went away"}
-		case o, ok = <-ch:
 		}
 		if !ok {
 			break
@@ -141,11 +138,13 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		res.cached = o.Cached
 		if o.Err != nil {
 			abandon()
+			setOutcome(ctx, "error")
 			return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: o.Err.Error()}
 		}
-		if o.Reason == "cancelled" {
+		if o.Reason == "cancelled" { // too slow a reader, or a shutdown
 			if err := finish(o.Sample, "abort", ""); err != nil {
 				abandon()
+				setOutcome(ctx, "abort")
 				return nil, clientGone(err)
 			}
 			continue
@@ -182,6 +181,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		}
 		if err != nil {
 			abandon()
+			setOutcome(ctx, "abort")
 			return nil, clientGone(err)
 		}
 		if open == 0 && !o.Done {
@@ -190,7 +190,49 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 			break
 		}
 	}
+	setOutcome(ctx, res.outcome())
 	return res, nil
+}
+
+// outcome is a finished generation's outcome: "abort" if any sample was
+// cut short (a too slow reader, a shutdown), else "length" if any sample
+// ran out of tokens, else "stop".
+func (r *genResult) outcome() string {
+	reason := "stop"
+	for _, s := range r.samples {
+		switch {
+		case s.finish == "abort":
+			return "abort"
+		case s.finish == "length":
+			reason = "length"
+		}
+	}
+	return reason
+}
+
+// fitContext checks g against the context one sequence can hold
+// (engine.Server.ContextLimit: the model's, --max-context's and the KV
+// pool's, whichever is least). A prompt that leaves no room, or an output
+// length the client asked for that would not fit, is refused with
+// vLLM's 400; an output length the client did not ask for is cut to what
+// fits.
+func (h *Handler) fitContext(g *genRequest) *apiError {
+	limit := h.es.ContextLimit()
+	if len(g.prompt) >= limit {
+		return errContext("prompt", "This model's maximum context length is %d tokens. However, your prompt has %d tokens, which leaves no room to generate. Please reduce the length of the prompt.", limit, len(g.prompt))
+	}
+	if g.maxParam != "" && len(g.prompt)+g.maxTokens > limit {
+		return errContext(g.maxParam, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the length of the prompt or of the completion.", limit, len(g.prompt)+g.maxTokens, len(g.prompt), g.maxTokens)
+	}
+	g.maxTokens = min(g.maxTokens, limit-len(g.prompt))
+	return nil
+}
+
+// errContext is the 400 for a request longer than the context.
+func errContext(param, format string, args ...any) *apiError {
+	e := errBadRequest(param, format, args...)
+	e.Code = "context_length_exceeded"
+	return e
 }
 
 // newID returns a fresh engine request id.

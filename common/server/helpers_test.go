@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -72,9 +73,17 @@ type testServer struct {
 // fails the test unless every KV block is accounted for.
 func startServer(t *testing.T, tm testModel, cfg engine.Config, opts Options) *testServer {
 	t.Helper()
+	return startServerWith(t, tm, cfg, engine.Limits{}, opts, nil)
+}
+
+// startServerWith is startServer with the engine.Server's limits, and a
+// wrapper for the listening socket (nil: none), through which a test can
+// shape the server's side of every connection.
+func startServerWith(t *testing.T, tm testModel, cfg engine.Config, limits engine.Limits, opts Options, wrap func(net.Listener) net.Listener) *testServer {
+	t.Helper()
 	e, err := engine.New(tm.m, cfg)
 	require.NoError(t, err)
-	es := engine.NewServer(e)
+	es := engine.NewServerWith(e, limits)
 	if opts.Tokenizer == nil {
 		opts.Tokenizer = tm.tok
 	}
@@ -82,7 +91,11 @@ func startServer(t *testing.T, tm testModel, cfg engine.Config, opts Options) *t
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { es.Run(ctx); close(done) }()
-	hs := httptest.NewServer(h)
+	hs := httptest.NewUnstartedServer(h)
+	if wrap != nil {
+		hs.Listener = wrap(hs.Listener)
+	}
+	hs.Start()
 	stopped := false
 	ts := &testServer{url: hs.URL, e: e, es: es, h: h}
 	ts.stop = func() {

@@ -27,10 +27,10 @@ import (
 func TestClientDisconnectCancelsTheRequest(t *testing.T) {
 	tm := loadTestModel(t)
 	cfg := engineConfig(true)
-	cfg.MaxContext = 4096 // long enough that the request is still running when the client hangs up
+	cfg.MaxContext = 2048 // the whole pool: long enough that the request is still running when the client hangs up
 	ts := startServer(t, tm, cfg, Options{})
 	ctx, hangUp := context.WithCancel(context.Background())
-	body := `{"prompt": [5, 6, 7, 8, 9, 10], "max_tokens": 4000, "temperature": 0, "ignore_eos": true, "stream": true}`
+	body := `{"prompt": [5, 6, 7, 8, 9, 10], "max_tokens": 2000, "temperature": 0, "ignore_eos": true, "stream": true}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions", strings.NewReader(body))
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
@@ -44,7 +44,7 @@ func TestClientDisconnectCancelsTheRequest(t *testing.T) {
 	eventually(t, func() bool { return ts.es.Snapshot().Stats.Cancelled == 1 }, "the engine to cancel the request")
 	eventually(t, func() bool { s := ts.es.Snapshot(); return s.Running == 0 && s.Waiting == 0 }, "the engine to go idle")
 	s := ts.es.Snapshot()
-	assert.Less(t, s.Stats.DecodeTokens, 3999, "decoding stopped early")
+	assert.Less(t, s.Stats.DecodeTokens, 1999, "decoding stopped early")
 	assert.Equal(t, s.TotalBlocks-s.FreeBlocks, s.CacheBlocks, "only the prefix cache holds blocks")
 
 	status, _ := post(t, ts.url+"/v1/completions", `{"prompt": [1, 2], "max_tokens": 2}`)

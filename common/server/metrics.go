@@ -22,8 +22,21 @@ type metrics struct {
 	itl              prometheus.Histogram
 	promptTokens     prometheus.Counter
 	generationTokens prometheus.Counter
-	finished         *prometheus.CounterVec
+	finished         *prometheus.CounterVec // per request: stop, length, abort
+	failed           *prometheus.CounterVec // per request: error, rejected
 	rejected         prometheus.Counter
+}
+
+// count adds a request's outcome (see outcome.go) to its counter.
+func (m *metrics) count(oc *outcome) {
+	switch oc.reason {
+	case "stop", "length", "abort":
+		m.finished.WithLabelValues(oc.reason).Inc()
+	case "error":
+		m.failed.WithLabelValues("error").Inc()
+	default:
+		m.failed.WithLabelValues("rejected").Inc()
+	}
 }
 
 func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
@@ -38,7 +51,9 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 		generationTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:generation_tokens_total",
 			Help: "Tokens generated (every sample)."}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab:request_success_total",
-			Help: "Samples finished, by reason: length, stop or abort."}, []string{"finished_reason"}),
+			Help: "Requests finished, by reason: stop, length or abort (client gone, too slow a reader, shutdown)."}, []string{"finished_reason"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab:request_failure_total",
+			Help: "Requests that failed (error) or were refused before running (rejected)."}, []string{"reason"}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:requests_rejected_queue_full_total",
 			Help: "Requests refused with 429 because the waiting queue was full."}),
 	}
@@ -50,7 +65,7 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(snap()) })
 	}
 	reg.MustRegister(
-		m.ttft, m.itl, m.promptTokens, m.generationTokens, m.finished, m.rejected,
+		m.ttft, m.itl, m.promptTokens, m.generationTokens, m.finished, m.failed, m.rejected,
 		gauge("kvlab:num_requests_running", "Sequences admitted (prefilling or decoding).",
 			func(s engine.Snapshot) float64 { return float64(s.Running) }),
 		gauge("kvlab:num_requests_waiting", "Sequences waiting for admission, including requests not yet seen by the engine.",
@@ -59,7 +74,7 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 			func(s engine.Snapshot) float64 {
 				return float64(s.TotalBlocks-s.FreeBlocks) / float64(max(s.TotalBlocks, 1))
 			}),
-		gauge("kvlab:kv_blocks_total", "KV blocks in the pool.",
+		gauge("kvlab:kv_blocks_capacity", "KV blocks in the pool.",
 			func(s engine.Snapshot) float64 { return float64(s.TotalBlocks) }),
 		gauge("kvlab:kv_blocks_used", "KV blocks not on the free list.",
 			func(s engine.Snapshot) float64 { return float64(s.TotalBlocks - s.FreeBlocks) }),
@@ -83,6 +98,8 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 			func(s engine.Snapshot) float64 { return float64(s.Stats.DecodeTokens) }),
 		counter("kvlab:engine_steps_total", "Engine steps that ran a forward pass.",
 			func(s engine.Snapshot) float64 { return float64(s.Stats.Steps) }),
+		counter("kvlab:requests_too_slow_total", "Requests cancelled because their client fell more than the unread-event budget behind.",
+			func(s engine.Snapshot) float64 { return float64(s.TooSlow) }),
 		collectors.NewGoCollector(),
 	)
 	return m

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
-
-	"kvlab/common/engine"
 )
 
 // openAIRequest holds the fields /v1/completions and /v1/chat/completions
@@ -75,7 +73,7 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 		if *m.v <= 0 {
 			return errBadRequest(m.name, "%s must be at least 1, have %d", m.name, *m.v)
 		}
-		g.maxTokens = *m.v
+		g.maxTokens, g.maxParam = *m.v, m.name
 	}
 	g.sampling.Temperature = 1 // OpenAI's default
 	if q.Temperature != nil {
@@ -92,8 +90,8 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	}
 	g.n = 1
 	if q.N != nil {
-		if *q.N < 1 || *q.N > engine.MaxSamples {
-			return errBadRequest("n", "n must be in [1, %d], have %d", engine.MaxSamples, *q.N)
+		if *q.N < 1 || *q.N > h.opts.MaxN {
+			return errBadRequest("n", "n must be in [1, %d] on this server (--max-n), have %d", h.opts.MaxN, *q.N)
 		}
 		g.n = *q.N
 	}
@@ -160,10 +158,33 @@ func (h *Handler) prompt(raw json.RawMessage) ([]int32, *apiError) {
 	if err := json.Unmarshal(raw, &batch); err != nil {
 		return nil, errBadRequest("prompt", "prompt must be a string, an array of token ids, or a one-element array of either")
 	}
+	if i, v, ok := nonInteger(batch); ok {
+		return nil, errBadRequest("prompt", "token ids must be integers: element %d of the prompt is %s", i, v)
+	}
 	if len(batch) != 1 {
 		return nil, errBadRequest("prompt", "prompt holds %d prompts; this server takes one per request", len(batch))
 	}
 	return h.prompt(batch[0])
+}
+
+// nonInteger finds, in an array of JSON numbers that did not decode as
+// integers, the first that is not one; ok is false when some element is
+// not a number at all (then the array is something else, such as a batch).
+func nonInteger(elems []json.RawMessage) (i int, v string, ok bool) {
+	first := -1
+	for j, e := range elems {
+		var f float64
+		if json.Unmarshal(e, &f) != nil {
+			return 0, "", false
+		}
+		if first < 0 && (f != math.Trunc(f) || math.Abs(f) > math.MaxInt64/2) {
+			first = j
+		}
+	}
+	if first < 0 {
+		return 0, "", false
+	}
+	return first, string(elems[first]), true
 }
 
 // tokenIDs checks that ids fit int32 (the engine checks the vocabulary).

@@ -7,18 +7,23 @@
 //  1. the handler (openai.go, llama.go) decodes the JSON body, refuses bad
 //     input with an OpenAI-style error (errors.go), and turns text into
 //     token ids with the model's tokenizer (a chat through its template);
-//  2. generate (generate.go) checks the waiting queue, submits an
-//     engine.Request to the engine.Server, and reads the request's output
-//     stream — a channel the engine's goroutine fills, one event per token;
+//  2. generate (generate.go) fits the request to the context, submits an
+//     engine.Request to the engine.Server (which refuses it while the
+//     waiting queue is full), and reads the request's output stream — a
+//     buffer the engine's goroutine fills without ever waiting for it, one
+//     event per token;
 //  3. the engine's goroutine, the only one that touches the engine, admits
 //     the request, matches its prompt against the prefix cache, prefills the
 //     rest in chunks and decodes it in continuous batches with the others;
 //  4. generate turns each token into text (holding back incomplete UTF-8 and
 //     a possible stop string), and hands it to the handler, which writes it
 //     as a server-sent event or gathers it into one JSON response;
-//  5. when the client goes away, generate cancels the request in the engine
-//     (engine.Server.Cancel): its blocks go back to the pool at the next
-//     step.
+//  5. when the client goes away, or a write to it has not gone through
+//     within Options.WriteTimeout, generate cancels the request in the
+//     engine (engine.Server.Cancel): its blocks go back to the pool at the
+//     next step. A client that reads too slowly has its request cancelled
+//     by the engine's loop itself (engine.Limits.MaxUnread);
+//  6. the request is counted in exactly one outcome (outcome.go).
 //
 // The number a router reads, usage.prompt_tokens_details.cached_tokens (and
 // tokens_cached on /completion), is the engine's Output.Cached: the prompt
@@ -47,9 +52,13 @@ type Options struct {
 	// Tokenizer turns text into tokens and back; nil serves token ids only
 	// (text prompts and chat are refused with 400).
 	Tokenizer *tokenizer.Tokenizer
-	// MaxQueue refuses a request with 429 while this many are already
-	// waiting for admission; 0 means no limit.
-	MaxQueue int
+	// MaxN is the most samples (n) one request may ask for: more is a 400.
+	// 0 means DefaultMaxN. A cap keeps one request from taking every
+	// running slot (see cli's -max-n check against -max-running).
+	MaxN int
+	// WriteTimeout bounds each write to a client (deadlineWriter); 0 means
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// MaxBodyBytes bounds a request body (413 beyond it); 0 means 8 MiB.
 	MaxBodyBytes int64
 	// PrefixCaching says whether the engine has a prefix cache, for
@@ -60,6 +69,9 @@ type Options struct {
 	// CacheFile, when set, serves POST /cache/save (persist.go).
 	CacheFile *CacheFile
 }
+
+// DefaultMaxN is Options.MaxN's default.
+const DefaultMaxN = 16
 
 // Handler serves the HTTP API in front of one engine.Server.
 type Handler struct {
@@ -87,6 +99,12 @@ func New(es *engine.Server, opts Options) *Handler {
 	if opts.ModelName == "" {
 		opts.ModelName = "kvlab"
 	}
+	if opts.MaxN <= 0 {
+		opts.MaxN = DefaultMaxN
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
 	h := &Handler{es: es, opts: opts, stopIDs: map[int32]bool{}, created: time.Now().Unix(), reg: prometheus.NewRegistry()}
 	if opts.Tokenizer != nil {
 		for _, id := range opts.Tokenizer.EOS() {
@@ -95,9 +113,9 @@ func New(es *engine.Server, opts Options) *Handler {
 	}
 	h.metrics = newMetrics(h.reg, es)
 	h.mux = map[string]route{
-		"/v1/completions":      {http.MethodPost, h.completions},
-		"/v1/chat/completions": {http.MethodPost, h.chatCompletions},
-		"/completion":          {http.MethodPost, h.llamaCompletion},
+		"/v1/completions":      {http.MethodPost, h.counted(h.completions)},
+		"/v1/chat/completions": {http.MethodPost, h.counted(h.chatCompletions)},
+		"/completion":          {http.MethodPost, h.counted(h.llamaCompletion)},
 		"/v1/models":           {http.MethodGet, h.models},
 		"/health":              {http.MethodGet, h.health},
 		"/metrics":             {http.MethodGet, promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP},

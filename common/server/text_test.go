@@ -154,7 +154,7 @@ func TestModelsHealthAndMetrics(t *testing.T) {
 		"kvlab:prefix_cache_queries_total 32",
 		"kvlab:prefix_cache_hits_total 16", // the second request found all 4 blocks
 		"kvlab:num_requests_running 0",
-		"kvlab:kv_blocks_total 512",
+		"kvlab:kv_blocks_capacity 512",
 		`kvlab:request_success_total{finished_reason="length"} 2`,
 		"kvlab:time_to_first_token_seconds_count 2",
 		"kvlab:inter_token_latency_seconds_count 4",
