@@ -20,6 +20,10 @@ build: ## build every runnable into bin/
 test: ## run every test (CPU only; no GPU, no downloads)
 	$(GOTEST) -count=1 ./...
 
+.PHONY: soak
+soak: ## two minutes of hostile HTTP load on `phase08_prefix serve --prefix-caching`: outcomes, TTFT, RSS, goroutines, audit
+	$(GO) run ./tests/soak -duration 2m $(ARGS)
+
 .PHONY: test-openai-client
 test-openai-client: ## the official OpenAI Node client (npm ci) against `phase08_prefix serve --prefix-caching`
 	bash tests/openai-client/run.sh

@@ -52,6 +52,10 @@ func TestBadInputGetsAnOpenAIError(t *testing.T) {
 		{"n_predict zero", "/completion", `{"prompt": [1], "n_predict": 0}`, 400, "n_predict", "n_predict"},
 		{"unknown route", "/v1/embeddings", `{}`, 404, "", "no route"},
 		{"body over the limit", "/v1/completions", `{"prompt": "` + strings.Repeat("x", 5000) + `"}`, 413, "", "over the limit"},
+		{"body not an object", "/v1/completions", `[1, 2]`, 400, "", "the request body must be a JSON object, have a JSON array"},
+		{"token id not an integer", "/v1/completions", `{"prompt": [1, 2.5, 5]}`, 400, "prompt", "token ids must be integers: element 1 of the prompt is 2.5"},
+		{"n over --max-n", "/v1/completions", `{"prompt": [1], "n": 17}`, 400, "n", "[1, 16] on this server"},
+		{"max_tokens over the context", "/v1/completions", `{"prompt": [1, 2], "max_tokens": 255}`, 400, "max_tokens", "maximum context length is 256 tokens"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +65,7 @@ func TestBadInputGetsAnOpenAIError(t *testing.T) {
 			assert.Equal(t, tc.param, e.Param)
 			assert.Contains(t, e.Message, tc.says)
 			assert.NotEmpty(t, e.Type)
+			assert.NotEmpty(t, e.Code, "every error names its code")
 		})
 	}
 	t.Run("wrong method", func(t *testing.T) {
