@@ -255,7 +255,7 @@ var clientOf = map[string]func(url string, rng *rand.Rand, t *tally, slowWait ti
 		body := `{"prompt": [1, 2, 3, 4], "n": 16, "max_tokens": 2000, "ignore_eos": true, "stream": true}`
 		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		time.Sleep(slowWait + time.Duration(rng.Int64N(int64(slowWait)))) // reads nothing meanwhile
-		t.add("slow", 0, "")                                     // no answer expected: the client walks away
+		t.add("slow", 0, "")                                              // no answer expected: the client walks away
 	},
 	"flood": func(url string, rng *rand.Rand, t *tally, slowWait time.Duration) {
 		var wg sync.WaitGroup
