@@ -210,9 +210,10 @@ func TestVariantUsesTheTree(t *testing.T) {
 	}
 }
 
-// A request that matched cached blocks and then fails (here: its output
-// outgrows the whole pool) must leave none of them pinned.
-func TestFailedRequestReleasesItsMatch(t *testing.T) {
+// A request that matched cached blocks and then ends where the whole pool
+// is full (its output reaches the context limit, which is the pool's 32
+// tokens) must leave none of them pinned.
+func TestRequestAtThePoolsEndReleasesItsMatch(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(9, 10))
 	system := tokens(rng, 16)
@@ -221,8 +222,9 @@ func TestFailedRequestReleasesItsMatch(t *testing.T) {
 	e := newEngine(t, m, c)
 	serve(t, e, 100, request(1, system, 1))
 	res := serve(t, e, 100, request(2, join(system, tokens(rng, 4)), 20))[2]
-	if res.cached != 16 || res.err == nil {
-		t.Fatalf("have cached %d, error %v; want 16 and an error: 40 tokens do not fit 8 blocks of 4", res.cached, res.err)
+	if res.cached != 16 || res.err != nil || !res.done || len(res.tokens) != 12 {
+		t.Fatalf("have cached %d, error %v, done %v, %d tokens; want 16, none, true and 12: 20 prompt tokens and 12 more fill 8 blocks of 4",
+			res.cached, res.err, res.done, len(res.tokens))
 	}
 	tree := e.Pool().Cache().(*radix.Tree)
 	if tree.Evictable() != tree.Cached() {
