@@ -10,7 +10,13 @@ include kernels/cuda/Makefile.inc
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "; w = 120 - 23} \
+	  /^[a-zA-Z0-9_.-]+:.*## / { \
+	    name = $$1; n = split($$2, words, " "); line = ""; \
+	    for (i = 1; i <= n; i++) { \
+	      if (line != "" && length(line) + 1 + length(words[i]) > w) { printf "  %-20s %s\n", name, line; name = ""; line = words[i] } \
+	      else line = (line == "" ? words[i] : line " " words[i]) } \
+	    printf "  %-20s %s\n", name, line }' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## build every runnable into bin/

@@ -124,7 +124,7 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 		fmt.Fprintf(log, "[%d/%d] %s: routing workload, %d conversations × %d turns over %d system prompts, %d replicas of %d blocks\n",
 			i+1, len(names), name, p.Conversations, p.Turns, *systems, ff.n, ff.blocks)
 		var progress io.Writer = log
-		if *quiet {
+		if *quiet || !cli.IsTerminal(log) { // a redrawn bar is noise in a file or a pipe
 			progress = nil
 		}
 		row, run, err := benchPolicy(ctx, name, &ff, &pf, tok, reqs, *timeout, progress, log)

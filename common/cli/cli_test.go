@@ -274,8 +274,8 @@ func TestProgressBarOnlyOnATerminal(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "log")
 	require.NoError(t, err)
 	defer f.Close()
-	assert.False(t, isTerminal(f), "a file is not a terminal")
-	assert.False(t, isTerminal(&bytes.Buffer{}))
+	assert.False(t, IsTerminal(f), "a file is not a terminal")
+	assert.False(t, IsTerminal(&bytes.Buffer{}))
 }
 
 // Every subcommand, and phase08's Compare, answers -h with its usage on

@@ -92,11 +92,17 @@ func parseExperiment(fs *flag.FlagSet, sf *servingFlags, args []string) error {
 // runChecked serves reqs once per configuration and checks that every
 // configuration generated the first one's tokens.
 func (sf *servingFlags) runChecked(m *model.Model, configs []namedConfig, reqs []workload.Request, stderr io.Writer) ([]*metrics.Run, error) {
+	return sf.runCheckedNumbered(m, configs, reqs, stderr, 0, len(configs))
+}
+
+// runCheckedNumbered is runChecked for runs from+1… of total, for an
+// experiment that calls it once per setting.
+func (sf *servingFlags) runCheckedNumbered(m *model.Model, configs []namedConfig, reqs []workload.Request, stderr io.Writer, from, total int) ([]*metrics.Run, error) {
 	newClock, err := workload.ParseClock(sf.clock)
 	if err != nil {
 		return nil, err
 	}
-	runs, err := runConfigs(m, configs, sf.name, reqs, newClock, sf.progress(stderr), stderr)
+	runs, err := runNumbered(m, configs, sf.name, reqs, newClock, sf.progress(stderr), stderr, from, total)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +152,7 @@ func alignment(variants []Variant, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(tw, "block size\tprefill tok\tblock-aligned optimum\ttoken-level optimum\tof block-aligned %\tof token-level %\thit %\t")
 	var groups []string
 	computed, blockOpt, tokenOpt := metrics.BarSeries{Name: "prompt tokens computed"}, metrics.BarSeries{Name: "block-aligned optimum"}, metrics.BarSeries{Name: "token-level optimum"}
-	for _, bs := range blockSizes {
+	for bi, bs := range blockSizes {
 		rf.eng.BlockSize, rf.eng.NumBlocks = bs, max(*poolTokens/bs, 1)
 		base, err := rf.engineConfig(Variant{})
 		if err != nil {
@@ -158,7 +164,7 @@ func alignment(variants []Variant, args []string, stdout, stderr io.Writer) erro
 			c.PrefixCache = v.PrefixCache
 			configs = append(configs, namedConfig{fmt.Sprintf("%s, block %d", v.Name, bs), c})
 		}
-		runs, err := sf.runChecked(m, configs, reqs, stderr)
+		runs, err := sf.runCheckedNumbered(m, configs, reqs, stderr, bi*len(configs), len(blockSizes)*len(configs))
 		if err != nil {
 			return err
 		}

@@ -27,12 +27,18 @@ type namedConfig struct {
 // and with the same arrival times, and returns the runs in order.
 // newClock gives each run its clock (nil: the wall clock).
 func runConfigs(m *model.Model, configs []namedConfig, workloadName string, reqs []workload.Request, newClock func() workload.Clock, progress, log io.Writer) ([]*metrics.Run, error) {
+	return runNumbered(m, configs, workloadName, reqs, newClock, progress, log, 0, len(configs))
+}
+
+// runNumbered is runConfigs for configurations from+1… of a series of
+// total runs, which is how its log numbers them.
+func runNumbered(m *model.Model, configs []namedConfig, workloadName string, reqs []workload.Request, newClock func() workload.Clock, progress, log io.Writer, from, total int) ([]*metrics.Run, error) {
 	var runs []*metrics.Run
 	for i, c := range configs {
 		// Start each configuration from a collected heap, so one run's
 		// garbage is not billed to the next.
 		runtime.GC()
-		fmt.Fprintf(log, "[%d/%d] %s: %s, %d requests\n", i+1, len(configs), c.name, workloadName, len(reqs))
+		fmt.Fprintf(log, "[%d/%d] %s: %s, %d requests\n", from+i+1, total, c.name, workloadName, len(reqs))
 		run, err := benchOne(m, c.cfg, c.name, reqs, newClock(), progress)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)

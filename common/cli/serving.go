@@ -80,14 +80,15 @@ func (f *servingFlags) load(rf *runtimeFlags) (*model.Model, []workload.Request,
 // redrawn with carriage returns is noise in a log; the one line per
 // configuration that runConfigs prints says enough).
 func (f *servingFlags) progress(stderr io.Writer) io.Writer {
-	if f.quiet || !isTerminal(stderr) {
+	if f.quiet || !IsTerminal(stderr) {
 		return nil
 	}
 	return stderr
 }
 
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
+// IsTerminal reports whether w is a terminal: a progress bar redrawn with
+// carriage returns goes only there.
+func IsTerminal(w io.Writer) bool {
 	file, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -13,6 +13,7 @@ import (
 	"kvlab/common/model"
 	"kvlab/common/model/modeltest"
 	"kvlab/common/workload"
+	"kvlab/internal/testgate"
 	"kvlab/phase08_compressed/trie"
 	"kvlab/phase08_hashcow/blockhash"
 	"kvlab/phase08_prefix/radix"
@@ -58,9 +59,7 @@ func (d driven) Busy() bool { return d.e.Busy() }
 // configuration generates the first one's tokens and pins the counts
 // docs/gemma3.md quotes. Run with -v for the tables.
 func TestWindowFreeTradeOff(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two full-size workloads six times each on the built-in Gemma-3")
-	}
+	testgate.Long(t, "runs two full-size workloads six times each on the built-in Gemma-3, minutes of CPU")
 	opts, err := model.BuiltinFor("gemma3")
 	require.NoError(t, err)
 	m := modeltest.LoadOptions(t, opts)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -195,4 +196,21 @@ func TestRunnablesFromTheOutside(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// TestMakeHelpFitsTheTerminal runs `make help` and requires every line to
+// fit 120 columns, the width of a learner's terminal beside an editor.
+func TestMakeHelpFitsTheTerminal(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	cmd := exec.Command("make", "-s", "help")
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	require.Greater(t, len(lines), 10, "make help lists the targets")
+	for _, line := range lines {
+		assert.LessOrEqual(t, utf8.RuneCountInString(line), 120, "have %q", line)
+	}
 }
