@@ -68,6 +68,44 @@ func TestCacheSaltKeepsTenantsApart(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &lr))
 	assert.Greater(t, lr.TokensCached, 0, "tenant b's own earlier request is cached")
 	assert.Equal(t, want.Tokens, lr.Tokens)
+
+	// A salt /completion has not seen: nothing cached, although the
+	// unsalted prompt is (a /completion that dropped the salt would find
+	// it); then the same salt finds its own.
+	llama := func(salt string) int {
+		t.Helper()
+		status, body := post(t, ts.url+"/completion", map[string]any{
+			"prompt": p, "n_predict": 2, "temperature": 0, "ignore_eos": true, "cache_salt": salt,
+		})
+		require.Equal(t, http.StatusOK, status, string(body))
+		var lr llamaResponse
+		require.NoError(t, json.Unmarshal(body, &lr))
+		return lr.TokensCached
+	}
+	assert.Equal(t, 0, llama("tenant-c"), "a new salt on /completion must not find the unsalted prompt")
+	assert.Greater(t, llama("tenant-c"), 0, "and finds its own the second time")
+}
+
+// TestSamplesReportTheCachedPrefix: a request with several samples whose
+// prompt is cached reports the same cached_tokens as a single sample: the
+// samples forked off the prompt carry the first admission's count, or a
+// router reading usage would see 0 for every n > 1 request.
+func TestSamplesReportTheCachedPrefix(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(true), Options{ModelName: "test"})
+	p := prompt(40, 3)
+	cached := func(n int) int {
+		t.Helper()
+		status, body := post(t, ts.url+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 4, "n": n, "ignore_eos": true})
+		require.Equal(t, http.StatusOK, status, string(body))
+		var r completionResponse
+		require.NoError(t, json.Unmarshal(body, &r))
+		return r.Usage.PromptTokensDetails.CachedTokens
+	}
+	require.Equal(t, 0, cached(1), "nothing cached yet")
+	one := cached(1)
+	require.Positive(t, one)
+	assert.Equal(t, one, cached(3), "three samples of the same cached prompt")
 }
 
 func TestCacheSaltMustBeAString(t *testing.T) {
