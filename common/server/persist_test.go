@@ -106,6 +106,40 @@ func TestCacheFileRestoreIsBitIdentical(t *testing.T) {
 	}
 }
 
+// TestCacheFileLeavesSaltedBlocksOut: the file records no salts, and a
+// restore commits to the unsalted cache, so a block a tenant cached under
+// its salt must never be written — or a restart would serve one tenant's
+// prompt to everyone. Saving after a salted request writes nothing; after
+// an unsalted request of another prompt, exactly that prompt's blocks; and
+// a restored engine does not find the salted prompt unsalted.
+func TestCacheFileLeavesSaltedBlocksOut(t *testing.T) {
+	tm := loadTestModel(t)
+	path := filepath.Join(t.TempDir(), CacheFileName)
+	cfg := engineConfig(true)
+	secret, public := make([]int32, 24), make([]int32, 24)
+	for i := range secret {
+		secret[i], public[i] = int32(11*i%500+1), int32(13*i%500+2)
+	}
+	src, file := observed(t, tm, cfg, path, "model-a")
+	runOne(t, src, engine.Request{ID: 1, Prompt: secret, MaxTokens: 2, IgnoreEOS: true, CacheSalt: "tenant-a"})
+	n, err := file.Save()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a salted request's blocks must not be saved")
+
+	runOne(t, src, engine.Request{ID: 2, Prompt: public, MaxTokens: 2, IgnoreEOS: true})
+	n, err = file.Save()
+	require.NoError(t, err)
+	assert.Equal(t, len(public)/cfg.BlockSize, n, "the unsalted prompt's whole blocks, and nothing of the salted one")
+
+	dst, file := observed(t, tm, cfg, path, "model-a")
+	_, err = file.Restore()
+	require.NoError(t, err)
+	_, _, cached := runOne(t, dst, engine.Request{ID: 3, Prompt: secret, MaxTokens: 1, IgnoreEOS: true})
+	assert.Zero(t, cached, "after a restart, the salted prompt is not there for an unsalted reader")
+	_, _, cached = runOne(t, dst, engine.Request{ID: 4, Prompt: public, MaxTokens: 1, IgnoreEOS: true})
+	assert.Equal(t, len(public)/cfg.BlockSize*cfg.BlockSize, cached, "the unsalted prompt is")
+}
+
 // TestCacheFileRefusals: a file from another model or another block size,
 // a corrupt one and a truncated one are refused whole, with an error that
 // says why, and the pool stays empty.
