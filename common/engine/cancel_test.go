@@ -108,3 +108,21 @@ func TestSamplesOutgrowingThePoolEndOnce(t *testing.T) {
 	assert.Zero(t, e.Stats().Failed)
 	assert.Equal(t, 0, e.Pool().UsedBlocks())
 }
+
+// TestDeadlockEndsInAnError: an engine that can never schedule a live
+// request (here: no running slot at all, which Validate would refuse) must
+// not keep the loops that step it spinning: after MaxIdleSteps steps that
+// did nothing, every live request ends with an error naming the deadlock,
+// and RunAll returns.
+func TestDeadlockEndsInAnError(t *testing.T) {
+	m := loadTestModel(t, model.ArchLlama)
+	e := newTestEngine(t, m, testConfig())
+	e.cfg.MaxRunning = 0
+	res := e.RunAll([]Request{{ID: 1, Prompt: []int32{1, 2, 3}, MaxTokens: 2, N: 2}, {ID: 2, Prompt: []int32{4}, MaxTokens: 2}})
+	for id := 1; id <= 2; id++ {
+		require.ErrorContains(t, res[id].Err, "no progress in 1000 steps", "request %d", id)
+	}
+	assert.False(t, e.Busy())
+	assert.Zero(t, e.Pool().Live())
+	assert.Zero(t, e.Stats().Steps, "no step ran a forward pass")
+}

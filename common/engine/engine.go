@@ -30,14 +30,17 @@ type Engine struct {
 	context int // effective context limit in tokens
 	eos     map[int32]bool
 
-	waiting []*sequence  // FIFO; preempted sequences go back to the front
-	running []*sequence  // admitted, in admission order
-	live    map[int]int  // unfinished sequences per request id
-	nlive   int          // unfinished sequences in all
-	keys    int          // last sequence key handed out
-	pending []Output     // events produced outside a forward (failures)
-	batch   batchBuffers // reused step assembly
-	stats   Stats
+	waiting []*sequence // FIFO; preempted sequences go back to the front
+	running []*sequence // admitted, in admission order
+	live    map[int]int // unfinished sequences per request id
+	nlive   int         // unfinished sequences in all
+	// idleSteps counts steps in a row that ran and reported nothing while
+	// requests were live (watchStall).
+	idleSteps int
+	keys      int          // last sequence key handed out
+	pending   []Output     // events produced outside a forward (failures)
+	batch     batchBuffers // reused step assembly
+	stats     Stats
 	// admissions numbers admissions so preemption can find the youngest.
 	admissions int
 	tr         Tracer // nil: no trace (SetTracer)
@@ -204,6 +207,7 @@ func (e *Engine) Step() []Output {
 		e.stats.Steps++
 		out = e.run(p, out)
 	}
+	e.watchStall(p.empty() && len(out) == 0)
 	if e.cfg.Audit {
 		if err := e.pool.Audit().Err(); err != nil {
 			panic(fmt.Sprintf("engine: after step %d: %v", e.stats.Steps, err))
@@ -213,6 +217,34 @@ func (e *Engine) Step() []Output {
 		e.tr.StepDone(e.pool)
 	}
 	return out
+}
+
+// MaxIdleSteps is how many steps in a row a busy engine may run nothing
+// and report nothing before Step declares a deadlock: a request that can
+// never be scheduled would otherwise keep every loop that steps the engine
+// (a server's, a test's, RunAll) spinning forever.
+const MaxIdleSteps = 1000
+
+// watchStall counts steps in a row that made no progress (idle) while
+// requests are live, and past MaxIdleSteps fails every live request with
+// an error that names the deadlock, so the loops stepping the engine end
+// at once instead of spinning.
+func (e *Engine) watchStall(idle bool) {
+	if !idle || !e.Busy() {
+		e.idleSteps = 0
+		return
+	}
+	e.idleSteps++
+	if e.idleSteps < MaxIdleSteps {
+		return
+	}
+	e.idleSteps = 0
+	err := fmt.Errorf("engine: no progress in %d steps with %d sequences waiting and %d running: a scheduling deadlock", MaxIdleSteps, len(e.waiting), len(e.running))
+	waiting := e.waiting
+	e.waiting = nil
+	for _, s := range append(slices.Clone(e.running), waiting...) {
+		e.fail(s, err)
+	}
 }
 
 // finish retires s: its last KV is offered to the prefix cache (so a later
