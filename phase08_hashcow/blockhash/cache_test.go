@@ -25,12 +25,21 @@ func TestConformance(t *testing.T) {
 		name string
 		opt  blockhash.Option
 	}{
+		{"default (MapHash)", nil}, // what New builds without options: the path every runnable takes
+		{"wordhash", blockhash.WithHash(blockhash.WordHash)},
 		{"xxhash", blockhash.WithHash(blockhash.XXHash)},
 		{"fnv1a", blockhash.WithHash(blockhash.FNV1a)},
 		{"vllm", blockhash.WithVLLMHash(kvevents.DefaultHashSeed)},
 	} {
-		t.Run(tc.name, func(t *testing.T) { cachetest.Run(t, factory(tc.opt)) })
+		var opts []blockhash.Option
+		if tc.opt != nil {
+			opts = append(opts, tc.opt)
+		}
+		t.Run(tc.name, func(t *testing.T) { cachetest.Run(t, factory(opts...)) })
 	}
+	// Once more without the cache's own audit, which settles the eviction
+	// queue after every operation and would hide a method that forgot to.
+	t.Run("default without AuditCache", func(t *testing.T) { cachetest.RunWithoutCacheAudit(t, factory()) })
 }
 
 // TestMatchNeverReturnsAnotherPrefixsKV is the property the whole design
