@@ -80,3 +80,50 @@ func TestShareCapEvictsTheFloodFirst(t *testing.T) {
 	}
 	assert.Equal(t, 0, h.Pool.MatchLen("q", quiet), "one LRU order evicts the oldest prefix, the quiet tenant's")
 }
+
+// TestShareCapEvictsOnlyWhatIsAsked: a tenant far over its share gives
+// back the blocks asked for, not its whole excess at once: Evict(1) frees
+// one block, from that tenant.
+func TestShareCapEvictsOnlyWhatIsAsked(t *testing.T) {
+	const bs = 4
+	for _, d := range shareDesigns {
+		t.Run(d.name, func(t *testing.T) {
+			h := cachetest.NewHarness(t, d.f, 16, bs)
+			h.StartSalted(1, "q", cachetest.Tokens(1000, 4))
+			h.Finish(1)
+			for i := range 3 {
+				h.StartSalted(10+i, "n", cachetest.Tokens(2000+100*i, 12))
+				h.Finish(10 + i)
+			}
+			before, _ := kvcache.SaltBlocks(h.Cache)
+			require.Equal(t, map[string]int{"q": 1, "n": 9}, before, "n holds 9 of 10 cached blocks: 4 over its half")
+			assert.Equal(t, 1, h.Cache.Evict(1), "blocks freed by Evict(1)")
+			after, _ := kvcache.SaltBlocks(h.Cache)
+			assert.Equal(t, map[string]int{"q": 1, "n": 8}, after, "one block, from the tenant over its share")
+			h.Audit("after Evict(1)")
+		})
+	}
+}
+
+// TestShareCapForgetsEmptySalts: a salt whose blocks have all been evicted
+// and that no sequence uses is forgotten, so salts that come and go (one
+// per user, say) do not pile up; the evictions it had still count.
+func TestShareCapForgetsEmptySalts(t *testing.T) {
+	const bs = 4
+	for _, d := range shareDesigns {
+		t.Run(d.name, func(t *testing.T) {
+			h := cachetest.NewHarness(t, d.f, 16, bs)
+			for i, salt := range []string{"a", "b", "c"} {
+				h.StartSalted(1+i, salt, cachetest.Tokens(1000*(i+1), 8))
+				h.Finish(1 + i)
+			}
+			h.StartSalted(9, "c", cachetest.Tokens(3000, 8)) // c is in use
+			assert.Equal(t, 4, h.Cache.Evict(16), "every block nobody uses")
+			have, _ := kvcache.SaltBlocks(h.Cache)
+			assert.Equal(t, map[string]int{"c": 2}, have, "a and b are forgotten; c, in use, stays")
+			assert.Equal(t, 4, h.Cache.Stats().Evicted, "forgotten salts' evictions still count")
+			h.Release(9)
+			h.Audit("after the release")
+		})
+	}
+}
