@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
@@ -138,6 +140,76 @@ func TestCacheFileLeavesSaltedBlocksOut(t *testing.T) {
 	assert.Zero(t, cached, "after a restart, the salted prompt is not there for an unsalted reader")
 	_, _, cached = runOne(t, dst, engine.Request{ID: 4, Prompt: public, MaxTokens: 1, IgnoreEOS: true})
 	assert.Equal(t, len(public)/cfg.BlockSize*cfg.BlockSize, cached, "the unsalted prompt is")
+}
+
+// TestCacheFileRestoresSharedPrefixesOnce saves two prompts that share
+// their first blocks: a restore writes each distinct block once (the second
+// chain finds the shared blocks already restored and writes only its own),
+// and both prompts are found whole afterwards.
+func TestCacheFileRestoresSharedPrefixesOnce(t *testing.T) {
+	tm := loadTestModel(t)
+	path := filepath.Join(t.TempDir(), CacheFileName)
+	cfg := engineConfig(true)
+	shared := make([]int32, 16)
+	for i := range shared {
+		shared[i] = int32(17*i%500 + 3)
+	}
+	a := append(append([]int32(nil), shared...), 5, 6, 7, 8, 9, 10, 11, 12)
+	b := append(append([]int32(nil), shared...), 20, 21, 22, 23, 24, 25, 26, 27)
+	src, file := observed(t, tm, cfg, path, "model-a")
+	runOne(t, src, engine.Request{ID: 1, Prompt: a, MaxTokens: 1, IgnoreEOS: true})
+	runOne(t, src, engine.Request{ID: 2, Prompt: b, MaxTokens: 1, IgnoreEOS: true})
+	n, err := file.Save()
+	require.NoError(t, err)
+	distinct := (len(shared) + 2*(len(a)-len(shared))) / cfg.BlockSize
+	require.Equal(t, distinct, n, "the shared blocks are saved once")
+
+	dst, file := observed(t, tm, cfg, path, "model-a")
+	restored, err := file.Restore()
+	require.NoError(t, err)
+	assert.Equal(t, distinct, restored, "each distinct block is written once")
+	require.NoError(t, dst.Pool().Audit().Err())
+	for i, p := range [][]int32{a, b} {
+		_, _, cached := runOne(t, dst, engine.Request{ID: 10 + i, Prompt: p, MaxTokens: 1, IgnoreEOS: true})
+		assert.Equal(t, len(p), cached, "prompt %d is found whole", i)
+	}
+}
+
+// TestCacheFileChecksEveryRecordsHash tampers with one token of a saved
+// block and recomputes the file's checksum, as a careless tool (or an
+// attacker) would: the per-record hash check must still refuse the file,
+// or the restored block would be served for a prefix whose KV it does not
+// hold.
+func TestCacheFileChecksEveryRecordsHash(t *testing.T) {
+	tm := loadTestModel(t)
+	path := filepath.Join(t.TempDir(), CacheFileName)
+	cfg := engineConfig(true)
+	prompt := make([]int32, 24)
+	for i := range prompt {
+		prompt[i] = int32(19*i%500 + 4)
+	}
+	src, file := observed(t, tm, cfg, path, "model-a")
+	runOne(t, src, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 1, IgnoreEOS: true})
+	_, err := file.Save()
+	require.NoError(t, err)
+
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	body := raw[:len(raw)-sha256.Size]
+	// The first record starts after the magic, the header's length and the
+	// header; its tokens after the 32-byte hash, the parent flag and the
+	// 32-byte parent.
+	hdr := int(binary.LittleEndian.Uint32(body[len(cacheMagic):]))
+	token := len(cacheMagic) + 4 + hdr + 65
+	body[token] ^= 1
+	sum := sha256.Sum256(body)
+	require.NoError(t, os.WriteFile(path, append(body, sum[:]...), 0o644))
+
+	dst, file := observed(t, tm, cfg, path, "model-a")
+	restored, err := file.Restore()
+	require.ErrorContains(t, err, "its hash is not the hash of its tokens")
+	assert.Zero(t, restored)
+	assert.Zero(t, dst.Pool().Cache().Stats().Blocks, "nothing restored from a refused file")
 }
 
 // TestCacheFileRefusals: a file from another model or another block size,
