@@ -50,6 +50,10 @@ type Tree struct {
 	mask    uint32  // len(edges)-1
 	inTable int     // edges in the table
 	seed    maphash.Seed
+	// weakHash makes hash collide almost always: tests set it (export_test.go)
+	// to prove that findEdge compares keys, which a real 32-bit hash leaves
+	// to chance.
+	weakHash bool
 
 	root int32 // the unsalted tree's root: no block, no label, depth 0
 	// salted holds the root of each salt's tree but the unsalted one, and
