@@ -108,10 +108,10 @@ phase08-http: build ## make phase08 over HTTP: each design as its own server, me
 
 .PHONY: bench-cpu bench-decode
 bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f32 and bf16 (ARGS=-runs 9 ...); LLAMA_CPP_DIR=<llama.cpp build> adds llama-bench's on the same models, exported to GGUF
-	$(GO) run ./kernels/cpu/benchcpu $(ARGS)
+	$(GO) run ./cmd/benchcpu $(ARGS)
 
 bench-decode: ## CPU decode tok/s on llama2.c's stories15M shape (hidden 288, 6 layers), f32 and bf16, 511 tokens, 2 threads (ARGS=-runs 9 ...); LLAMA2C_DIR=<dir with a built llama2.c run> adds run.c's on the same weights
-	$(GO) run ./kernels/cpu/benchdecode $(ARGS)
+	$(GO) run ./cmd/benchdecode $(ARGS)
 
 .PHONY: phase08-router
 phase08-router: build ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance

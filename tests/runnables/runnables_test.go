@@ -21,7 +21,7 @@ import (
 )
 
 // mainPackages lists every main package of the module outside internal/,
-// as the folder it lives in (e.g. phase08_prefix, kernels/cpu/benchcpu).
+// as the folder it lives in (e.g. phase08_prefix, cmd/benchcpu).
 func mainPackages(t *testing.T) []string {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-f", `{{if eq .Name "main"}}{{.Dir}}{{end}}`, "./...")

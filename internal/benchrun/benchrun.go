@@ -1,5 +1,5 @@
 // Package benchrun holds what the CPU backend's two side-by-side
-// benchmarks (kernels/cpu/benchcpu against llama.cpp, kernels/cpu/benchdecode
+// benchmarks (cmd/benchcpu against llama.cpp, cmd/benchdecode
 // against llama2.c) share: timing one request through the engine, the
 // median they report, and their -cpuprofile flag.
 package benchrun

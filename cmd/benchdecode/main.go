@@ -3,8 +3,8 @@
 // heads of 48, vocab 4096, tied embeddings, RoPE theta 10000) and, given
 // a built llama2.c, compares it with llama2.c's run.c on the same weights.
 //
-//	go run ./kernels/cpu/benchdecode                      # this engine only
-//	LLAMA2C_DIR=DIR go run ./kernels/cpu/benchdecode      # next to DIR/run
+//	go run ./cmd/benchdecode                      # this engine only
+//	LLAMA2C_DIR=DIR go run ./cmd/benchdecode      # next to DIR/run
 //
 // One run is one sequence that starts from token 1 and generates -tokens
 // tokens greedily (511 by default: run.c's -n 512 with its BOS). Our rate
@@ -46,7 +46,7 @@ import (
 	"kvlab/common/model"
 	"kvlab/common/model/llama2c"
 	"kvlab/kernels/cpu"
-	"kvlab/kernels/cpu/internal/benchrun"
+	"kvlab/internal/benchrun"
 )
 
 func main() {

@@ -1,8 +1,8 @@
 // Command benchcpu measures the CPU backend end to end: decode and prefill
 // tokens per second of the serving engine on two synthetic llama models.
 //
-//	go run ./kernels/cpu/benchcpu            # models A and B, f32 and bf16, 5 runs each
-//	go run ./kernels/cpu/benchcpu -models B -dtypes bf16 -runs 9
+//	go run ./cmd/benchcpu            # models A and B, f32 and bf16, 5 runs each
+//	go run ./cmd/benchcpu -models B -dtypes bf16 -runs 9
 //
 // Model A is the built-in model (init-model's default: hidden 256, 4
 // layers, 4 heads / 2 KV heads of 64, intermediate 768, vocab 4096). Model
@@ -54,7 +54,7 @@ import (
 	"kvlab/common/model"
 	"kvlab/common/model/gguf"
 	"kvlab/kernels/cpu"
-	"kvlab/kernels/cpu/internal/benchrun"
+	"kvlab/internal/benchrun"
 )
 
 func main() {
@@ -76,7 +76,7 @@ func main() {
 		os.Exit(1)
 	}
 	if os.Getenv("LLAMA2C_DIR") != "" {
-		fmt.Fprintln(os.Stderr, "benchcpu: LLAMA2C_DIR is set, but this command compares with llama.cpp (LLAMA_CPP_DIR); make bench-decode (kernels/cpu/benchdecode) compares with llama2.c")
+		fmt.Fprintln(os.Stderr, "benchcpu: LLAMA2C_DIR is set, but this command compares with llama.cpp (LLAMA_CPP_DIR); make bench-decode (cmd/benchdecode) compares with llama2.c")
 	}
 	var bench string
 	if *llamaDir != "" {
