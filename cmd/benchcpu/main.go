@@ -53,8 +53,8 @@ import (
 	"kvlab/common/engine"
 	"kvlab/common/model"
 	"kvlab/common/model/gguf"
-	"kvlab/kernels/cpu"
 	"kvlab/internal/benchrun"
+	"kvlab/kernels/cpu"
 )
 
 func main() {

@@ -45,8 +45,8 @@ import (
 	"kvlab/common/engine"
 	"kvlab/common/model"
 	"kvlab/common/model/llama2c"
-	"kvlab/kernels/cpu"
 	"kvlab/internal/benchrun"
+	"kvlab/kernels/cpu"
 )
 
 func main() {
