@@ -94,6 +94,18 @@ func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
 	// evict each other's entries. Every hash the index offers must mix the
 	// parent in.
 	hashes := map[string]blockhash.HashFunc{"WordHash": blockhash.WordHash, "MapHash": blockhash.MapHash, "XXHash": blockhash.XXHash, "FNV1a": blockhash.FNV1a}
+	// What a shared key costs the production index: `same` after [s] and
+	// `same` after [s x] want one slot, so request 1's commit displaces
+	// request 0's entry, and request 0's prompt, sent again, finds only
+	// [s x] (8 tokens) where chained keys keep all 12.
+	again := greedy(2, reqs[0].Prompt)
+	var refound int
+	t.Run("a shared key costs a hit", func(t *testing.T) {
+		res, e := serve(t, m, cached(testConfig(), blockhash.PrefixCache), append(slices.Clone(reqs), again), 40)
+		refound = e.Stats().CachedTokens - 4 // request 1 found s
+		require.Equal(t, 12, refound, "request 0's prompt, sent again after request 1, is found whole")
+		requireSame(t, map[int]*engine.Result{0: res[0], 1: res[1]}, want)
+	})
 	var apart []string
 	t.Run("production keys chain the parent", func(t *testing.T) {
 		for _, name := range slices.Sorted(maps.Keys(hashes)) {
@@ -104,8 +116,8 @@ func TestPitfallUnchainedHashSharesAnotherPrefixsKV(t *testing.T) {
 			require.NotEqual(t, afterSX, afterS, "%s: the key of a block must depend on its prefix", name)
 		}
 	})
-	t.Logf("with the bug (key of the block alone): %s; fixed (chained key): %s; the production hashes key the block same apart after [s x] and after [s]: %s",
-		bug, fix, strings.Join(apart, ", "))
+	t.Logf("with the bug (key of the block alone): %s; fixed (chained key): %s; request 0's prompt sent again after request 1 finds %d of its 12 cacheable tokens; the production hashes key the block same apart after [s x] and after [s]: %s",
+		bug, fix, refound, strings.Join(apart, ", "))
 }
 
 // collide returns the first 4-token block b, scanning from token 1000, for
