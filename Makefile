@@ -43,6 +43,10 @@ soak: ## two minutes of hostile HTTP load on `phase08_prefix serve --prefix-cach
 test-openai-client: ## the official OpenAI Node client (npm ci) against `phase08_prefix serve --prefix-caching`
 	bash tests/openai-client/run.sh
 
+.PHONY: test-tokenizers
+test-tokenizers: ## common/tokenizer against transformers.js and HF tokenizers (npm ci) on the real Gemma-3, Qwen3 and Llama-3 files
+	bash tests/tokenizers/run.sh
+
 .PHONY: vet
 vet: ## go vet the whole module
 	$(GO) vet ./...

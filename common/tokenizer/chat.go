@@ -84,6 +84,15 @@ func (c *chatTemplate) compile() (*exec.Template, error) {
 		cfg.TrimBlocks, cfg.LeftStripBlocks = true, true
 		c.tmpl, c.err = exec.NewTemplate(rootName, cfg, rootOnlyLoader{[]byte(c.source)}, gonja.DefaultEnvironment)
 		if c.err != nil {
+			// A parenthesized inline if (Gemma-3's template has one) is
+			// beyond gonja's parser; an equivalent spelling is not.
+			if src := rewriteInlineIf(c.source); src != c.source {
+				if tmpl, err := exec.NewTemplate(rootName, cfg, rootOnlyLoader{[]byte(src)}, gonja.DefaultEnvironment); err == nil {
+					c.tmpl, c.err = tmpl, nil
+				}
+			}
+		}
+		if c.err != nil {
 			c.err = fmt.Errorf("tokenizer: parsing chat template: %w", c.err)
 		}
 	})

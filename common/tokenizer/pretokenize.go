@@ -129,8 +129,16 @@ func unicodeClasses(p string) (string, error) {
 	return b.String(), nil
 }
 
-// split appends the pieces of text to out.
-func (s *splitter) split(text string, out []string) []string {
+// span is a piece of text as the splitter found it: a match of the
+// pattern, or the text between two matches.
+type span struct {
+	text  string
+	match bool
+}
+
+// spans appends the matches of the pattern in text and the gaps between
+// them, in order, to out.
+func (s *splitter) spans(text string, out []span) []span {
 	pos, from := 0, 0 // pos: start of the pending piece; from: where to search
 	for from < len(text) {
 		loc := s.re.FindStringSubmatchIndex(text[from:])
@@ -154,29 +162,97 @@ func (s *splitter) split(text string, out []string) []string {
 			}
 		}
 		if start > pos {
-			out = append(out, text[pos:start])
+			out = append(out, span{text[pos:start], false})
 		}
-		out = append(out, text[start:end])
+		out = append(out, span{text[start:end], true})
 		pos, from = end, end
 	}
 	if pos < len(text) {
-		out = append(out, text[pos:])
+		out = append(out, span{text[pos:], false})
+	}
+	return out
+}
+
+// split appends the pieces of text to out, each match and each gap a piece
+// of its own (HuggingFace's "Isolated" behavior).
+func (s *splitter) split(text string, out []string) []string {
+	return s.splitAs(text, isolated, out)
+}
+
+// splitBehavior is what a Split pre-tokenizer does with the matches.
+type splitBehavior int
+
+const (
+	isolated           splitBehavior = iota // matches and gaps are pieces of their own
+	removed                                 // matches are dropped, gaps kept
+	mergedWithPrevious                      // a match ends the piece before it
+	mergedWithNext                          // a match starts the piece after it
+)
+
+var splitBehaviors = map[string]splitBehavior{
+	"Isolated": isolated, "Removed": removed,
+	"MergedWithPrevious": mergedWithPrevious, "MergedWithNext": mergedWithNext,
+}
+
+// splitAs appends the pieces of text to out as behavior b joins them. As in
+// the reference, a match joins its neighbour only if that neighbour is not
+// a match itself: "a--b" split at "-" merged with the previous piece is
+// "a-", "-", "b".
+func (s *splitter) splitAs(text string, b splitBehavior, out []string) []string {
+	sp := s.spans(text, nil)
+	switch b {
+	case isolated:
+		for _, p := range sp {
+			out = append(out, p.text)
+		}
+	case removed:
+		for _, p := range sp {
+			if !p.match {
+				out = append(out, p.text)
+			}
+		}
+	case mergedWithPrevious:
+		n, prevMatch := len(out), false
+		for _, p := range sp {
+			if p.match && !prevMatch && len(out) > n {
+				out[len(out)-1] += p.text
+			} else {
+				out = append(out, p.text)
+			}
+			prevMatch = p.match
+		}
+	case mergedWithNext:
+		for i := 0; i < len(sp); i++ {
+			p := sp[i]
+			if p.match && i+1 < len(sp) && !sp[i+1].match {
+				out = append(out, p.text+sp[i+1].text)
+				i++
+			} else {
+				out = append(out, p.text)
+			}
+		}
 	}
 	return out
 }
 
 // preStage is one step of pre-tokenization: pieces in, finer pieces out.
+// atStart says whether the first piece starts the text Encode was given
+// (not only a stretch of it after an added token); Metaspace's
+// prepend_scheme "first" needs it.
 type preStage interface {
-	apply(pieces []string) []string
+	apply(pieces []string, atStart bool) []string
 }
 
-// splitStage is HuggingFace's Split pre-tokenizer with behavior Isolated.
-type splitStage struct{ s *splitter }
+// splitStage is HuggingFace's Split pre-tokenizer.
+type splitStage struct {
+	s        *splitter
+	behavior splitBehavior
+}
 
-func (st splitStage) apply(pieces []string) []string {
+func (st splitStage) apply(pieces []string, _ bool) []string {
 	var out []string
 	for _, p := range pieces {
-		out = st.s.split(p, out)
+		out = st.s.splitAs(p, st.behavior, out)
 	}
 	return out
 }
@@ -188,7 +264,7 @@ type byteLevelStage struct {
 	s              *splitter // nil when use_regex is false
 }
 
-func (st byteLevelStage) apply(pieces []string) []string {
+func (st byteLevelStage) apply(pieces []string, _ bool) []string {
 	var out []string
 	for _, p := range pieces {
 		if st.addPrefixSpace && !strings.HasPrefix(p, " ") {
@@ -207,6 +283,41 @@ func (st byteLevelStage) apply(pieces []string) []string {
 	return out
 }
 
+// Metaspace's prepend schemes: when to put the replacement character
+// before a piece that does not start with it.
+const (
+	prependAlways = "always" // before every piece
+	prependFirst  = "first"  // before the piece that starts the text only
+	prependNever  = "never"
+)
+
+// metaspaceStage is HuggingFace's Metaspace pre-tokenizer (Llama 2 and
+// Mistral files): spaces become the replacement character (U+2581 "▁"),
+// the prepend scheme may put one in front, and with split each "▁" starts
+// a new piece.
+type metaspaceStage struct {
+	replacement string
+	prepend     string
+	split       *splitter // nil: no split
+}
+
+func (st metaspaceStage) apply(pieces []string, atStart bool) []string {
+	var out []string
+	for i, p := range pieces {
+		p = strings.ReplaceAll(p, " ", st.replacement)
+		if !strings.HasPrefix(p, st.replacement) &&
+			(st.prepend == prependAlways || (st.prepend == prependFirst && i == 0 && atStart)) {
+			p = st.replacement + p
+		}
+		if st.split != nil {
+			out = st.split.splitAs(p, mergedWithNext, out)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // preTokenizerJSON is the union of the pre_tokenizer objects this package reads.
 type preTokenizerJSON struct {
 	Type           string             `json:"type"`
@@ -214,65 +325,100 @@ type preTokenizerJSON struct {
 	Pattern        map[string]string  `json:"pattern"`
 	Behavior       string             `json:"behavior"`
 	Invert         bool               `json:"invert"`
-	AddPrefixSpace bool               `json:"add_prefix_space"`
+	AddPrefixSpace *bool              `json:"add_prefix_space"`
 	UseRegex       *bool              `json:"use_regex"`
+	Replacement    string             `json:"replacement"`
+	PrependScheme  string             `json:"prepend_scheme"`
+	Split          *bool              `json:"split"`
 }
 
+// preKind records which scheme-defining pre-tokenizers a pipeline holds.
+type preKind struct{ byteLevel, metaspace bool }
+
 // parsePreTokenizer builds the stages of a pre_tokenizer and reports
-// whether a ByteLevel stage is among them.
-func parsePreTokenizer(raw json.RawMessage) ([]preStage, bool, error) {
+// whether ByteLevel and Metaspace stages are among them.
+func parsePreTokenizer(raw json.RawMessage) ([]preStage, preKind, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, false, nil
+		return nil, preKind{}, nil
 	}
 	var pj preTokenizerJSON
 	if err := json.Unmarshal(raw, &pj); err != nil {
-		return nil, false, fmt.Errorf("pre_tokenizer: %w", err)
+		return nil, preKind{}, fmt.Errorf("pre_tokenizer: %w", err)
 	}
-	return buildStages(pj)
+	var kind preKind
+	stages, err := buildStages(pj, &kind)
+	if err == nil && kind.byteLevel && kind.metaspace {
+		err = fmt.Errorf("pre_tokenizer has both ByteLevel and Metaspace steps, which belong to different schemes")
+	}
+	return stages, kind, err
 }
 
-func buildStages(pj preTokenizerJSON) ([]preStage, bool, error) {
+func buildStages(pj preTokenizerJSON, kind *preKind) ([]preStage, error) {
 	switch pj.Type {
 	case "Sequence":
 		var stages []preStage
-		byteLvl := false
 		for _, sub := range pj.PreTokenizers {
-			s, bl, err := buildStages(sub)
+			s, err := buildStages(sub, kind)
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			stages = append(stages, s...)
-			byteLvl = byteLvl || bl
 		}
-		return stages, byteLvl, nil
+		return stages, nil
 	case "Split":
 		pat, ok := pj.Pattern["Regex"]
 		if !ok {
 			str, isStr := pj.Pattern["String"]
 			if !isStr {
-				return nil, false, fmt.Errorf("pre_tokenizer Split: pattern has neither Regex nor String")
+				return nil, fmt.Errorf("pre_tokenizer Split: pattern has neither Regex nor String")
 			}
 			pat = regexp.QuoteMeta(str)
 		}
-		if pj.Behavior != "Isolated" || pj.Invert {
-			return nil, false, fmt.Errorf("pre_tokenizer Split: behavior %q invert %v is not supported (only Isolated, not inverted)", pj.Behavior, pj.Invert)
+		b, ok := splitBehaviors[pj.Behavior]
+		if !ok || pj.Invert {
+			return nil, fmt.Errorf("pre_tokenizer Split: behavior %q invert %v is not supported (only Isolated, Removed, MergedWithPrevious and MergedWithNext, not inverted)", pj.Behavior, pj.Invert)
 		}
 		s, err := newSplitter(pat)
 		if err != nil {
-			return nil, false, fmt.Errorf("pre_tokenizer Split: %w", err)
+			return nil, fmt.Errorf("pre_tokenizer Split: %w", err)
 		}
-		return []preStage{splitStage{s}}, false, nil
+		return []preStage{splitStage{s, b}}, nil
 	case "ByteLevel":
-		st := byteLevelStage{addPrefixSpace: pj.AddPrefixSpace}
+		kind.byteLevel = true
+		st := byteLevelStage{addPrefixSpace: pj.AddPrefixSpace != nil && *pj.AddPrefixSpace}
 		if pj.UseRegex == nil || *pj.UseRegex {
 			s, err := newSplitter(gpt2Pattern)
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			st.s = s
 		}
-		return []preStage{st}, true, nil
+		return []preStage{st}, nil
+	case "Metaspace":
+		kind.metaspace = true
+		st := metaspaceStage{replacement: pj.Replacement, prepend: pj.PrependScheme}
+		if utf8.RuneCountInString(st.replacement) != 1 {
+			return nil, fmt.Errorf("pre_tokenizer Metaspace: replacement %q is not one character", pj.Replacement)
+		}
+		if st.prepend == "" {
+			// Files older than prepend_scheme say add_prefix_space.
+			st.prepend = prependAlways
+			if pj.AddPrefixSpace != nil && !*pj.AddPrefixSpace {
+				st.prepend = prependNever
+			}
+		}
+		if st.prepend != prependAlways && st.prepend != prependFirst && st.prepend != prependNever {
+			return nil, fmt.Errorf("pre_tokenizer Metaspace: prepend_scheme %q is not always, first or never", pj.PrependScheme)
+		}
+		if pj.Split == nil || *pj.Split {
+			s, err := newSplitter(regexp.QuoteMeta(st.replacement))
+			if err != nil {
+				return nil, err
+			}
+			st.split = s
+		}
+		return []preStage{st}, nil
 	default:
-		return nil, false, fmt.Errorf("pre_tokenizer type %q is not supported (only Sequence, Split and ByteLevel)", pj.Type)
+		return nil, fmt.Errorf("pre_tokenizer type %q is not supported (only Sequence, Split, ByteLevel and Metaspace)", pj.Type)
 	}
 }

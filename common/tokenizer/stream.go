@@ -6,17 +6,21 @@ import (
 )
 
 // Stream decodes ids one at a time for streaming output. A byte-level
-// token can end in the middle of a character ("é" is two bytes, an emoji
-// four, and each may be split across tokens), so Next holds back a trailing
-// incomplete UTF-8 sequence until the token that completes it arrives.
+// token, or a SentencePiece-style <0xNN> byte token, can end in the middle
+// of a character ("é" is two bytes, an emoji four, and each may be split
+// across tokens), so Next holds back a trailing incomplete UTF-8 sequence
+// until the token that completes it arrives. Where Decode strips a leading
+// space (Llama 2's Strip decoder), the stream strips it from the first text
+// it returns. The pieces add up to Decode of all the ids.
 // A Stream is not safe for concurrent use; use one per request.
 type Stream struct {
 	t       *Tokenizer
 	pending []byte
+	strip   int // leading characters still to strip
 }
 
 // NewStream returns an incremental decoder.
-func (t *Tokenizer) NewStream() *Stream { return &Stream{t: t} }
+func (t *Tokenizer) NewStream() *Stream { return &Stream{t: t, strip: t.strip.start} }
 
 // Next adds id and returns the text that became complete with it, or "" if
 // none did. Special tokens add nothing. Bytes that can never be part of a
@@ -29,6 +33,7 @@ func (s *Stream) Next(id int32) string {
 	}
 	out := string(bytes.ToValidUTF8(s.pending[:cut], []byte("\uFFFD")))
 	s.pending = append(s.pending[:0], s.pending[cut:]...)
+	out, s.strip = s.t.strip.apply(out, s.strip)
 	return out
 }
 
@@ -36,7 +41,9 @@ func (s *Stream) Next(id int32) string {
 // out as U+FFFD) and resets the stream.
 func (s *Stream) Flush() string {
 	out := string(bytes.ToValidUTF8(s.pending, []byte("\uFFFD")))
+	out, _ = s.t.strip.apply(out, s.strip)
 	s.pending = s.pending[:0]
+	s.strip = s.t.strip.start
 	return out
 }
 

@@ -118,7 +118,8 @@ func synthFiles(vocabSize int, bos, eos int32) (doc, cfg, gen []byte, err error)
 		known[tok] = true
 	}
 	nMerges := vocabSize - len(specials) - 256
-	merges := learnMerges(nMerges, known)
+	trainOnce.Do(func() { trained = trainCorpus() })
+	merges := learnMerges(trained, nMerges, known, string(byteToRune[' ']))
 	for _, m := range merges {
 		vocab = append(vocab, vocabEntry{m[0] + m[1], take()})
 	}
@@ -152,13 +153,13 @@ type vocabEntry struct {
 	id  int32
 }
 
-// learnMerges returns n merges: first those a small BPE training on
-// synthCorpus finds (most frequent adjacent pair first, ties broken by the
-// pair's text, pairs seen at least twice), then, if that is not enough,
-// letter tokens extended by one letter in letterOrder. Each merge makes a
-// token not in known, which it updates.
-func learnMerges(n int, known map[string]bool) [][2]string {
-	trainOnce.Do(func() { trained = trainCorpus() })
+// learnMerges returns n merges: first those of trained (the merges a small
+// BPE training on synthCorpus finds, most frequent adjacent pair first)
+// that make a token not yet known, then, if that is not enough, letter
+// tokens (optionally after the space symbol, "Ġ" or "▁") extended by one
+// letter in letterOrder. Each merge makes a token not in known, which it
+// updates.
+func learnMerges(trained [][2]string, n int, known map[string]bool, space string) [][2]string {
 	var merges [][2]string
 	for _, m := range trained {
 		if len(merges) == n {
@@ -172,13 +173,14 @@ func learnMerges(n int, known map[string]bool) [][2]string {
 
 	// Extend letter tokens by one letter at a time, in a fixed order.
 	isLetters := func(tok string) bool {
-		tok = strings.TrimPrefix(tok, string(byteToRune[' ']))
+		tok = strings.TrimPrefix(tok, space)
 		return tok != "" && strings.Trim(tok, letterOrder) == ""
 	}
 	var bases []string
-	for _, c := range " " + letterOrder {
-		bases = append(bases, string(byteToRune[c]))
+	for _, c := range letterOrder {
+		bases = append(bases, string(c))
 	}
+	bases = append([]string{space}, bases...)
 	for _, m := range merges {
 		if tok := m[0] + m[1]; isLetters(tok) {
 			bases = append(bases, tok)
@@ -309,7 +311,8 @@ var (
 	trained   [][2]string
 )
 
-// trainCorpus runs the BPE training on synthCorpus until no pair occurs twice.
+// trainCorpus runs the BPE training on synthCorpus, split into words as
+// the synthetic byte-level tokenizer splits them.
 func trainCorpus() [][2]string {
 	split, err := newSplitter(llama3Pattern)
 	if err != nil {
@@ -319,6 +322,14 @@ func trainCorpus() [][2]string {
 	for _, w := range split.split(synthCorpus, nil) {
 		counts[byteLevel(w)]++
 	}
+	return trainWords(counts)
+}
+
+// trainWords runs a BPE training on words (with their counts) until no
+// pair occurs twice: the most frequent adjacent pair of symbols is merged
+// first, ties broken by the pair's text, starting from one symbol per
+// character.
+func trainWords(counts map[string]int) [][2]string {
 	type word struct {
 		syms  []string
 		count int

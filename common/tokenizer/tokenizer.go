@@ -26,15 +26,18 @@ const (
 // Tokenizer turns text into token ids and back for one model. It is safe
 // for concurrent use.
 type Tokenizer struct {
+	scheme    Scheme
 	model     *bpe
 	normalize func(string) string // nil: none
 	stages    []preStage
 
-	added      []addedToken          // content and id of every added token
-	addedFirst map[byte][]addedToken // by first byte, longest first
-	special    map[int32]bool        // ids Decode skips
+	added       []addedToken          // content and id of every added token
+	addedByText map[string]addedToken // by content
+	addedLens   map[byte][]int        // by first byte: the contents' lengths, longest first
+	special     map[int32]bool        // ids Decode skips
 
-	tokens [][]byte // id → the bytes it decodes to (nil for unknown ids)
+	tokens [][]byte  // id → the bytes it decodes to (nil for unknown ids)
+	strip  stripSpec // what Decode strips from the start of the text
 
 	prefix, suffix []int32 // what EncodePrompt adds around the text
 	bos            int32
@@ -44,6 +47,20 @@ type Tokenizer struct {
 	bosText, eosText string
 	chat             *chatTemplate // nil: no template
 }
+
+// Scheme names how a tokenizer maps text to its vocabulary.
+type Scheme string
+
+const (
+	// ByteLevelBPE (GPT-2, Llama 3, Qwen2/3): the text's UTF-8 bytes are
+	// written in a 256-character alphabet before the merges, so every
+	// input is covered by the 256 byte tokens.
+	ByteLevelBPE Scheme = "byte-level BPE"
+	// SentencePieceBPE (Llama 2, Mistral, Gemma): merges run over Unicode
+	// characters with spaces written as "▁"; a character outside the
+	// vocabulary becomes <0xNN> byte tokens (byte fallback).
+	SentencePieceBPE Scheme = "SentencePiece-style BPE"
+)
 
 // addedToken is an entry of tokenizer.json's added_tokens.
 type addedToken struct {
@@ -59,7 +76,7 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Decoder       json.RawMessage `json:"decoder"`
-	Model         modelJSON       `json:"model"`
+	Model         json.RawMessage `json:"model"`
 }
 
 // configJSON is the part of tokenizer_config.json this package reads.
@@ -76,9 +93,11 @@ type configJSON struct {
 // dir/generation_config.json and dir/config.json (added to EOS()). The error
 // wraps fs.ErrNotExist when dir has no tokenizer.json.
 //
-// Only byte-level BPE tokenizers are supported (GPT-2, Llama 3, Qwen2/3 and
-// the like); other model types, pre-tokenizers or decoders are an error
-// rather than a silent mis-tokenization.
+// Two schemes are supported, both BPE (see Scheme): byte-level BPE (GPT-2,
+// Llama 3, Qwen2/3 and the like) and SentencePiece-style BPE with byte
+// fallback (Llama 2, Mistral, Gemma). The file decides which. Other model
+// types (WordPiece, Unigram), pre-tokenizers, normalizers or decoders are an
+// error rather than a silent mis-tokenization.
 func Load(dir string) (*Tokenizer, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, TokenizerFile))
 	if err != nil {
@@ -140,19 +159,30 @@ func parse(raw []byte, cfg configJSON) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{model: model, special: map[int32]bool{}, addedFirst: map[byte][]addedToken{}}
+	t := &Tokenizer{model: model, special: map[int32]bool{}, addedByText: map[string]addedToken{}, addedLens: map[byte][]int{}}
 	if t.normalize, err = parseNormalizer(f.Normalizer); err != nil {
 		return nil, err
 	}
-	var byteLvl bool
-	if t.stages, byteLvl, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+	var kind preKind
+	if t.stages, kind, err = parsePreTokenizer(f.PreTokenizer); err != nil {
 		return nil, err
 	}
-	if !byteLvl {
-		return nil, fmt.Errorf("pre_tokenizer has no ByteLevel step; only byte-level BPE is supported")
-	}
-	if err := checkDecoder(f.Decoder); err != nil {
+	dec, err := parseDecoder(f.Decoder)
+	if err != nil {
 		return nil, err
+	}
+	switch {
+	case kind.byteLevel && !dec.byteLevel:
+		return nil, fmt.Errorf("the pre_tokenizer is ByteLevel but the decoder is not; byte-level BPE decodes with ByteLevel")
+	case kind.byteLevel && model.byteFallback:
+		return nil, fmt.Errorf("byte_fallback is set but the pre_tokenizer is ByteLevel; a file is either byte-level BPE or SentencePiece-style BPE with byte fallback")
+	case kind.byteLevel:
+		t.scheme = ByteLevelBPE
+	case dec.byteLevel:
+		return nil, fmt.Errorf("pre_tokenizer has no ByteLevel step but the decoder is ByteLevel; byte-level BPE needs both")
+	default:
+		t.scheme = SentencePieceBPE
+		t.strip = dec.strip
 	}
 
 	size := int32(0)
@@ -170,16 +200,30 @@ func parse(raw []byte, cfg configJSON) (*Tokenizer, error) {
 	}
 	t.tokens = make([][]byte, size)
 	for tok, id := range model.vocab {
-		t.tokens[id] = unByteLevel(tok)
+		if t.scheme == ByteLevelBPE {
+			t.tokens[id] = unByteLevel(tok)
+		} else {
+			t.tokens[id] = dec.tokenBytes(tok)
+		}
 	}
 	for _, a := range f.AddedTokens {
-		t.tokens[a.ID] = []byte(a.Content) // written as is, not in the byte alphabet
+		if t.scheme == ByteLevelBPE {
+			t.tokens[a.ID] = []byte(a.Content) // written as is, not in the byte alphabet
+		} else {
+			t.tokens[a.ID] = dec.tokenBytes(a.Content) // through the decoder, as the reference does
+		}
 		t.special[a.ID] = a.Special
 		t.added = append(t.added, a)
-		t.addedFirst[a.Content[0]] = append(t.addedFirst[a.Content[0]], a)
+		if _, dup := t.addedByText[a.Content]; !dup {
+			t.addedByText[a.Content] = a
+			c := a.Content[0]
+			if !slices.Contains(t.addedLens[c], len(a.Content)) {
+				t.addedLens[c] = append(t.addedLens[c], len(a.Content))
+			}
+		}
 	}
-	for _, list := range t.addedFirst {
-		slices.SortStableFunc(list, func(a, b addedToken) int { return len(b.Content) - len(a.Content) })
+	for _, lens := range t.addedLens {
+		slices.SortFunc(lens, func(a, b int) int { return b - a })
 	}
 
 	if t.prefix, t.suffix, err = parsePostProcessor(f.PostProcessor); err != nil {
@@ -253,8 +297,9 @@ func readEOSIDs(path string) ([]int32, error) {
 	return many, nil
 }
 
-// parseNormalizer accepts no normalizer or the Unicode normal forms, alone
-// or in a Sequence (Qwen's is NFC).
+// parseNormalizer accepts no normalizer, the Unicode normal forms (Qwen's
+// is NFC), Replace of a plain string (SentencePiece-style files write
+// spaces as "▁" with it), Prepend, and a Sequence of those.
 func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -262,6 +307,9 @@ func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 	var n struct {
 		Type        string            `json:"type"`
 		Normalizers []json.RawMessage `json:"normalizers"`
+		Pattern     map[string]string `json:"pattern"`
+		Content     string            `json:"content"`
+		Prepend     string            `json:"prepend"`
 	}
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
@@ -270,8 +318,23 @@ func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 	if f, ok := forms[n.Type]; ok {
 		return f.String, nil
 	}
-	if n.Type != "Sequence" {
-		return nil, fmt.Errorf("normalizer type %q is not supported (only NFC, NFD, NFKC, NFKD and Sequence)", n.Type)
+	switch n.Type {
+	case "Replace":
+		from, err := replacePattern("normalizer", n.Pattern)
+		if err != nil {
+			return nil, err
+		}
+		return func(s string) string { return strings.ReplaceAll(s, from, n.Content) }, nil
+	case "Prepend":
+		return func(s string) string {
+			if s == "" {
+				return s
+			}
+			return n.Prepend + s
+		}, nil
+	case "Sequence":
+	default:
+		return nil, fmt.Errorf("normalizer type %q is not supported (only NFC, NFD, NFKC, NFKD, Replace, Prepend and Sequence)", n.Type)
 	}
 	var steps []func(string) string
 	for _, sub := range n.Normalizers {
@@ -291,30 +354,15 @@ func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 	}, nil
 }
 
-// checkDecoder accepts ByteLevel, alone or in a Sequence of ByteLevels.
-func checkDecoder(raw json.RawMessage) error {
-	var d struct {
-		Type     string            `json:"type"`
-		Decoders []json.RawMessage `json:"decoders"`
+// replacePattern reads the pattern of a Replace normalizer or decoder,
+// which must be a plain string: the files of both schemes replace " " or
+// "▁" with {"String": ...}.
+func replacePattern(where string, p map[string]string) (string, error) {
+	from, ok := p["String"]
+	if !ok || from == "" {
+		return "", fmt.Errorf("%s Replace: pattern %v is not a non-empty String (Regex patterns are not supported)", where, p)
 	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return fmt.Errorf("no decoder; only byte-level BPE (decoder ByteLevel) is supported")
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return fmt.Errorf("decoder: %w", err)
-	}
-	switch d.Type {
-	case "ByteLevel":
-		return nil
-	case "Sequence":
-		for _, sub := range d.Decoders {
-			if err := checkDecoder(sub); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("decoder type %q is not supported (only ByteLevel)", d.Type)
+	return from, nil
 }
 
 // templateJSON is a TemplateProcessing post-processor.
@@ -381,43 +429,48 @@ func parsePostProcessor(raw json.RawMessage) (prefix, suffix []int32, err error)
 
 // Encode returns the ids of text, with no BOS or other post-processing.
 // Added tokens (specials such as "<|eot_id|>" included) written literally
-// in text become their ids; the text between them is normalized,
-// pre-tokenized and run through the BPE merges.
+// in text become their ids (the longest one where several start at the same
+// place); the text between them is normalized, pre-tokenized and run
+// through the BPE merges.
 func (t *Tokenizer) Encode(text string) []int32 {
 	var out []int32
-	var pieces []string
 	start := 0
 	for i := 0; i < len(text); i++ {
-		for _, a := range t.addedFirst[text[i]] {
-			if strings.HasPrefix(text[i:], a.Content) {
-				out, pieces = t.encodePlain(text[start:i], out, pieces[:0])
+		for _, n := range t.addedLens[text[i]] {
+			if i+n > len(text) {
+				continue
+			}
+			if a, ok := t.addedByText[text[i:i+n]]; ok {
+				out = t.encodePlain(text[start:i], start == 0, out)
 				out = append(out, a.ID)
-				start = i + len(a.Content)
+				start = i + n
 				i = start - 1
 				break
 			}
 		}
 	}
-	out, _ = t.encodePlain(text[start:], out, pieces[:0])
-	return out
+	return t.encodePlain(text[start:], start == 0, out)
 }
 
-// encodePlain encodes text that holds no added token.
-func (t *Tokenizer) encodePlain(text string, out []int32, pieces []string) ([]int32, []string) {
+// encodePlain encodes text that holds no added token; atStart says whether
+// it starts the text Encode was given.
+func (t *Tokenizer) encodePlain(text string, atStart bool, out []int32) []int32 {
 	if text == "" {
-		return out, pieces
+		return out
 	}
 	if t.normalize != nil {
-		text = t.normalize(text)
+		if text = t.normalize(text); text == "" {
+			return out
+		}
 	}
-	pieces = append(pieces, text)
+	pieces := []string{text}
 	for _, st := range t.stages {
-		pieces = st.apply(pieces)
+		pieces = st.apply(pieces, atStart)
 	}
 	for _, p := range pieces {
 		out = t.model.encodeWord(p, out)
 	}
-	return out, pieces
+	return out
 }
 
 // EncodePrompt returns the ids a model expects for a raw prompt: Encode's,
@@ -432,13 +485,16 @@ func (t *Tokenizer) EncodePrompt(text string) []int32 {
 }
 
 // Decode returns the text of ids, skipping special tokens and unknown ids.
-// Bytes that do not form valid UTF-8 become U+FFFD.
+// Bytes that do not form valid UTF-8 become U+FFFD. A SentencePiece-style
+// tokenizer whose decoder strips the space its encoder put first (Llama 2's
+// Strip) strips it here too.
 func (t *Tokenizer) Decode(ids []int32) string {
 	var buf []byte
 	for _, id := range ids {
 		buf = append(buf, t.bytesOf(id)...)
 	}
-	return string(bytes.ToValidUTF8(buf, []byte("\uFFFD")))
+	s, _ := t.strip.apply(string(bytes.ToValidUTF8(buf, []byte("\uFFFD"))), t.strip.start)
+	return s
 }
 
 // bytesOf returns what id decodes to; nil for specials and unknown ids.
@@ -463,16 +519,18 @@ func (t *Tokenizer) BOS() (int32, bool) { return t.bos, t.hasBOS }
 func (t *Tokenizer) EOS() []int32 { return slices.Clone(t.eos) }
 
 // ID returns the id of a token: an added token's content, or a vocabulary
-// entry in the byte-level alphabet (" hello" is "Ġhello").
+// entry as the file writes it (in byte-level BPE " hello" is "Ġhello", in
+// SentencePiece-style BPE "▁hello").
 func (t *Tokenizer) ID(token string) (int32, bool) {
-	for _, a := range t.added {
-		if a.Content == token {
-			return a.ID, true
-		}
+	if a, ok := t.addedByText[token]; ok {
+		return a.ID, true
 	}
 	id, ok := t.model.vocab[token]
 	return id, ok
 }
+
+// Scheme returns the tokenizer's scheme, as its tokenizer.json declares it.
+func (t *Tokenizer) Scheme() Scheme { return t.scheme }
 
 // IsSpecial reports whether id is a special added token, which Decode skips.
 func (t *Tokenizer) IsSpecial(id int32) bool { return t.special[id] }
