@@ -44,8 +44,9 @@ func BuiltinFor(arch string) (SynthOptions, error) {
 
 // synthFormat is mixed into the cache key of the built-in model; raise it
 // when WriteSynthetic's files change, so older caches are not reused.
-// Format 2 added the tokenizer files.
-const synthFormat = 2
+// Format 2 added the tokenizer files; format 3 gave Gemma-3 a Gemma-style
+// SentencePiece tokenizer instead of the Llama-3-style one.
+const synthFormat = 3
 
 // BuiltinDir returns the directory of the built-in (Llama) model, writing
 // it first if it is not there yet; BuiltinDirFor("llama").

@@ -237,8 +237,11 @@ func SynthTensors(o SynthOptions) ([]*HostTensor, error) {
 // WriteSynthetic writes config.json and the weights of a synthetic model
 // into dir (created if needed): model.safetensors, or with Shards > 1 the
 // shards and model.safetensors.index.json. When the vocabulary has room
-// for it (tokenizer.MinSyntheticVocab), it also writes a synthetic
-// byte-level BPE tokenizer (tokenizer.WriteSynthetic) of the same size.
+// for it, it also writes a synthetic tokenizer of the same size: Gemma-3
+// gets a Gemma-style SentencePiece BPE with byte fallback
+// (tokenizer.WriteSyntheticGemma, from tokenizer.MinSyntheticGemmaVocab
+// ids), the others a Llama-3-style byte-level BPE (tokenizer.WriteSynthetic,
+// from tokenizer.MinSyntheticVocab ids).
 func WriteSynthetic(dir string, o SynthOptions) error {
 	c, err := o.Config()
 	if err != nil {
@@ -277,6 +280,12 @@ func WriteSynthetic(dir string, o SynthOptions) error {
 	}
 	// The tokenizer files let a server take text; tests with vocabularies
 	// too small for the special and byte tokens do without them.
+	if o.Arch == ArchGemma3 {
+		if o.Vocab >= tokenizer.MinSyntheticGemmaVocab {
+			return tokenizer.WriteSyntheticGemma(dir, o.Vocab, o.BOS, o.EOS)
+		}
+		return nil
+	}
 	if o.Vocab >= tokenizer.MinSyntheticVocab {
 		return tokenizer.WriteSynthetic(dir, o.Vocab, o.BOS, o.EOS)
 	}

@@ -185,29 +185,40 @@ func TestSynthOptionErrors(t *testing.T) {
 }
 
 // TestWriteSyntheticTokenizer: a vocabulary with room for the special and
-// byte tokens gets tokenizer files of the same size; a tiny one gets none.
+// byte tokens gets tokenizer files of the same size, Gemma-3 a Gemma-style
+// SentencePiece one and the others a byte-level one; a tiny one gets none.
 func TestWriteSyntheticTokenizer(t *testing.T) {
 	tests := []struct {
+		arch  string
 		vocab int
-		want  bool
-	}{{96, false}, {512, true}}
+		want  tokenizer.Scheme // "": no tokenizer
+	}{
+		{ArchLlama, 96, ""},
+		{ArchLlama, 512, tokenizer.ByteLevelBPE},
+		{ArchQwen3, 512, tokenizer.ByteLevelBPE},
+		{ArchGemma3, tokenizer.MinSyntheticGemmaVocab - 1, ""},
+		{ArchGemma3, 512, tokenizer.SentencePieceBPE},
+	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.vocab), func(t *testing.T) {
-			o := tinySynth(ArchLlama, 1)
+		t.Run(fmt.Sprint(tt.arch, tt.vocab), func(t *testing.T) {
+			o := tinySynth(tt.arch, 1)
 			o.Vocab = tt.vocab
 			dir := t.TempDir()
 			require.NoError(t, WriteSynthetic(dir, o))
-			if !tt.want {
+			if tt.want == "" {
 				_, err := tokenizer.Load(dir)
 				assert.ErrorIs(t, err, os.ErrNotExist)
 				return
 			}
 			tok, err := tokenizer.Load(dir)
 			require.NoError(t, err)
+			assert.Equal(t, tt.want, tok.Scheme(), "have %v; want %v", tok.Scheme(), tt.want)
 			assert.Equal(t, tt.vocab, tok.VocabSize(), "have %d; want %d", tok.VocabSize(), tt.vocab)
 			bos, _ := tok.BOS()
 			assert.Equal(t, o.BOS, bos)
 			assert.Contains(t, tok.EOS(), o.EOS)
+			text := "Hello, wörld 日本"
+			assert.Equal(t, text, tok.Decode(tok.Encode(text)))
 		})
 	}
 }
