@@ -37,6 +37,7 @@ type Tokenizer struct {
 	special     map[int32]bool        // ids Decode skips
 
 	tokens [][]byte  // id → the bytes it decodes to (nil for unknown ids)
+	names  []string  // id → the token as the file writes it
 	strip  stripSpec // what Decode strips from the start of the text
 
 	prefix, suffix []int32 // what EncodePrompt adds around the text
@@ -198,8 +199,9 @@ func parse(raw []byte, cfg configJSON) (*Tokenizer, error) {
 		}
 		size = max(size, a.ID+1)
 	}
-	t.tokens = make([][]byte, size)
+	t.tokens, t.names = make([][]byte, size), make([]string, size)
 	for tok, id := range model.vocab {
+		t.names[id] = tok
 		if t.scheme == ByteLevelBPE {
 			t.tokens[id] = unByteLevel(tok)
 		} else {
@@ -212,6 +214,7 @@ func parse(raw []byte, cfg configJSON) (*Tokenizer, error) {
 		} else {
 			t.tokens[a.ID] = dec.tokenBytes(a.Content) // through the decoder, as the reference does
 		}
+		t.names[a.ID] = a.Content
 		t.special[a.ID] = a.Special
 		t.added = append(t.added, a)
 		if _, dup := t.addedByText[a.Content]; !dup {
@@ -527,6 +530,16 @@ func (t *Tokenizer) ID(token string) (int32, bool) {
 	}
 	id, ok := t.model.vocab[token]
 	return id, ok
+}
+
+// Token returns the token of id as the file writes it (ID's inverse):
+// "Ġthe" or "▁the", "<0xE6>" for a byte token, an added token's content.
+// ok is false for ids the tokenizer does not know.
+func (t *Tokenizer) Token(id int32) (tok string, ok bool) {
+	if id < 0 || int(id) >= len(t.names) || (t.names[id] == "" && t.tokens[id] == nil) {
+		return "", false
+	}
+	return t.names[id], true
 }
 
 // Scheme returns the tokenizer's scheme, as its tokenizer.json declares it.
