@@ -16,7 +16,7 @@ import (
 // SynthOptions describes a synthetic checkpoint: the architecture and sizes
 // of a real one, with seeded random weights.
 type SynthOptions struct {
-	Arch         string // ArchLlama or ArchQwen3
+	Arch         string // ArchLlama, ArchQwen3 or ArchGemma3
 	Seed         int64  // same seed and options, same bytes on disk
 	Vocab        int
 	Hidden       int
@@ -47,8 +47,8 @@ type SynthOptions struct {
 }
 
 // DefaultSynth returns the options of a small model shaped like the real
-// small checkpoints of arch (ArchLlama or ArchQwen3; "llama" and "qwen3"
-// are accepted too): hidden 256, 4 layers, 4 query heads sharing 2 KV heads
+// small checkpoints of arch (ArchLlama, ArchQwen3 or ArchGemma3; "llama",
+// "qwen3" and "gemma3" are accepted too): hidden 256, 4 layers, 4 query heads sharing 2 KV heads
 // of 64 features, tied embeddings, float32. Llama gets Llama 3.2's RoPE
 // (theta 500000, llama3 scaling by 32); Qwen3 gets theta 1000000.
 func DefaultSynth(arch string) SynthOptions {
