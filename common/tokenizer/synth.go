@@ -73,6 +73,11 @@ func WriteSynthetic(dir string, vocabSize int, bos, eos int32) error {
 	if err != nil {
 		return err
 	}
+	return writeSynthFiles(dir, doc, cfg, gen)
+}
+
+// writeSynthFiles writes a synthetic tokenizer's three files into dir.
+func writeSynthFiles(dir string, doc, cfg, gen []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -84,6 +89,23 @@ func WriteSynthetic(dir string, vocabSize int, bos, eos int32) error {
 	return nil
 }
 
+// synthIDs checks a synthetic tokenizer's bos and eos against vocabSize
+// and returns the function that hands out the other ids in order,
+// skipping those two.
+func synthIDs(vocabSize int, bos, eos int32) (take func() int32, err error) {
+	if bos < 0 || eos < 0 || int(bos) >= vocabSize || int(eos) >= vocabSize || bos == eos {
+		return nil, fmt.Errorf("tokenizer: synthetic bos %d and eos %d must be distinct ids below %d", bos, eos, vocabSize)
+	}
+	next := int32(0)
+	return func() int32 {
+		for next == bos || next == eos {
+			next++
+		}
+		next++
+		return next - 1
+	}, nil
+}
+
 // MinSyntheticVocab is the smallest vocabulary WriteSynthetic accepts: the
 // five special tokens and the 256 bytes.
 const MinSyntheticVocab = 5 + 256
@@ -92,22 +114,14 @@ func synthFiles(vocabSize int, bos, eos int32) (doc, cfg, gen []byte, err error)
 	if vocabSize < MinSyntheticVocab {
 		return nil, nil, nil, fmt.Errorf("tokenizer: synthetic vocab of %d is too small: it needs %d ids for 5 special tokens and 256 bytes", vocabSize, MinSyntheticVocab)
 	}
-	if bos < 0 || eos < 0 || int(bos) >= vocabSize || int(eos) >= vocabSize || bos == eos {
-		return nil, nil, nil, fmt.Errorf("tokenizer: synthetic bos %d and eos %d must be distinct ids below %d", bos, eos, vocabSize)
-	}
-
 	// Hand out ids in order, skipping the two the model config fixed.
-	next := int32(0)
-	take := func() int32 {
-		for next == bos || next == eos {
-			next++
-		}
-		next++
-		return next - 1
+	take, err := synthIDs(vocabSize, bos, eos)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	specials := []addedToken{{ID: bos, Content: SynthBOS}, {ID: eos, Content: SynthEOS}}
+	specials := []addedToken{{ID: bos, Content: SynthBOS, Special: true}, {ID: eos, Content: SynthEOS, Special: true}}
 	for _, name := range []string{SynthStartHeader, SynthEndHeader, SynthEOT} {
-		specials = append(specials, addedToken{ID: take(), Content: name})
+		specials = append(specials, addedToken{ID: take(), Content: name, Special: true})
 	}
 
 	var vocab []vocabEntry // in id order
@@ -206,7 +220,31 @@ func learnMerges(trained [][2]string, n int, known map[string]bool, space string
 // synthTokenizerJSON writes tokenizer.json in the layout of Llama 3's,
 // one vocabulary entry and one merge per line.
 func synthTokenizerJSON(specials []addedToken, vocab []vocabEntry, merges [][2]string, bos int32) ([]byte, error) {
-	type added struct {
+	return tokenizerJSON(specials, SynthBOS, bos, []jsonField{
+		{"normalizer", nil},
+		{"pre_tokenizer", map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]string{"Regex": llama3Pattern}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+		}}},
+	}, map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+		`"unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": true`,
+		vocab, merges)
+}
+
+// jsonField is one top-level field of tokenizer.json, written in order.
+type jsonField struct {
+	key string
+	val any
+}
+
+// tokenizerJSON writes a synthetic tokenizer.json: the added tokens
+// (sorted by id, as real files are), the fields between them and the
+// post-processor (normalizer and pre-tokenizer), a post-processor that puts
+// bosToken (id bos) first, decoder, and a BPE model whose options after
+// "dropout" are modelOptions, with one vocabulary entry and one merge per
+// line.
+func tokenizerJSON(added []addedToken, bosToken string, bos int32, pre []jsonField, decoder any, modelOptions string, vocab []vocabEntry, merges [][2]string) ([]byte, error) {
+	type addedJSON struct {
 		ID         int32  `json:"id"`
 		Content    string `json:"content"`
 		SingleWord bool   `json:"single_word"`
@@ -215,35 +253,27 @@ func synthTokenizerJSON(specials []addedToken, vocab []vocabEntry, merges [][2]s
 		Normalized bool   `json:"normalized"`
 		Special    bool   `json:"special"`
 	}
-	var addedList []added
-	for _, s := range specials {
-		addedList = append(addedList, added{ID: s.ID, Content: s.Content, Special: true})
+	var list []addedJSON
+	for _, a := range added {
+		list = append(list, addedJSON{ID: a.ID, Content: a.Content, Special: a.Special})
 	}
-	// Sort by id, as real files are.
-	slices.SortFunc(addedList, func(a, b added) int { return cmp.Compare(a.ID, b.ID) })
-	bosItem := map[string]any{"SpecialToken": map[string]any{"id": SynthBOS, "type_id": 0}}
-	head := []struct {
-		key string
-		val any
-	}{
+	slices.SortFunc(list, func(a, b addedJSON) int { return cmp.Compare(a.ID, b.ID) })
+	bosItem := map[string]any{"SpecialToken": map[string]any{"id": bosToken, "type_id": 0}}
+	head := append([]jsonField{
 		{"version", "1.0"},
 		{"truncation", nil},
 		{"padding", nil},
-		{"added_tokens", addedList},
-		{"normalizer", nil},
-		{"pre_tokenizer", map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]string{"Regex": llama3Pattern}, "behavior": "Isolated", "invert": false},
-			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
-		}}},
-		{"post_processor", map[string]any{
+		{"added_tokens", list},
+	}, pre...)
+	head = append(head,
+		jsonField{"post_processor", map[string]any{
 			"type":   "TemplateProcessing",
 			"single": []any{bosItem, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
 			"pair": []any{bosItem, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
-				map[string]any{"SpecialToken": map[string]any{"id": SynthBOS, "type_id": 1}}, map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}}},
-			"special_tokens": map[string]any{SynthBOS: map[string]any{"id": SynthBOS, "ids": []int32{bos}, "tokens": []string{SynthBOS}}},
+				map[string]any{"SpecialToken": map[string]any{"id": bosToken, "type_id": 1}}, map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}}},
+			"special_tokens": map[string]any{bosToken: map[string]any{"id": bosToken, "ids": []int32{bos}, "tokens": []string{bosToken}}},
 		}},
-		{"decoder", map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}},
-	}
+		jsonField{"decoder", decoder})
 	var buf bytes.Buffer
 	buf.WriteString("{\n")
 	for _, kv := range head {
@@ -253,8 +283,7 @@ func synthTokenizerJSON(specials []addedToken, vocab []vocabEntry, merges [][2]s
 		}
 		fmt.Fprintf(&buf, "  %q: %s,\n", kv.key, v)
 	}
-	buf.WriteString(`  "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, ` +
-		`"end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": true,` + "\n")
+	buf.WriteString(`  "model": {"type": "BPE", "dropout": null, ` + modelOptions + ",\n")
 	buf.WriteString("    \"vocab\": {\n")
 	for i, e := range vocab {
 		k, err := marshalCompact(e.tok)

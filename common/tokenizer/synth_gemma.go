@@ -1,11 +1,8 @@
 package tokenizer
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -90,31 +87,16 @@ func WriteSyntheticGemma(dir string, vocabSize int, bos, eos int32) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, data := range map[string][]byte{TokenizerFile: doc, ConfigFile: cfg, GenerationConfig: gen} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeSynthFiles(dir, doc, cfg, gen)
 }
 
 func synthGemmaFiles(vocabSize int, bos, eos int32) (doc, cfg, gen []byte, err error) {
 	if vocabSize < MinSyntheticGemmaVocab {
 		return nil, nil, nil, fmt.Errorf("tokenizer: synthetic Gemma vocab of %d is too small: it needs %d ids for 10 added tokens, 256 bytes and %q", vocabSize, MinSyntheticGemmaVocab, metaspace)
 	}
-	if bos < 0 || eos < 0 || int(bos) >= vocabSize || int(eos) >= vocabSize || bos == eos {
-		return nil, nil, nil, fmt.Errorf("tokenizer: synthetic bos %d and eos %d must be distinct ids below %d", bos, eos, vocabSize)
-	}
-	next := int32(0)
-	take := func() int32 {
-		for next == bos || next == eos {
-			next++
-		}
-		next++
-		return next - 1
+	take, err := synthIDs(vocabSize, bos, eos)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	var added []addedToken
 	var vocab []vocabEntry
@@ -231,71 +213,14 @@ func trainGemma() ([]string, [][2]string) {
 // synthGemmaJSON writes tokenizer.json in the layout of Gemma-3's, one
 // vocabulary entry and one merge per line.
 func synthGemmaJSON(added []addedToken, vocab []vocabEntry, merges [][2]string, bos int32) ([]byte, error) {
-	type addedJSON struct {
-		ID         int32  `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		Normalized bool   `json:"normalized"`
-		Special    bool   `json:"special"`
-	}
-	var list []addedJSON
-	for _, a := range added {
-		list = append(list, addedJSON{ID: a.ID, Content: a.Content, Special: a.Special})
-	}
-	slices.SortFunc(list, func(a, b addedJSON) int { return cmp.Compare(a.ID, b.ID) })
-	bosItem := map[string]any{"SpecialToken": map[string]any{"id": GemmaBOS, "type_id": 0}}
-	head := []struct {
-		key string
-		val any
-	}{
-		{"version", "1.0"},
-		{"truncation", nil},
-		{"padding", nil},
-		{"added_tokens", list},
+	return tokenizerJSON(added, GemmaBOS, bos, []jsonField{
 		{"normalizer", map[string]any{"type": "Replace", "pattern": map[string]string{"String": " "}, "content": metaspace}},
 		{"pre_tokenizer", map[string]any{"type": "Split", "pattern": map[string]string{"String": " "}, "behavior": "MergedWithPrevious", "invert": false}},
-		{"post_processor", map[string]any{
-			"type":   "TemplateProcessing",
-			"single": []any{bosItem, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
-			"pair": []any{bosItem, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}},
-				map[string]any{"SpecialToken": map[string]any{"id": GemmaBOS, "type_id": 1}}, map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}}},
-			"special_tokens": map[string]any{GemmaBOS: map[string]any{"id": GemmaBOS, "ids": []int32{bos}, "tokens": []string{GemmaBOS}}},
-		}},
-		{"decoder", map[string]any{"type": "Sequence", "decoders": []any{
-			map[string]any{"type": "Replace", "pattern": map[string]string{"String": metaspace}, "content": " "},
-			map[string]any{"type": "ByteFallback"},
-			map[string]any{"type": "Fuse"},
-		}}},
-	}
-	var buf bytes.Buffer
-	buf.WriteString("{\n")
-	for _, kv := range head {
-		v, err := marshalCompact(kv.val)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&buf, "  %q: %s,\n", kv.key, v)
-	}
-	buf.WriteString(`  "model": {"type": "BPE", "dropout": null, "unk_token": "` + GemmaUnk + `", "continuing_subword_prefix": null, ` +
-		`"end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,` + "\n")
-	buf.WriteString("    \"vocab\": {\n")
-	for i, e := range vocab {
-		k, err := marshalCompact(e.tok)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&buf, "      %s: %d%s\n", k, e.id, comma(i, len(vocab)))
-	}
-	buf.WriteString("    },\n    \"merges\": [\n")
-	for i, m := range merges {
-		v, err := marshalCompact(m[:])
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&buf, "      %s%s\n", v, comma(i, len(merges)))
-	}
-	buf.WriteString("    ]\n  }\n}\n")
-	return buf.Bytes(), nil
+	}, map[string]any{"type": "Sequence", "decoders": []any{
+		map[string]any{"type": "Replace", "pattern": map[string]string{"String": metaspace}, "content": " "},
+		map[string]any{"type": "ByteFallback"},
+		map[string]any{"type": "Fuse"},
+	}},
+		`"unk_token": "`+GemmaUnk+`", "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false`,
+		vocab, merges)
 }
