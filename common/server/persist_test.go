@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,10 +119,7 @@ func TestCacheFileLeavesSaltedBlocksOut(t *testing.T) {
 	tm := loadTestModel(t)
 	path := filepath.Join(t.TempDir(), CacheFileName)
 	cfg := engineConfig(true)
-	secret, public := make([]int32, 24), make([]int32, 24)
-	for i := range secret {
-		secret[i], public[i] = int32(11*i%500+1), int32(13*i%500+2)
-	}
+	secret, public := prompt(24, 1), prompt(24, 2)
 	src, file := observed(t, tm, cfg, path, "model-a")
 	runOne(t, src, engine.Request{ID: 1, Prompt: secret, MaxTokens: 2, IgnoreEOS: true, CacheSalt: "tenant-a"})
 	n, err := file.Save()
@@ -150,12 +148,9 @@ func TestCacheFileRestoresSharedPrefixesOnce(t *testing.T) {
 	tm := loadTestModel(t)
 	path := filepath.Join(t.TempDir(), CacheFileName)
 	cfg := engineConfig(true)
-	shared := make([]int32, 16)
-	for i := range shared {
-		shared[i] = int32(17*i%500 + 3)
-	}
-	a := append(append([]int32(nil), shared...), 5, 6, 7, 8, 9, 10, 11, 12)
-	b := append(append([]int32(nil), shared...), 20, 21, 22, 23, 24, 25, 26, 27)
+	shared := prompt(16, 3)
+	a := slices.Concat(shared, []int32{5, 6, 7, 8, 9, 10, 11, 12})
+	b := slices.Concat(shared, []int32{20, 21, 22, 23, 24, 25, 26, 27})
 	src, file := observed(t, tm, cfg, path, "model-a")
 	runOne(t, src, engine.Request{ID: 1, Prompt: a, MaxTokens: 1, IgnoreEOS: true})
 	runOne(t, src, engine.Request{ID: 2, Prompt: b, MaxTokens: 1, IgnoreEOS: true})
@@ -184,12 +179,8 @@ func TestCacheFileChecksEveryRecordsHash(t *testing.T) {
 	tm := loadTestModel(t)
 	path := filepath.Join(t.TempDir(), CacheFileName)
 	cfg := engineConfig(true)
-	prompt := make([]int32, 24)
-	for i := range prompt {
-		prompt[i] = int32(19*i%500 + 4)
-	}
 	src, file := observed(t, tm, cfg, path, "model-a")
-	runOne(t, src, engine.Request{ID: 1, Prompt: prompt, MaxTokens: 1, IgnoreEOS: true})
+	runOne(t, src, engine.Request{ID: 1, Prompt: prompt(24, 4), MaxTokens: 1, IgnoreEOS: true})
 	_, err := file.Save()
 	require.NoError(t, err)
 
