@@ -112,15 +112,20 @@ func (st *Stream) TooSlow() bool {
 	return st.tooSlow
 }
 
-// push appends o (and ends the stream after it when last) and returns how
-// many events are unread.
-func (st *Stream) push(o Output, last bool) int {
+// push appends o (and ends the stream after it when last). It reports
+// true the first time the unread events pass budget before the stream's
+// end, marking the stream too slow: its request must then be cancelled.
+func (st *Stream) push(o Output, last bool, budget int) (overBudget bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.buf = append(st.buf, o)
 	st.ended = st.ended || last
 	st.signal()
-	return len(st.buf)
+	if len(st.buf) > budget && !st.ended && !st.tooSlow {
+		st.tooSlow = true
+		return true
+	}
+	return false
 }
 
 // signal wakes a waiting Recv; call it with st.mu held.
@@ -292,16 +297,10 @@ func (s *Server) deliver(outs []Output) {
 		if st == nil {
 			continue
 		}
-		if st.push(o, last) > s.limits.MaxUnread && !last {
-			st.mu.Lock()
-			first := !st.tooSlow
-			st.tooSlow = true
-			st.mu.Unlock()
-			if first && s.e.Cancel(o.ID) {
-				s.mu.Lock()
-				s.tooSlow++
-				s.mu.Unlock()
-			}
+		if st.push(o, last, s.limits.MaxUnread) && s.e.Cancel(o.ID) {
+			s.mu.Lock()
+			s.tooSlow++
+			s.mu.Unlock()
 		}
 	}
 	snap := s.snapshot()
