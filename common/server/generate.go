@@ -71,11 +71,12 @@ type sampleState struct {
 // order. It returns when every sample has finished, or when ctx is done
 // (the client went away) or emit fails; in those cases the request is
 // cancelled in the engine. The result is complete only on success.
-func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(piece) error) (*genResult, *apiError) {
+func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(piece) error) (res *genResult, fail *apiError) {
+	defer func() { setOutcome(ctx, outcomeOf(res, fail)) }()
 	if e := h.fitContext(&g); e != nil {
 		return nil, e
 	}
-	res := &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
+	res = &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
 	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt})
 	switch {
 	case errors.Is(err, engine.ErrStopped):
@@ -121,7 +122,6 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		o, ok, rerr := ch.Recv(ctx)
 		if rerr != nil {
 			abandon()
-			setOutcome(ctx, "abort")
 			return nil, &apiError{Status: 499, Type: "cancelled", Message: "client went away"}
 		}
 		if !ok {
@@ -138,13 +138,11 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		res.cached = o.Cached
 		if o.Err != nil {
 			abandon()
-			setOutcome(ctx, "error")
 			return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: o.Err.Error()}
 		}
 		if o.Reason == "cancelled" { // too slow a reader, or a shutdown
 			if err := finish(o.Sample, "abort", ""); err != nil {
 				abandon()
-				setOutcome(ctx, "abort")
 				return nil, clientGone(err)
 			}
 			continue
@@ -181,7 +179,6 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		}
 		if err != nil {
 			abandon()
-			setOutcome(ctx, "abort")
 			return nil, clientGone(err)
 		}
 		if open == 0 && !o.Done {
@@ -190,8 +187,24 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 			break
 		}
 	}
-	setOutcome(ctx, res.outcome())
 	return res, nil
+}
+
+// outcomeOf is the outcome (outcome.go) of a generation that returned res
+// or fail: a finished one's reason; "abort" when the client went away or
+// could not be written to (499); "error" when the engine failed it (500);
+// none when it was refused before it ran, which the handler counts as
+// rejected.
+func outcomeOf(res *genResult, fail *apiError) string {
+	switch {
+	case fail == nil:
+		return res.outcome()
+	case fail.Status == 499:
+		return "abort"
+	case fail.Status == http.StatusInternalServerError:
+		return "error"
+	}
+	return ""
 }
 
 // outcome is a finished generation's outcome: "abort" if any sample was
