@@ -160,9 +160,6 @@ func (e *Engine) check(r Request) error {
 	if len(r.Prompt) >= e.context {
 		return fmt.Errorf("prompt of %d tokens leaves no room to generate within the context of %d tokens%s", len(r.Prompt), e.context, e.contextWhy())
 	}
-	if blocks := e.pool.BlocksFor(len(r.Prompt) + 1); blocks > e.pool.Allocator().Total() {
-		return fmt.Errorf("prompt of %d tokens needs %d KV blocks, the pool has %d", len(r.Prompt), blocks, e.pool.Allocator().Total())
-	}
 	if la := e.pool.LocalAllocator(); la != nil {
 		// Admission gives the local layers a block for every token the
 		// sequence has, and a preempted sequence comes back with its
