@@ -91,8 +91,8 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	// The fairness rule: one request's samples may hold at most half of
 	// the running slots, so other requests are admitted beside it.
-	if half := max(1, min(cfg.MaxRunning, cfg.MaxBatchTokens)/2); *maxN < 1 || *maxN > min(half, engine.MaxSamples) {
-		return fmt.Errorf("-max-n must be in [1, %d]: at most half of the %d running slots (-max-running, -max-batch-tokens), have %d", min(half, engine.MaxSamples), min(cfg.MaxRunning, cfg.MaxBatchTokens), *maxN)
+	if half := max(1, cfg.RunningSlots()/2); *maxN < 1 || *maxN > min(half, engine.MaxSamples) {
+		return fmt.Errorf("-max-n must be in [1, %d]: at most half of the %d running slots (-max-running, -max-batch-tokens), have %d", min(half, engine.MaxSamples), cfg.RunningSlots(), *maxN)
 	}
 	dir, err := rf.dir()
 	if err != nil {

@@ -208,6 +208,11 @@ func (c Config) PoolBytes(layers, kvDim int) int64 {
 	return 2 * int64(layers) * int64(c.NumBlocks) * int64(c.BlockSize) * int64(kvDim) * 4
 }
 
+// RunningSlots returns how many sequences may run at once: MaxRunning, but
+// no more than MaxBatchTokens, since every running decode must fit in one
+// step or the youngest would wait forever behind the oldest.
+func (c Config) RunningSlots() int { return min(c.MaxRunning, c.MaxBatchTokens) }
+
 // ContextLimit returns the effective context limit: MaxContext, or the
 // model's modelMaxPos when MaxContext is 0.
 func (c Config) ContextLimit(modelMaxPos int) int {

@@ -86,11 +86,7 @@ func New(m *model.Model, cfg Config) (*Engine, error) {
 // refuses, to show why).
 func build(m *model.Model, cfg Config) (*Engine, error) {
 	mc := m.Config
-	if cfg.MaxBatchTokens < cfg.MaxRunning {
-		// Every running decode must fit in one step, or the youngest would
-		// wait forever behind the oldest.
-		cfg.MaxRunning = cfg.MaxBatchTokens
-	}
+	cfg.MaxRunning = cfg.RunningSlots()
 	pool, err := kvcache.NewPool(m.Backend(), kvcache.Config{
 		Layers:    mc.NumHiddenLayers,
 		KVDim:     mc.NumKeyValueHeads * mc.HeadDim,
