@@ -172,6 +172,9 @@ func (e *Engine) check(r Request) error {
 	if r.MaxTokens <= 0 {
 		return fmt.Errorf("max tokens must be positive, have %d", r.MaxTokens)
 	}
+	if r.TopProbs < 0 || r.TopProbs > MaxTopProbs {
+		return fmt.Errorf("top probabilities must be in [0, %d], have %d", MaxTopProbs, r.TopProbs)
+	}
 	if r.N < 0 || r.N > MaxSamples {
 		return fmt.Errorf("samples must be in [1, %d], have %d", MaxSamples, r.N)
 	}

@@ -29,6 +29,11 @@ type Request struct {
 	// no tenant's time to first token reveals another's prompts. "" is the
 	// shared cache of unsalted requests.
 	CacheSalt string
+	// TopProbs, when positive, attaches to each Output the probability of
+	// its token and of the TopProbs most probable tokens at that position
+	// (at most MaxTopProbs), for llama-server's n_probs and OpenAI's
+	// logprobs.
+	TopProbs int
 }
 
 // samples returns the number of samples r asks for.
@@ -52,6 +57,10 @@ type Output struct {
 	Err error
 	// Logits are the logits Token was sampled from, if KeepLogits was set.
 	Logits []float32
+	// Prob and Top are Token's probability and the most probable tokens at
+	// its position, most probable first, when Request.TopProbs asked.
+	Prob float32
+	Top  []TokenProb
 	// Cached is the number of prompt tokens whose KV the request found in
 	// the prefix cache at its first admission. A readmission after
 	// preemption may find the request's own earlier blocks again; that is

@@ -171,8 +171,11 @@ func (e *Engine) fork(s *sequence) []*sequence {
 func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Output {
 	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.firstCached}
 	s.tokens = append(s.tokens, tok)
-	if s.req.KeepLogits { // allGreedy made sure row is on the host
+	if s.req.KeepLogits { // allGreedy made sure row is on the host (for TopProbs too)
 		o.Logits = append([]float32(nil), row...)
+	}
+	if s.req.TopProbs > 0 {
+		o.Prob, o.Top = topProbs(row, tok, s.req.TopProbs)
 	}
 	switch {
 	case !s.req.IgnoreEOS && e.eos[tok]:
@@ -190,7 +193,7 @@ func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Out
 // backend with an argmax (no logits copied to the host).
 func (e *Engine) allGreedy() bool {
 	for _, s := range e.batch.owners {
-		if !s.req.Sampling.Greedy() || s.req.KeepLogits {
+		if !s.req.Sampling.Greedy() || s.req.KeepLogits || s.req.TopProbs > 0 {
 			return false
 		}
 	}

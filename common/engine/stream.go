@@ -36,6 +36,7 @@ type Server struct {
 	mu      sync.Mutex
 	in      []Request            // submitted, not yet handed to the engine
 	cancels []int                // request ids to cancel at the next turn
+	calls   []call               // functions to run on the loop at the next turn
 	outs    map[int]*Stream      // open streams by request id
 	left    map[int]int          // samples still running per open stream
 	errs    map[int]chan<- error // submitters waiting for validation
@@ -210,6 +211,31 @@ func (s *Server) Cancel(id int) {
 	s.nudge()
 }
 
+// call is a function Do runs on the serving goroutine, and where its
+// result goes.
+type call struct {
+	fn   func(*Engine) error
+	done chan<- error
+}
+
+// Do runs fn on the serving goroutine between two steps, with the engine to
+// itself, and returns fn's error: the way another goroutine may touch the
+// engine or its pool (a slot restore commits saved KV into the prefix
+// cache while requests run). It returns ErrStopped, without running fn,
+// once the loop has stopped. fn must not call the Server.
+func (s *Server) Do(fn func(*Engine) error) error {
+	done := make(chan error, 1)
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return ErrStopped
+	}
+	s.calls = append(s.calls, call{fn, done})
+	s.mu.Unlock()
+	s.nudge()
+	return <-done
+}
+
 // ContextLimit returns the engine's context limit in tokens.
 func (s *Server) ContextLimit() int { return s.context }
 
@@ -255,8 +281,8 @@ func (s *Server) Run(ctx context.Context) {
 // intake hands new requests to the engine and applies cancellations.
 func (s *Server) intake() {
 	s.mu.Lock()
-	in, cancels := s.in, s.cancels
-	s.in, s.cancels = nil, nil
+	in, cancels, calls := s.in, s.cancels, s.calls
+	s.in, s.cancels, s.calls = nil, nil, nil
 	for _, r := range in {
 		s.answer(r.ID, s.e.Submit(r))
 	}
@@ -264,6 +290,15 @@ func (s *Server) intake() {
 	s.mu.Unlock()
 	for _, id := range cancels {
 		s.e.Cancel(id)
+	}
+	for _, c := range calls {
+		c.done <- c.fn(s.e)
+	}
+	if len(calls) > 0 { // a call may have changed the pool: metrics see it now
+		snap := s.snapshot()
+		s.mu.Lock()
+		s.snap = snap
+		s.mu.Unlock()
 	}
 }
 
@@ -318,6 +353,10 @@ func (s *Server) drain() {
 		s.answer(r.ID, ErrStopped)
 	}
 	s.in = nil
+	for _, c := range s.calls {
+		c.done <- ErrStopped
+	}
+	s.calls = nil
 	ids := make([]int, 0, len(s.outs))
 	for id := range s.outs {
 		ids = append(ids, id)
