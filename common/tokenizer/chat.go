@@ -99,6 +99,15 @@ func (c *chatTemplate) compile() (*exec.Template, error) {
 	return c.tmpl, c.err
 }
 
+// ChatTemplate returns the Jinja source of the chat template, "" when
+// there is none (llama-server's /props shows it).
+func (t *Tokenizer) ChatTemplate() string {
+	if t.chat == nil {
+		return ""
+	}
+	return t.chat.source
+}
+
 // HasChatTemplate reports whether ApplyChatTemplate has a template to render.
 func (t *Tokenizer) HasChatTemplate() bool { return t.chat != nil }
 

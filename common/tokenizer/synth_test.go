@@ -158,3 +158,22 @@ func BenchmarkEncode(b *testing.B) {
 		tok.Encode(text)
 	}
 }
+
+// TestPieceSpellsTheText: the pieces of an encoded text, joined, are the
+// text again, and a special token's piece is its name.
+func TestPieceSpellsTheText(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, WriteSynthetic(dir, 512, 1, 2))
+	tok := loadAt(t, dir)
+	text := "the cache keeps a shared prefix, héllo"
+	var joined []byte
+	for _, id := range tok.Encode(text) {
+		joined = append(joined, tok.Piece(id)...)
+	}
+	assert.Equal(t, text, string(joined))
+	eot, ok := tok.ID(SynthEOT)
+	require.True(t, ok)
+	assert.Equal(t, SynthEOT, string(tok.Piece(eot)))
+	assert.Nil(t, tok.Piece(99999))
+	assert.Contains(t, tok.ChatTemplate(), "add_generation_prompt")
+}

@@ -508,6 +508,18 @@ func (t *Tokenizer) bytesOf(id int32) []byte {
 	return t.tokens[id]
 }
 
+// Piece returns the bytes one token stands for: what Decode writes for it,
+// or, for a special token, its text ("<|eot_id|>"), as llama.cpp's
+// token-to-piece does. A lone piece may be part of a UTF-8 character.
+// Unknown ids give nil.
+func (t *Tokenizer) Piece(id int32) []byte {
+	if t.special[id] {
+		name, _ := t.Token(id)
+		return []byte(name)
+	}
+	return t.bytesOf(id)
+}
+
 // VocabSize returns one more than the largest id the tokenizer knows
 // (vocabulary and added tokens). A model's embedding table may be larger
 // (Qwen3 pads to 151936); ids beyond VocabSize decode to nothing.
