@@ -37,35 +37,51 @@ type chatOut struct {
 }
 
 type chatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *usage       `json:"usage,omitempty"`
+	ID                string        `json:"id"`
+	Object            string        `json:"object"`
+	Created           int64         `json:"created"`
+	Model             string        `json:"model"`
+	SystemFingerprint string        `json:"system_fingerprint"`
+	Choices           []chatChoice  `json:"choices"`
+	Usage             *usage        `json:"usage,omitempty"`
+	Timings           *llamaTimings `json:"timings,omitempty"` // as completionResponse's
 }
 
 // chatPrompt renders messages through the model's chat template and
 // tokenizes the result. The template writes the special tokens itself, so
 // no BOS is added.
 func (h *Handler) chatPrompt(msgs []chatMessage) ([]int32, *apiError) {
+	rendered, e := h.chatText(msgs)
+	if e != nil {
+		return nil, e
+	}
+	ids := h.opts.Tokenizer.Encode(rendered)
+	if len(ids) == 0 {
+		return nil, errBadRequest("messages", "the conversation renders to an empty prompt")
+	}
+	return ids, nil
+}
+
+// chatText renders messages through the model's chat template, ending
+// with the header of the assistant's turn.
+func (h *Handler) chatText(msgs []chatMessage) (string, *apiError) {
 	t := h.opts.Tokenizer
 	if t == nil || !t.HasChatTemplate() {
-		return nil, errBadRequest("messages", "this model has no chat template (tokenizer_config.json): use /v1/completions")
+		return "", errBadRequest("messages", "this model has no chat template (tokenizer_config.json): use /v1/completions")
 	}
 	if len(msgs) == 0 {
-		return nil, errBadRequest("messages", "messages is empty")
+		return "", errBadRequest("messages", "messages is empty")
 	}
 	conv := make([]tokenizer.Message, len(msgs))
 	for i, m := range msgs {
 		switch m.Role {
 		case "system", "user", "assistant", "developer", "tool":
 		default:
-			return nil, errBadRequest(fmt.Sprintf("messages[%d].role", i), "unknown role %q (want system, user, assistant, developer or tool)", m.Role)
+			return "", errBadRequest(fmt.Sprintf("messages[%d].role", i), "unknown role %q (want system, user, assistant, developer or tool)", m.Role)
 		}
 		text, e := messageText(m.Content, i)
 		if e != nil {
-			return nil, e
+			return "", e
 		}
 		role := m.Role
 		if role == "developer" {
@@ -75,13 +91,9 @@ func (h *Handler) chatPrompt(msgs []chatMessage) ([]int32, *apiError) {
 	}
 	rendered, err := t.ApplyChatTemplate(conv, true)
 	if err != nil {
-		return nil, errBadRequest("messages", "chat template: %v", err)
+		return "", errBadRequest("messages", "chat template: %v", err)
 	}
-	ids := t.Encode(rendered)
-	if len(ids) == 0 {
-		return nil, errBadRequest("messages", "the conversation renders to an empty prompt")
-	}
-	return ids, nil
+	return rendered, nil
 }
 
 // messageText accepts a content string or an array of text parts.
@@ -126,8 +138,8 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	rid := h.newID()
 	id := fmt.Sprintf("chatcmpl-%d", rid)
 	created := time.Now().Unix()
-	reply := func(object string, choices []chatChoice, u *usage) chatResponse {
-		return chatResponse{ID: id, Object: object, Created: created, Model: h.opts.ModelName, Choices: choices, Usage: u}
+	reply := func(object string, choices []chatChoice, u *usage, t *llamaTimings) chatResponse {
+		return chatResponse{ID: id, Object: object, Created: created, Model: h.opts.ModelName, SystemFingerprint: buildInfo(), Choices: choices, Usage: u, Timings: t}
 	}
 	began := make([]bool, g.n) // the first delta of each sample names the role
 	h.openAIReply(w, r, &q.openAIRequest, rid, g, replyShape{
@@ -137,7 +149,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				text := s.text.String()
 				choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &text}, TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish}
 			}
-			return reply("chat.completion", choices, newUsage(res))
+			return reply("chat.completion", choices, newUsage(res), llamaTimingsOf(res))
 		},
 		chunk: func(p piece) any {
 			d := &chatOut{Content: &p.text}
@@ -149,8 +161,10 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			if p.finish != "" {
 				c.FinishReason = &p.finish
 			}
-			return reply("chat.completion.chunk", []chatChoice{c}, nil)
+			return reply("chat.completion.chunk", []chatChoice{c}, nil, p.timings)
 		},
-		usage: func(u *usage) any { return reply("chat.completion.chunk", []chatChoice{}, u) },
+		usage: func(res *genResult) any {
+			return reply("chat.completion.chunk", []chatChoice{}, newUsage(res), llamaTimingsOf(res))
+		},
 	})
 }

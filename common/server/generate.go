@@ -26,6 +26,19 @@ type genRequest struct {
 	ignoreEOS bool
 	stop      []string // stop strings; the text stops before the first one found
 	cacheSalt string   // the tenant's cache salt, "" for none
+	topProbs  int      // probabilities to report per token (n_probs), 0 for none
+	// slot is the llama-server slot asked for, -1 to let the server
+	// choose (slots.go); settings are what /slots shows for it.
+	slot     int
+	settings generationSettings
+}
+
+// tokenProbs is one generated token's probability and the most probable
+// tokens at its position.
+type tokenProbs struct {
+	id   int32
+	prob float32
+	top  []engine.TokenProb
 }
 
 // piece is new output of one sample: the text that became final and the
@@ -35,8 +48,15 @@ type piece struct {
 	sample int
 	text   string
 	ids    []int32
-	finish string // "", "length", "stop" or "abort"
-	word   string // the stop string that ended the sample, if one did
+	finish string       // "", "length", "stop" or "abort"
+	word   string       // the stop string that ended the sample, if one did
+	probs  []tokenProbs // per id, when genRequest.topProbs asked
+	// What a llama-server stream event reports beside the piece.
+	slot      int           // the slot the generation runs in
+	generated int           // tokens generated so far, all samples
+	cached    int           // prompt tokens found in the prefix cache
+	start, at time.Time     // when the request began, when this piece was made
+	timings   *llamaTimings // the request's so far, on a sample's last piece
 }
 
 // genResult sums up a finished generation.
@@ -45,6 +65,7 @@ type genResult struct {
 	cached       int // prompt tokens found in the prefix cache
 	completion   int // tokens generated, all samples
 	samples      []sampleOut
+	slot         int // the llama-server slot it ran in
 	start        time.Time
 	firstToken   time.Time // zero if none was generated
 	lastToken    time.Time
@@ -54,6 +75,7 @@ type genResult struct {
 type sampleOut struct {
 	text   strings.Builder
 	ids    []int32
+	probs  []tokenProbs
 	finish string
 	word   string
 }
@@ -63,6 +85,7 @@ type sampleState struct {
 	dec    *tokenizer.Stream
 	text   string // decoded, not yet handed out
 	ids    []int32
+	probs  []tokenProbs // of ids, when asked
 	last   time.Time
 	finish string
 }
@@ -77,7 +100,13 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		return nil, e
 	}
 	res = &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
-	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt})
+	slot, e := h.slots.acquire(g.slot, id, g.prompt, g.cacheSalt, g.settings)
+	if e != nil {
+		return nil, e
+	}
+	res.slot = slot
+	defer func() { h.slots.release(slot, res.nextToken(g)) }()
+	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs})
 	switch {
 	case errors.Is(err, engine.ErrStopped):
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
@@ -113,8 +142,9 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		out := &res.samples[i]
 		out.finish, out.word = reason, word
 		out.text.WriteString(st.text)
-		p := piece{sample: i, text: st.text, ids: st.ids, finish: reason, word: word}
-		st.text, st.ids = "", nil
+		p := res.piece(i, st.text, st.ids, st.probs)
+		p.finish, p.word, p.timings = reason, word, llamaTimingsOf(res)
+		st.text, st.ids, st.probs = "", nil, nil
 		return emit(p)
 	}
 
@@ -156,6 +186,11 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		} else {
 			st.ids = append(st.ids, o.Token)
 			res.samples[o.Sample].ids = append(res.samples[o.Sample].ids, o.Token)
+			if g.topProbs > 0 {
+				tp := tokenProbs{id: o.Token, prob: o.Prob, top: o.Top}
+				st.probs = append(st.probs, tp)
+				res.samples[o.Sample].probs = append(res.samples[o.Sample].probs, tp)
+			}
 			if st.dec != nil {
 				st.text += st.dec.Next(o.Token)
 			}
@@ -172,9 +207,9 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		if reason != "" {
 			err = finish(o.Sample, reason, word)
 		} else if safe := holdBack(st.text, g.stop); safe > 0 || len(st.ids) > 0 {
-			p := piece{sample: o.Sample, text: st.text[:safe], ids: st.ids}
+			p := res.piece(o.Sample, st.text[:safe], st.ids, st.probs)
 			res.samples[o.Sample].text.WriteString(p.text)
-			st.text, st.ids = st.text[safe:], nil
+			st.text, st.ids, st.probs = st.text[safe:], nil, nil
 			err = emit(p)
 		}
 		if err != nil {
@@ -188,6 +223,21 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		}
 	}
 	return res, nil
+}
+
+// piece returns sample i's new output with the request's progress.
+func (r *genResult) piece(i int, text string, ids []int32, probs []tokenProbs) piece {
+	return piece{sample: i, text: text, ids: ids, probs: probs, slot: r.slot, generated: r.completion, cached: r.cached, start: r.start, at: r.lastToken}
+}
+
+// nextToken is what /slots shows of a finished generation (r nil: one
+// that failed).
+func (r *genResult) nextToken(g genRequest) nextToken {
+	if r == nil || len(r.samples) == 0 {
+		return nextToken{}
+	}
+	s := &r.samples[0]
+	return nextToken{HasNewLine: strings.Contains(s.text.String(), "\n"), NRemain: max(g.maxTokens-len(s.ids), 0), NDecoded: len(s.ids), StoppingWord: s.word}
 }
 
 // outcomeOf is the outcome (outcome.go) of a generation that returned res

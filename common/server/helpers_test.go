@@ -81,9 +81,17 @@ func startServer(t *testing.T, tm testModel, cfg engine.Config, opts Options) *t
 // shape the server's side of every connection.
 func startServerWith(t *testing.T, tm testModel, cfg engine.Config, limits engine.Limits, opts Options, wrap func(net.Listener) net.Listener) *testServer {
 	t.Helper()
+	return startServerFor(t, tm, cfg, limits, func(*engine.Engine) Options { return opts }, wrap)
+}
+
+// startServerFor is startServerWith with options made from the engine (a
+// test that needs its pool, for a CacheFile).
+func startServerFor(t *testing.T, tm testModel, cfg engine.Config, limits engine.Limits, optsFor func(*engine.Engine) Options, wrap func(net.Listener) net.Listener) *testServer {
+	t.Helper()
 	e, err := engine.New(tm.m, cfg)
 	require.NoError(t, err)
 	es := engine.NewServerWith(e, limits)
+	opts := optsFor(e)
 	if opts.Tokenizer == nil {
 		opts.Tokenizer = tm.tok
 	}

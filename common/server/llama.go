@@ -1,10 +1,16 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"kvlab/common/engine"
 )
@@ -12,6 +18,9 @@ import (
 // llamaRequest is a body of llama-server's POST /completion, with the
 // fields its clients (and prefix-aware routers) send.
 type llamaRequest struct {
+	// Prompt is a string, token ids, a mix of both, or an array of such
+	// prompts: each is its own generation, answered in order with its
+	// index.
 	Prompt      json.RawMessage `json:"prompt"`
 	NPredict    *int            `json:"n_predict"` // -1: until end of sequence or context
 	Temperature *float64        `json:"temperature"`
@@ -20,6 +29,16 @@ type llamaRequest struct {
 	Stop        []string        `json:"stop"`
 	Stream      bool            `json:"stream"`
 	IgnoreEOS   bool            `json:"ignore_eos"`
+	// NProbs asks for each generated token's probability and the n most
+	// probable tokens at its position (completion_probabilities), from the
+	// model's raw softmax. post_sampling_probs is not supported: the
+	// values are always the raw ones, reported as logprob.
+	NProbs int `json:"n_probs"`
+	// ReturnProgress adds prompt_progress to a stream's first event: the
+	// prompt's tokens, how many came from the cache, and the time the
+	// prompt took. The engine does not report its chunks one by one, so
+	// there is one progress report, when the prompt is done.
+	ReturnProgress bool `json:"return_progress"`
 	// CachePrompt asks llama-server to reuse the slot's KV for a repeated
 	// prefix. Here one prefix cache serves every request, and it is on
 	// when the server runs with --prefix-caching; the field is accepted and
@@ -28,13 +47,14 @@ type llamaRequest struct {
 	// CacheSalt keeps this request's cached KV apart from other tenants',
 	// as on the OpenAI endpoints.
 	CacheSalt string `json:"cache_salt"`
-	// IDSlot picks one of llama-server's slots, each with its own KV. This
-	// engine has no slots: it batches every request over one paged pool.
-	// The id is accepted and reported back so slot-aware clients work.
+	// IDSlot picks one of the --parallel slots (slots.go); -1 or absent
+	// lets the server choose the one whose last prompt shares the longest
+	// prefix.
 	IDSlot *int `json:"id_slot"`
 }
 
-// llamaTimings is llama-server's per-request timing report.
+// llamaTimings is llama-server's per-request timing report, plus cache_n,
+// which newer llama-server versions added.
 type llamaTimings struct {
 	PromptN             int     `json:"prompt_n"` // prompt tokens computed (not found in the cache)
 	PromptMS            float64 `json:"prompt_ms"`
@@ -47,20 +67,66 @@ type llamaTimings struct {
 	CacheN              int     `json:"cache_n"` // prompt tokens found in the cache
 }
 
-// llamaResponse is /completion's answer, and the last event of its stream.
+// llamaResponse is /completion's answer, and the last event of its stream
+// (llama-server's final result).
 type llamaResponse struct {
-	Content         string        `json:"content"`
-	Tokens          []int32       `json:"tokens"`
-	IDSlot          int           `json:"id_slot"`
-	Stop            bool          `json:"stop"`
-	Model           string        `json:"model,omitempty"`
-	TokensPredicted int           `json:"tokens_predicted,omitempty"`
-	TokensEvaluated int           `json:"tokens_evaluated,omitempty"`
-	TokensCached    int           `json:"tokens_cached"`
-	StopType        string        `json:"stop_type,omitempty"` // "eos", "limit", "word" or "abort"
-	StoppingWord    string        `json:"stopping_word,omitempty"`
-	CachePrompt     bool          `json:"cache_prompt"`
-	Timings         *llamaTimings `json:"timings,omitempty"`
+	Index              int                `json:"index"`
+	Content            string             `json:"content"`
+	Tokens             []int32            `json:"tokens"`
+	IDSlot             int                `json:"id_slot"`
+	Stop               bool               `json:"stop"`
+	Model              string             `json:"model"`
+	TokensPredicted    int                `json:"tokens_predicted"`
+	TokensEvaluated    int                `json:"tokens_evaluated"`
+	GenerationSettings generationSettings `json:"generation_settings"`
+	Prompt             string             `json:"prompt"`
+	HasNewLine         bool               `json:"has_new_line"`
+	Truncated          bool               `json:"truncated"` // never: a prompt too long is refused, not cut
+	StopType           string             `json:"stop_type"` // "eos", "limit", "word" or "none" (cut short)
+	StoppingWord       string             `json:"stopping_word"`
+	TokensCached       int                `json:"tokens_cached"`
+	Timings            *llamaTimings      `json:"timings"`
+	Probs              []tokenProbJSON    `json:"completion_probabilities,omitempty"`
+	CachePrompt        bool               `json:"cache_prompt"`
+}
+
+// llamaPartial is one event of a /completion stream before the last.
+type llamaPartial struct {
+	Index           int             `json:"index"`
+	Content         string          `json:"content"`
+	Tokens          []int32         `json:"tokens"`
+	Stop            bool            `json:"stop"`
+	IDSlot          int             `json:"id_slot"`
+	TokensPredicted int             `json:"tokens_predicted"`
+	TokensEvaluated int             `json:"tokens_evaluated"`
+	Probs           []tokenProbJSON `json:"completion_probabilities,omitempty"`
+	Progress        *promptProgress `json:"prompt_progress,omitempty"`
+}
+
+// promptProgress is what return_progress adds to a stream's first event.
+type promptProgress struct {
+	Total     int     `json:"total"`
+	Cache     int     `json:"cache"`
+	Processed int     `json:"processed"`
+	TimeMS    float64 `json:"time_ms"`
+}
+
+// tokenProbJSON is one generated token in completion_probabilities: its
+// text (valid UTF-8 only; the whole piece is in bytes), its log
+// probability, and the most probable tokens at its position.
+type tokenProbJSON struct {
+	ID      int32          `json:"id"`
+	Token   string         `json:"token"`
+	Bytes   []int          `json:"bytes"`
+	Logprob float64        `json:"logprob"`
+	Top     []tokenLogprob `json:"top_logprobs"`
+}
+
+type tokenLogprob struct {
+	ID      int32   `json:"id"`
+	Token   string  `json:"token"`
+	Bytes   []int   `json:"bytes"`
+	Logprob float64 `json:"logprob"`
 }
 
 func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
@@ -69,8 +135,9 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults(), cacheSalt: q.CacheSalt}
+	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults(), cacheSalt: q.CacheSalt, slot: -1}
 	g.maxTokens = h.es.ContextLimit()
+	nPredict := -1
 	if q.NPredict != nil {
 		switch n := *q.NPredict; {
 		case n == -1:
@@ -78,7 +145,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errBadRequest("n_predict", "n_predict must be -1 (no limit) or at least 1, have %d", n))
 			return
 		default:
-			g.maxTokens = n
+			g.maxTokens, nPredict = n, n
 		}
 	}
 	if q.Temperature != nil {
@@ -98,57 +165,171 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	if q.Seed != nil && *q.Seed >= 0 {
 		g.sampling.Seed = uint64(*q.Seed)
 	}
+	if q.NProbs < 0 || q.NProbs > engine.MaxTopProbs {
+		writeError(w, errBadRequest("n_probs", "n_probs must be in [0, %d], have %d", engine.MaxTopProbs, q.NProbs))
+		return
+	}
+	g.topProbs = q.NProbs
 	for _, s := range q.Stop {
 		if s != "" {
 			g.stop = append(g.stop, s)
 		}
 	}
-	var e *apiError
-	if g.prompt, e = h.prompt(q.Prompt); e != nil {
+	if q.IDSlot != nil && *q.IDSlot >= 0 {
+		g.slot = *q.IDSlot
+	}
+	prompts, e := h.prompts(q.Prompt)
+	if e != nil {
 		writeError(w, e)
 		return
 	}
-	slot := 0
-	if q.IDSlot != nil && *q.IDSlot >= 0 {
-		slot = *q.IDSlot
-	}
+	g.settings = settingsOf(g, nPredict, q.Stream, q.NProbs)
 	cachePrompt := q.CachePrompt == nil || *q.CachePrompt
 
 	var out *sse
 	if q.Stream {
 		out = newSSE(w)
 	}
+	// Every prompt is its own generation, all at once; the first failure
+	// cancels the others and is the answer.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	finals := make([]llamaResponse, len(prompts))
+	fails := make([]*apiError, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gi := g
+			gi.prompt = p
+			finals[i], fails[i] = h.llamaOne(ctx, i, gi, out, cachePrompt, q.ReturnProgress)
+			if fails[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, f := range fails {
+		// A 499 is a client gone (or a sibling cancelled after another's
+		// failure, which is reported instead): nothing to write then.
+		if f != nil && f.Status != 499 {
+			if out != nil {
+				out.fail(f)
+			} else {
+				writeError(w, f)
+			}
+			return
+		}
+	}
+	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil }) {
+		return
+	}
+	switch {
+	case out != nil:
+		return // each generation sent its last event
+	case len(finals) == 1:
+		writeJSON(w, http.StatusOK, finals[0])
+	default:
+		writeJSON(w, http.StatusOK, finals)
+	}
+}
+
+// llamaOne runs the generation of prompt number index and returns its
+// final answer; streaming, it sends every event itself, the final one
+// included.
+func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *sse, cachePrompt, progress bool) (llamaResponse, *apiError) {
 	rid := h.newID()
-	res, e := h.generate(r.Context(), rid, g, func(p piece) error {
+	first := true
+	var res *genResult
+	res, e := h.generate(ctx, rid, g, func(p piece) error {
 		if out == nil || p.finish != "" && p.text == "" && len(p.ids) == 0 {
 			return nil
 		}
-		return out.send(llamaResponse{Content: p.text, Tokens: orEmpty(p.ids), IDSlot: slot, CachePrompt: cachePrompt})
+		ev := llamaPartial{Index: index, Content: p.text, Tokens: orEmpty(p.ids), IDSlot: p.slot,
+			TokensPredicted: p.generated, TokensEvaluated: len(g.prompt), Probs: h.probsJSON(p.probs)}
+		if first && progress {
+			ev.Progress = &promptProgress{Total: len(g.prompt), Cache: p.cached, Processed: len(g.prompt), TimeMS: ms(p.at.Sub(p.start))}
+		}
+		first = false
+		return out.send(ev)
 	})
 	if e != nil {
-		if out != nil {
-			out.fail(e)
-		} else {
-			writeError(w, e)
-		}
-		return
+		return llamaResponse{}, e
 	}
 	s := &res.samples[0]
 	final := llamaResponse{
-		Content: s.text.String(), Tokens: orEmpty(s.ids), IDSlot: slot, Stop: true, Model: h.opts.ModelName,
-		TokensPredicted: res.completion, TokensEvaluated: res.promptTokens, TokensCached: res.cached,
-		StopType: map[string]string{"stop": "eos", "length": "limit", "abort": "abort"}[s.finish], StoppingWord: s.word,
-		CachePrompt: cachePrompt, Timings: llamaTimingsOf(res),
+		Index: index, Content: s.text.String(), Tokens: orEmpty(s.ids), IDSlot: res.slot, Stop: true, Model: h.opts.ModelName,
+		TokensPredicted: res.completion, TokensEvaluated: res.promptTokens, GenerationSettings: g.settings,
+		Prompt: h.piecesText(g.prompt), HasNewLine: strings.Contains(s.text.String(), "\n"),
+		StopType: map[string]string{"stop": "eos", "length": "limit", "abort": "none"}[s.finish], StoppingWord: s.word,
+		TokensCached: res.cached, Timings: llamaTimingsOf(res), Probs: h.probsJSON(s.probs), CachePrompt: cachePrompt,
 	}
 	if s.word != "" {
 		final.StopType = "word"
 	}
 	if out == nil {
-		writeJSON(w, http.StatusOK, final)
-		return
+		return final, nil
 	}
-	final.Content, final.Tokens = "", []int32{} // already streamed
-	_ = out.send(final)
+	final.Content, final.Tokens, final.Probs = "", []int32{}, nil // already streamed
+	if err := out.send(final); err != nil {
+		return llamaResponse{}, clientGone(err)
+	}
+	return final, nil
+}
+
+// probsJSON writes probabilities as completion_probabilities; nil when none
+// were asked for.
+func (h *Handler) probsJSON(ps []tokenProbs) []tokenProbJSON {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]tokenProbJSON, len(ps))
+	for i, p := range ps {
+		text, bytes := h.pieceJSON(p.id)
+		out[i] = tokenProbJSON{ID: p.id, Token: text, Bytes: bytes, Logprob: logprob(p.prob), Top: make([]tokenLogprob, len(p.top))}
+		for j, t := range p.top {
+			text, bytes := h.pieceJSON(t.ID)
+			out[i].Top[j] = tokenLogprob{ID: t.ID, Token: text, Bytes: bytes, Logprob: logprob(t.Prob)}
+		}
+	}
+	return out
+}
+
+// pieceJSON returns a token's text, cut to its valid UTF-8 prefix, and
+// its bytes.
+func (h *Handler) pieceJSON(id int32) (string, []int) {
+	var b []byte
+	if h.opts.Tokenizer != nil {
+		b = h.opts.Tokenizer.Piece(id)
+	}
+	bytes := make([]int, len(b))
+	for i, c := range b {
+		bytes[i] = int(c)
+	}
+	return string(b[:completePrefix(b)]), bytes
+}
+
+// completePrefix is the length of b's longest prefix that is whole UTF-8.
+func completePrefix(b []byte) int {
+	n := 0
+	for n < len(b) {
+		r, size := utf8.DecodeRune(b[n:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		n += size
+	}
+	return n
+}
+
+// logprob is ln p, with JSON's stand-in for -inf (JSON has no infinity):
+// the lowest float32, as llama-server writes it.
+func logprob(p float32) float64 {
+	if p == 0 {
+		return -math.MaxFloat32
+	}
+	return math.Log(float64(p))
 }
 
 // llamaDefaults is llama-server's default sampling: temperature 0.8,
@@ -180,4 +361,89 @@ func orEmpty(ids []int32) []int32 {
 		return []int32{}
 	}
 	return ids
+}
+
+// prompts reads /completion's prompt in each form llama-server takes: a
+// string, token ids, an array mixing strings and ids (one prompt), or an
+// array of any of these (one generation each).
+func (h *Handler) prompts(raw json.RawMessage) ([][]int32, *apiError) {
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil || isMixed(elems) || allInts(elems) {
+		p, e := h.mixedPrompt(raw)
+		return [][]int32{p}, e
+	}
+	if len(elems) == 0 {
+		return nil, errBadRequest("prompt", "prompt is empty")
+	}
+	out := make([][]int32, len(elems))
+	for i, el := range elems {
+		var inner []json.RawMessage
+		var s string
+		if json.Unmarshal(el, &s) != nil && (json.Unmarshal(el, &inner) != nil || !isMixed(inner) && !allInts(inner)) {
+			return nil, errBadRequest("prompt", "element %d of prompt must be a string, token ids, or a mix of strings and ids", i)
+		}
+		var e *apiError
+		if out[i], e = h.mixedPrompt(el); e != nil {
+			e.Message = "prompt " + strconv.Itoa(i) + ": " + e.Message
+			return nil, e
+		}
+	}
+	return out, nil
+}
+
+// mixedPrompt reads one prompt: a string, token ids, or strings and ids
+// mixed, each string tokenized in place (with BOS only when a string
+// comes first, llama-server's rule).
+func (h *Handler) mixedPrompt(raw json.RawMessage) ([]int32, *apiError) {
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil || !isMixed(elems) {
+		return h.prompt(raw)
+	}
+	t := h.opts.Tokenizer
+	if t == nil {
+		return nil, errBadRequest("prompt", "this model has no tokenizer.json: send the prompt as an array of token ids")
+	}
+	var ids []int32
+	for i, el := range elems {
+		var s string
+		if json.Unmarshal(el, &s) == nil {
+			if i == 0 {
+				ids = append(ids, t.EncodePrompt(s)...)
+			} else {
+				ids = append(ids, t.Encode(s)...)
+			}
+			continue
+		}
+		var id int64
+		if err := json.Unmarshal(el, &id); err != nil || id < 0 || id > math.MaxInt32 {
+			return nil, errBadRequest("prompt", "element %d of the prompt is %s: want a string or a token id", i, el)
+		}
+		ids = append(ids, int32(id))
+	}
+	return ids, nil
+}
+
+// isMixed reports whether elems holds both strings and integers.
+func isMixed(elems []json.RawMessage) bool {
+	str, num := false, false
+	for _, el := range elems {
+		if len(el) > 0 && el[0] == '"' {
+			str = true
+		} else {
+			var n int64
+			num = num || json.Unmarshal(el, &n) == nil
+		}
+	}
+	return str && num
+}
+
+// allInts reports whether elems is a non-empty array of integers.
+func allInts(elems []json.RawMessage) bool {
+	for _, el := range elems {
+		var n int64
+		if json.Unmarshal(el, &n) != nil {
+			return false
+		}
+	}
+	return len(elems) > 0
 }

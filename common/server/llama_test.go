@@ -13,7 +13,7 @@ import (
 
 func TestLlamaCompletionReportsCachedTokensAndTimings(t *testing.T) {
 	tm := loadTestModel(t)
-	ts := startServer(t, tm, engineConfig(true), Options{PrefixCaching: true})
+	ts := startServer(t, tm, engineConfig(true), Options{PrefixCaching: true, Slots: 4})
 	p := prompt(18, 6)
 	want := reference(t, tm, engine.Request{ID: 1, Prompt: p, MaxTokens: 5, IgnoreEOS: true})[1]
 

@@ -212,12 +212,16 @@ type completionChoice struct {
 }
 
 type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage,omitempty"`
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *usage             `json:"usage,omitempty"`
+	// Timings is llama-server's extension: on a whole answer, and on a
+	// stream's chunk that ends a sample and its usage chunk.
+	Timings *llamaTimings `json:"timings,omitempty"`
 }
 
 func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
@@ -239,8 +243,8 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	rid := h.newID()
 	id := fmt.Sprintf("cmpl-%d", rid)
 	created := time.Now().Unix()
-	reply := func(choices []completionChoice, u *usage) completionResponse {
-		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: h.opts.ModelName, Choices: choices, Usage: u}
+	reply := func(choices []completionChoice, u *usage, t *llamaTimings) completionResponse {
+		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: h.opts.ModelName, SystemFingerprint: buildInfo(), Choices: choices, Usage: u, Timings: t}
 	}
 	h.openAIReply(w, r, &q.openAIRequest, rid, g, replyShape{
 		whole: func(res *genResult) any {
@@ -248,16 +252,16 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 			for i, s := range res.samples {
 				choices[i] = completionChoice{Index: i, Text: s.text.String(), TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish}
 			}
-			return reply(choices, newUsage(res))
+			return reply(choices, newUsage(res), llamaTimingsOf(res))
 		},
 		chunk: func(p piece) any {
 			c := completionChoice{Index: p.sample, Text: p.text, TokenIDs: q.idsIfAsked(p.ids)}
 			if p.finish != "" {
 				c.FinishReason = &p.finish
 			}
-			return reply([]completionChoice{c}, nil)
+			return reply([]completionChoice{c}, nil, p.timings)
 		},
-		usage: func(u *usage) any { return reply([]completionChoice{}, u) },
+		usage: func(res *genResult) any { return reply([]completionChoice{}, newUsage(res), llamaTimingsOf(res)) },
 	})
 }
 
@@ -267,7 +271,7 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 type replyShape struct {
 	whole func(res *genResult) any
 	chunk func(p piece) any
-	usage func(u *usage) any
+	usage func(res *genResult) any
 }
 
 // openAIReply runs g and answers r in the shape s gives: one JSON body, or
@@ -289,7 +293,7 @@ func (h *Handler) openAIReply(w http.ResponseWriter, r *http.Request, q *openAIR
 		return
 	}
 	if q.StreamOptions != nil && q.StreamOptions.IncludeUsage {
-		if out.send(s.usage(newUsage(res))) != nil {
+		if out.send(s.usage(res)) != nil {
 			return
 		}
 	}

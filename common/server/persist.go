@@ -130,14 +130,22 @@ func (c *CacheFile) blockBytes() int {
 // record salts, and a restore would commit them to the unsalted cache,
 // where every tenant could reuse them.
 func (c *CacheFile) Save() (int, error) {
+	blocks, _, err := c.saveTo(c.Path, func(b kvcache.CachedBlock) bool { return !b.Salted })
+	return blocks, err
+}
+
+// saveTo writes the cached blocks keep accepts to path, in Save's format,
+// and returns how many blocks and bytes it wrote. keep must refuse salted
+// blocks (the file records no salt). A block keep accepts whose parent it
+// refused is written all the same, and a restore leaves it out.
+func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool) (blocks, size int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var body bytes.Buffer
 	n := c.Identity.BlockSize * c.Identity.KVDim
 	k, v := make([]float32, n), make([]float32, n)
-	blocks := 0
-	err := c.Observer.Visit(func(b kvcache.CachedBlock) error {
-		if b.Salted {
+	err = c.Observer.Visit(func(b kvcache.CachedBlock) error {
+		if !keep(b) {
 			return nil
 		}
 		body.Write(b.Hash[:])
@@ -160,11 +168,11 @@ func (c *CacheFile) Save() (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	hdr, err := json.Marshal(cacheHeader{CacheIdentity: c.Identity, Seed: c.Seed, Blocks: blocks})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var file bytes.Buffer
 	file.WriteString(cacheMagic)
@@ -174,23 +182,23 @@ func (c *CacheFile) Save() (int, error) {
 	sum := sha256.Sum256(file.Bytes())
 	file.Write(sum[:])
 
-	if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err != nil {
-		return 0, err
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, 0, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(c.Path), ".kvcache-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".kvcache-*")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if _, err := tmp.Write(file.Bytes()); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return 0, err
+		return 0, 0, err
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return 0, err
+		return 0, 0, err
 	}
-	return blocks, os.Rename(tmp.Name(), c.Path)
+	return blocks, file.Len(), os.Rename(tmp.Name(), path)
 }
 
 func writeFloats(w *bytes.Buffer, fs []float32) {
@@ -218,18 +226,29 @@ type savedBlock struct {
 // with an error that says which check and why, and nothing is restored. If
 // the pool fills up, what fits is kept and the error says how much did not.
 func (c *CacheFile) Restore() (int, error) {
-	raw, err := os.ReadFile(c.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, ErrNoCacheFile
-	}
+	blocks, _, err := c.load(c.Path)
 	if err != nil {
 		return 0, err
 	}
+	n, _, err := c.commit(blocks)
+	return n, err
+}
+
+// load reads and checks the file at path; it returns its blocks and its
+// size in bytes, or ErrNoCacheFile when there is no file.
+func (c *CacheFile) load(path string) ([]savedBlock, int, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, ErrNoCacheFile
+	}
+	if err != nil {
+		return nil, 0, err
+	}
 	blocks, err := c.parse(raw)
 	if err != nil {
-		return 0, fmt.Errorf("refusing %s: %w", c.Path, err)
+		return nil, 0, fmt.Errorf("refusing %s: %w", path, err)
 	}
-	return c.commit(blocks)
+	return blocks, len(raw), nil
 }
 
 func (c *CacheFile) parse(raw []byte) ([]savedBlock, error) {
@@ -288,8 +307,11 @@ func (c *CacheFile) parse(raw []byte) ([]savedBlock, error) {
 }
 
 // commit rebuilds every saved chain, from the root to each block no other
-// block continues, and commits it through a short-lived sequence.
-func (c *CacheFile) commit(blocks []savedBlock) (int, error) {
+// block continues, and commits it through a short-lived sequence. It
+// returns the number of blocks it wrote and the longest chain's tokens. It
+// touches the pool: call it before the engine runs, or on the engine's
+// goroutine (engine.Server.Do).
+func (c *CacheFile) commit(blocks []savedBlock) (int, []int32, error) {
 	byHash := make(map[kvevents.Hash]*savedBlock, len(blocks))
 	continued := make(map[kvevents.Hash]bool)
 	for i := range blocks {
@@ -302,6 +324,7 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, error) {
 	n := bs * c.Identity.KVDim
 	k, v := make([]float32, n), make([]float32, n)
 	restored, skipped := 0, 0
+	var longest []int32
 	for i := range blocks {
 		leaf := &blocks[i]
 		if continued[leaf.hash] {
@@ -337,7 +360,7 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, error) {
 		}
 		if err != nil {
 			c.Pool.Release(id)
-			return restored, fmt.Errorf("restored %d blocks, then: %w", restored, err)
+			return restored, longest, fmt.Errorf("restored %d blocks, then: %w", restored, err)
 		}
 		pages := c.Pool.Pages(id)
 		for j := cached / bs; j < len(chain); j++ {
@@ -347,18 +370,21 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, error) {
 				readFloats(kv[(2*l+1)*4*n:], v)
 				if err := c.Pool.WriteBlock(l, pages[j], k, v); err != nil {
 					c.Pool.Release(id)
-					return restored, err
+					return restored, longest, err
 				}
 			}
 			restored++
 		}
 		c.Pool.Commit(id, tokens)
 		c.Pool.Release(id)
+		if len(tokens) > len(longest) {
+			longest = tokens
+		}
 	}
 	if skipped > 0 {
-		return restored, fmt.Errorf("restored %d blocks; %d chains had lost their first blocks and were left out", restored, skipped)
+		return restored, longest, fmt.Errorf("restored %d blocks; %d chains had lost their first blocks and were left out", restored, skipped)
 	}
-	return restored, nil
+	return restored, longest, nil
 }
 
 func readFloats(b []byte, dst []float32) {

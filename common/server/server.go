@@ -68,6 +68,19 @@ type Options struct {
 	KVEvents *KVEvents
 	// CacheFile, when set, serves POST /cache/save (persist.go).
 	CacheFile *CacheFile
+	// Slots is the number of llama-server slots (--parallel); 0 means 1.
+	// A slot is a handle on the blocks of its last prompt (slots.go), not
+	// a limit on how many requests run.
+	Slots int
+	// SlotSavePath is the directory of slot files (--slot-save-path); ""
+	// refuses slot actions with 501, as llama-server does.
+	SlotSavePath string
+	// SlotKV describes the pool's KV for slot files: its identity,
+	// observer and hash seed (CacheFile; Path unused). nil without a
+	// prefix cache.
+	SlotKV *CacheFile
+	// ModelPath is what /props reports as model_path.
+	ModelPath string
 }
 
 // DefaultMaxN is Options.MaxN's default.
@@ -83,6 +96,7 @@ type Handler struct {
 	mux     map[string]route
 	metrics *metrics
 	reg     *prometheus.Registry
+	slots   *slotTable
 }
 
 type route struct {
@@ -105,7 +119,7 @@ func New(es *engine.Server, opts Options) *Handler {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	h := &Handler{es: es, opts: opts, stopIDs: map[int32]bool{}, created: time.Now().Unix(), reg: prometheus.NewRegistry()}
+	h := &Handler{es: es, opts: opts, stopIDs: map[int32]bool{}, created: time.Now().Unix(), reg: prometheus.NewRegistry(), slots: newSlotTable(opts.Slots)}
 	if opts.Tokenizer != nil {
 		for _, id := range opts.Tokenizer.EOS() {
 			h.stopIDs[id] = true
@@ -118,6 +132,12 @@ func New(es *engine.Server, opts Options) *Handler {
 		"/completion":          {http.MethodPost, h.counted(h.llamaCompletion)},
 		"/v1/models":           {http.MethodGet, h.models},
 		"/health":              {http.MethodGet, h.health},
+		"/v1/health":           {http.MethodGet, h.health},
+		"/props":               {http.MethodGet, h.props},
+		"/slots":               {http.MethodGet, h.getSlots},
+		"/tokenize":            {http.MethodPost, h.tokenize},
+		"/detokenize":          {http.MethodPost, h.detokenize},
+		"/apply-template":      {http.MethodPost, h.applyTemplate},
 		"/metrics":             {http.MethodGet, promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP},
 		"/v1/kv_events":        {http.MethodGet, h.kvEventStream},
 		"/cache/save":          {http.MethodPost, h.saveCache},
@@ -129,6 +149,9 @@ func New(es *engine.Server, opts Options) *Handler {
 // error, as every other failure does.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, ok := h.mux[strings.TrimSuffix(r.URL.Path, "/")]
+	if !ok && strings.HasPrefix(r.URL.Path, "/slots/") {
+		rt, ok = route{http.MethodPost, h.slotAction}, true
+	}
 	if !ok {
 		writeError(w, errNotFound("no route %s %s", r.Method, r.URL.Path))
 		return

@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 )
 
 // sse writes server-sent events: each event is one `data: ...` line and a
 // blank line, flushed at once so the client sees every token when it is
-// made, not when a buffer fills.
+// made, not when a buffer fills. Several generations may write to one
+// stream (a /completion with several prompts): each event goes out whole.
 type sse struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
+	mu      sync.Mutex
 	started bool
 }
 
@@ -45,6 +48,8 @@ func (s *sse) send(v any) error {
 
 // raw writes one event whose data is b.
 func (s *sse) raw(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.start()
 	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", b); err != nil {
 		return err
@@ -61,8 +66,14 @@ func (s *sse) fail(e *apiError) {
 	if e.Status == 499 {
 		return // the client is gone
 	}
-	if !s.started {
+	s.mu.Lock()
+	started := s.started
+	if !started {
+		s.started = true // nothing else may write now
 		writeError(s.w, e)
+	}
+	s.mu.Unlock()
+	if !started {
 		return
 	}
 	_ = s.send(map[string]*apiError{"error": e})

@@ -1,0 +1,153 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"unicode/utf8"
+)
+
+// props serves GET /props: llama-server's description of itself.
+func (h *Handler) props(w http.ResponseWriter, r *http.Request) {
+	def := slotJSON{ID: 0, IDTask: -1, NCtx: h.es.ContextLimit(), Params: newSlotTable(1).slots[0].params, NextToken: nextToken{}}
+	def.Params.Temperature, def.Params.TopP = llamaDefaults().Temperature, llamaDefaults().TopP
+	out := map[string]any{
+		"default_generation_settings": def,
+		"total_slots":                 len(h.slots.slots),
+		"model_path":                  h.opts.ModelPath,
+		"model_alias":                 h.opts.ModelName,
+		"n_ctx":                       h.es.ContextLimit(),
+		"chat_template":               "",
+		"bos_token":                   "",
+		"eos_token":                   "",
+		"build_info":                  buildInfo(),
+	}
+	if t := h.opts.Tokenizer; t != nil {
+		out["chat_template"] = t.ChatTemplate()
+		if id, ok := t.BOS(); ok {
+			out["bos_token"] = string(t.Piece(id))
+		}
+		if eos := t.EOS(); len(eos) > 0 {
+			out["eos_token"] = string(t.Piece(eos[0]))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// buildInfo is this binary's build, "kvlab-<commit>" when Go recorded the
+// commit: /props' build_info and the OpenAI answers' system_fingerprint.
+var buildInfo = sync.OnceValue(func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
+				return "kvlab-" + s.Value[:7]
+			}
+		}
+	}
+	return "kvlab-dev"
+})
+
+// tokenizeRequest is POST /tokenize's body. Content is a string, or an
+// array mixing strings and token ids (llama-server's "mixed" prompt).
+type tokenizeRequest struct {
+	Content    json.RawMessage `json:"content"`
+	AddSpecial bool            `json:"add_special"`
+	WithPieces bool            `json:"with_pieces"`
+}
+
+// tokenize serves POST /tokenize: {"tokens": [ids]}, or with with_pieces
+// [{"id", "piece"}], a piece being the token's text, or its bytes as an
+// array of numbers when they are not valid UTF-8 on their own (part of a
+// character), as llama-server writes them.
+func (h *Handler) tokenize(w http.ResponseWriter, r *http.Request) {
+	var q tokenizeRequest
+	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
+		writeError(w, e)
+		return
+	}
+	t := h.opts.Tokenizer
+	if t == nil {
+		writeError(w, errBadRequest("content", "this model has no tokenizer.json: it takes token ids only"))
+		return
+	}
+	var ids []int32
+	if len(q.Content) > 0 && string(q.Content) != "null" {
+		var parts []json.RawMessage
+		if json.Unmarshal(q.Content, &parts) != nil {
+			parts = []json.RawMessage{q.Content}
+		}
+		for i, p := range parts {
+			var text string
+			var id int32
+			switch {
+			case json.Unmarshal(p, &text) == nil:
+				ids = append(ids, t.Encode(text)...)
+			case json.Unmarshal(p, &id) == nil:
+				ids = append(ids, id)
+			default:
+				writeError(w, errBadRequest("content", "content must be a string or an array of strings and token ids; element %d is %s", i, p))
+				return
+			}
+		}
+		if q.AddSpecial {
+			if bos, ok := t.BOS(); ok && (len(ids) == 0 || ids[0] != bos) {
+				ids = append([]int32{bos}, ids...)
+			}
+		}
+	}
+	if !q.WithPieces {
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": orEmpty(ids)})
+		return
+	}
+	type withPiece struct {
+		ID    int32 `json:"id"`
+		Piece any   `json:"piece"`
+	}
+	out := make([]withPiece, len(ids))
+	for i, id := range ids {
+		b := t.Piece(id)
+		out[i] = withPiece{ID: id, Piece: string(b)}
+		if !utf8.Valid(b) {
+			nums := make([]int, len(b))
+			for j, c := range b {
+				nums[j] = int(c)
+			}
+			out[i].Piece = nums
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+// detokenize serves POST /detokenize: the text of the ids, special tokens
+// written out, as llama-server's does.
+func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
+	var q struct {
+		Tokens []int32 `json:"tokens"`
+	}
+	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
+		writeError(w, e)
+		return
+	}
+	if h.opts.Tokenizer == nil {
+		writeError(w, errBadRequest("tokens", "this model has no tokenizer.json: there is no text to give"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": h.piecesText(q.Tokens)})
+}
+
+// applyTemplate serves POST /apply-template: the prompt a chat request's
+// messages render to, without generating.
+func (h *Handler) applyTemplate(w http.ResponseWriter, r *http.Request) {
+	var q chatRequest
+	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
+		writeError(w, e)
+		return
+	}
+	text, e := h.chatText(q.Messages)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": text})
+}
