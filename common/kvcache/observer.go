@@ -11,9 +11,10 @@ import (
 // the cache is: it never asks the design anything but Holds.
 //
 // After every Commit it walks the committed sequence's full blocks, each
-// named by its chained vLLM block hash, salted with the sequence's cache
-// salt as vLLM salts it (the first block's extra keys): two tenants' equal
-// prompts are different hashes, as they are different cache entries; a block the cache now holds
+// named by its chained vLLM block hash (its kvevents.Hasher: vLLM's
+// algorithm, root and LoRA name), salted with the sequence's cache salt as
+// vLLM salts it (the first block's extra keys): two tenants' equal prompts
+// are different hashes, as they are different cache entries; a block the cache now holds
 // (Holds > 0) that carries a hash not announced yet is announced with a
 // BlockStored. A hash stays announced while at least one block the cache
 // holds carries it (two sequences that computed the same prefix at once
@@ -26,8 +27,8 @@ import (
 // announced set are behind a mutex), and Ready signals when there are some.
 // A pool without an observer pays nothing.
 type Observer struct {
-	pool *Pool
-	root kvevents.Hash
+	pool   *Pool
+	hasher kvevents.Hasher
 
 	// Engine goroutine only.
 	seqs  map[int][]kvevents.Hash // hashes of each open sequence's committed full blocks
@@ -58,17 +59,24 @@ type runState struct {
 	next  int // the block index that would extend it
 }
 
-// Observe attaches a new observer to p, rooting its chains at vLLM's
-// NONE_HASH for PYTHONHASHSEED=seed (kvevents.RootHash). It returns nil
+// Observe attaches a new observer to p that names blocks as a vLLM replica
+// running sha256_cbor with PYTHONHASHSEED=seed does: ObserveWith a
+// kvevents.NewHasher(kvevents.SHA256CBOR, seed, "").
+func (p *Pool) Observe(seed string) *Observer {
+	return p.ObserveWith(kvevents.NewHasher(kvevents.SHA256CBOR, seed, ""))
+}
+
+// ObserveWith attaches a new observer to p, naming blocks with h: its
+// algorithm, its root (vLLM's NONE_HASH) and its LoRA name. It returns nil
 // when p has no prefix cache: nothing is ever cached, so nothing is
 // announced. Attach it before the first sequence opens.
-func (p *Pool) Observe(seed string) *Observer {
+func (p *Pool) ObserveWith(h kvevents.Hasher) *Observer {
 	if p.cache == nil {
 		return nil
 	}
 	o := &Observer{
 		pool:    p,
-		root:    kvevents.RootHash(seed),
+		hasher:  h,
 		seqs:    make(map[int][]kvevents.Hash),
 		entries: make(map[kvevents.Hash]*announced),
 		byBlock: make([]*announced, p.alloc.Total()),
@@ -82,6 +90,9 @@ func (p *Pool) Observe(seed string) *Observer {
 
 // Observer returns the pool's observer, or nil.
 func (p *Pool) Observer() *Observer { return p.obs }
+
+// Hasher returns how the observer names blocks.
+func (o *Observer) Hasher() kvevents.Hasher { return o.hasher }
 
 // Ready is signalled when events are waiting for Drain.
 func (o *Observer) Ready() <-chan struct{} { return o.ready }
@@ -185,11 +196,12 @@ func (o *Observer) commit(id int, salt string, tokens []int32, pages []int32) {
 	bs := o.pool.blockSize
 	hs := o.seqs[id]
 	for i := len(hs); (i+1)*bs <= len(tokens) && i < len(pages); i++ {
-		parent, s := o.root, salt
-		if i > 0 {
-			parent, s = hs[i-1], ""
+		block := tokens[i*bs : (i+1)*bs]
+		if i == 0 {
+			hs = append(hs, o.hasher.First(block, salt))
+		} else {
+			hs = append(hs, o.hasher.Next(hs[i-1], block))
 		}
-		hs = append(hs, kvevents.HashBlock(parent, tokens[i*bs:(i+1)*bs], s))
 	}
 	o.seqs[id] = hs
 	o.settle()

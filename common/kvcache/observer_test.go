@@ -195,3 +195,46 @@ func TestObserveWithoutCache(t *testing.T) {
 	assert.Nil(t, e.Pool().Observe("0"))
 	assert.Nil(t, e.Pool().Observer())
 }
+
+// TestObserveWithNamesBlocksAsItsHasher: an observer announces a served
+// prompt's blocks under its hasher's names — every vLLM algorithm, a LoRA
+// name on every block, the request's cache salt on the first — and under
+// no other name.
+func TestObserveWithNamesBlocksAsItsHasher(t *testing.T) {
+	m := modeltest.Load(t, "llama", 7)
+	rng := rand.New(rand.NewPCG(3, 4))
+	prompt := randomTokens(rng, 14, m.Config.VocabSize) // three whole blocks of 4, and a partial one
+	for _, a := range kvevents.HashAlgos() {
+		for _, tc := range []struct{ lora, salt string }{{"", ""}, {"adapter-1", "tenant-a"}} {
+			t.Run(fmt.Sprintf("%s-%q-%q", a, tc.lora, tc.salt), func(t *testing.T) {
+				c := engine.DefaultConfig()
+				c.BlockSize, c.NumBlocks, c.MaxBatchTokens, c.MaxRunning = 4, 16, 32, 1
+				c.PrefixCache = radix.New
+				e, err := engine.New(m, c)
+				require.NoError(t, err)
+				defer e.Close()
+				h := kvevents.NewHasher(a, "42", tc.lora)
+				obs := e.Pool().ObserveWith(h)
+				require.NotNil(t, obs)
+				assert.Equal(t, h, obs.Hasher())
+				require.NoError(t, e.Submit(engine.Request{ID: 1, Prompt: prompt, MaxTokens: 1, IgnoreEOS: true, CacheSalt: tc.salt}))
+				for e.Busy() {
+					e.Step()
+				}
+				_, state := obs.Drain(true)
+				var announced []kvevents.Hash
+				for _, ev := range state[1:] {
+					announced = append(announced, ev.BlockHashes...)
+				}
+				// One chain, so the state's parents-first order is the chain's.
+				assert.Equal(t, h.BlockHashes(prompt, 4, tc.salt), announced, "the prompt's three whole blocks, under %s", a)
+				other := kvevents.NewHasher(a, "42", "").BlockHashes(prompt, 4, "")
+				if tc.lora != "" {
+					for _, x := range other {
+						assert.NotContains(t, announced, x, "no block is announced under the plain chain")
+					}
+				}
+			})
+		}
+	}
+}
