@@ -93,7 +93,7 @@ var processSeed = maphash.MakeSeed()
 // more to chain parent in, with no call into the runtime (maphash.Bytes
 // goes through its generic memhash). Select it with WithHash(WordHash): on
 // the AMD EPYC this was measured on, MapHash's AES rounds made Match
-// faster still (docs/phase08_hashcow.md, "Match: levers measured").
+// faster still (docs/benchmarks.md, "Match: levers measured").
 //
 // It is no stronger than it needs to be: a key is only a hint, and every
 // hit is verified against the block's tokens, its parent and its salt, so
