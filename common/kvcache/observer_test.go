@@ -3,6 +3,7 @@ package kvcache_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
 	"kvlab/common/model/modeltest"
+	"kvlab/common/server"
 	"kvlab/phase08_compressed/trie"
 	"kvlab/phase08_hashcow/blockhash"
 	"kvlab/phase08_prefix/radix"
@@ -236,5 +238,67 @@ func TestObserveWithNamesBlocksAsItsHasher(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCacheFileKeepsTheHasher: the persistent tier (server.CacheFile)
+// saves blocks under the observer's hasher and records its algorithm and
+// LoRA name; a server naming blocks the same way restores them, one on
+// another algorithm or another LoRA name refuses the file and says why.
+// (It lives here, beside the observer whose names the file carries.)
+func TestCacheFileKeepsTheHasher(t *testing.T) {
+	m := modeltest.Load(t, "llama", 7)
+	rng := rand.New(rand.NewPCG(5, 6))
+	prompt := randomTokens(rng, 13, m.Config.VocabSize)
+	path := filepath.Join(t.TempDir(), server.CacheFileName)
+	open := func(h kvevents.Hasher) (*engine.Engine, *server.CacheFile) {
+		c := engine.DefaultConfig()
+		c.BlockSize, c.NumBlocks, c.MaxBatchTokens, c.MaxRunning = 4, 16, 32, 1
+		c.PrefixCache = radix.New
+		e, err := engine.New(m, c)
+		require.NoError(t, err)
+		t.Cleanup(e.Close)
+		p := e.Pool()
+		return e, &server.CacheFile{
+			Path:     path,
+			Identity: server.CacheIdentity{Model: "m", BlockSize: p.BlockSize(), Layers: p.Layers(), KVDim: p.KVDim(), DType: "float32", HashAlgo: h.Algo(), LoRA: h.LoRA()},
+			Pool:     p,
+			Observer: p.ObserveWith(h),
+			Seed:     h.Seed(),
+		}
+	}
+	saved := kvevents.NewHasher(kvevents.XXHash, "42", "adapter-1")
+	e, f := open(saved)
+	require.NoError(t, e.Submit(engine.Request{ID: 1, Prompt: prompt, MaxTokens: 1, IgnoreEOS: true}))
+	for e.Busy() {
+		e.Step()
+	}
+	n, err := f.Save()
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the prompt's whole blocks")
+
+	_, same := open(saved)
+	got, err := same.Restore()
+	require.NoError(t, err, "the same hasher restores the file, its records checked under xxhash and the LoRA name")
+	assert.Equal(t, n, got)
+	_, state := same.Observer.Drain(true)
+	var announced []kvevents.Hash
+	for _, ev := range state[1:] {
+		announced = append(announced, ev.BlockHashes...)
+	}
+	assert.Equal(t, saved.BlockHashes(prompt, 4, "")[:3], announced)
+
+	for _, other := range []kvevents.Hasher{
+		kvevents.NewHasher(kvevents.SHA256, "42", "adapter-1"),
+		kvevents.NewHasher(kvevents.SHA256CBOR, "42", "adapter-1"),
+		kvevents.NewHasher(kvevents.XXHash, "42", ""),
+		kvevents.NewHasher(kvevents.XXHash, "42", "adapter-2"),
+	} {
+		_, g := open(other)
+		got, err := g.Restore()
+		require.Error(t, err, "%s, LoRA %q", other.Algo(), other.LoRA())
+		assert.Zero(t, got)
+		assert.Contains(t, err.Error(), "another block hash")
+		assert.Contains(t, err.Error(), fmt.Sprintf("by xxhash with LoRA %q, this server by %s with LoRA %q", "adapter-1", other.Algo(), other.LoRA()))
 	}
 }

@@ -60,6 +60,12 @@ type CacheIdentity struct {
 	Layers    int    `json:"layers"`
 	KVDim     int    `json:"kv_dim"`
 	DType     string `json:"dtype"`
+	// HashAlgo and LoRA are how the observer names blocks (its
+	// kvevents.Hasher, with Seed): a file's records are checked under them,
+	// and restored only into a server that names blocks the same way. A
+	// file without them was written under sha256_cbor and no LoRA.
+	HashAlgo kvevents.HashAlgo `json:"hash_algo"`
+	LoRA     string            `json:"lora_name,omitempty"`
 }
 
 type cacheHeader struct {
@@ -273,6 +279,10 @@ func (c *CacheFile) parse(raw []byte) ([]savedBlock, error) {
 		return nil, fmt.Errorf("bad header: %w", err)
 	}
 	body = body[n:]
+	if have, want := hdr.CacheIdentity, c.Identity; have.HashAlgo != want.HashAlgo || have.LoRA != want.LoRA {
+		return nil, fmt.Errorf("written under another block hash: the file names its blocks by %s with LoRA %q, this server by %s with LoRA %q (-prefix-caching-hash-algo, -lora-name)",
+			have.HashAlgo, have.LoRA, want.HashAlgo, want.LoRA)
+	}
 	if have, want := hdr.CacheIdentity, c.Identity; have != want {
 		return nil, fmt.Errorf("written for another configuration: the file has model %.12s…, block size %d, %d layers × %d KV width, %s; this server has model %.12s…, block size %d, %d layers × %d KV width, %s",
 			have.Model, have.BlockSize, have.Layers, have.KVDim, have.DType, want.Model, want.BlockSize, want.Layers, want.KVDim, want.DType)
@@ -281,7 +291,7 @@ func (c *CacheFile) parse(raw []byte) ([]savedBlock, error) {
 	if hdr.Blocks < 0 || len(body) != hdr.Blocks*size {
 		return nil, fmt.Errorf("the header announces %d blocks of %d bytes, the file holds %d bytes", hdr.Blocks, size, len(body))
 	}
-	root := kvevents.RootHash(hdr.Seed)
+	hasher := kvevents.NewHasher(hdr.HashAlgo, hdr.Seed, hdr.LoRA)
 	bs := c.Identity.BlockSize
 	out := make([]savedBlock, hdr.Blocks)
 	for i := range out {
@@ -295,11 +305,13 @@ func (c *CacheFile) parse(raw []byte) ([]savedBlock, error) {
 			b.tokens[j] = int32(binary.LittleEndian.Uint32(rec[65+4*j:]))
 		}
 		b.kv = rec[65+4*bs:]
-		parent := root
+		var want kvevents.Hash
 		if b.hasParent {
-			parent = b.parent
+			want = hasher.Next(b.parent, b.tokens)
+		} else {
+			want = hasher.First(b.tokens, "")
 		}
-		if kvevents.HashBlock(parent, b.tokens, "") != b.hash {
+		if want != b.hash {
 			return nil, fmt.Errorf("block %d: its hash is not the hash of its tokens under its parent", i)
 		}
 	}
