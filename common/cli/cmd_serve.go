@@ -51,10 +51,19 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
 	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
-	kvTopic := flags.String("kv-events-topic", "", "ZeroMQ topic (default kv@<listen address>@<served model name>, the form llm-d's indexer parses)")
+	kvTopic := flags.String("kv-events-topic", "", "ZeroMQ topic (default kv@<-kv-events-advertise>@<served model name>, the form llm-d's indexer parses)")
+	kvAdvertise := flags.String("kv-events-advertise", "", "host:port that the default topic names this server by, the address a scheduler reaches it at (default: the listen address; needed when -host is 0.0.0.0 or ::)")
+	kvReplay := flags.String("kv-events-replay-endpoint", "", "with -kv-events-endpoint, bind a ZeroMQ ROUTER socket here (e.g. tcp://*:5558) that answers vLLM's replay requests")
+	kvBufferSteps := flags.Int("kv-events-buffer-steps", 10000, "how many recent batches the replay socket keeps (vLLM's buffer_steps)")
 	kvFormat := flags.String("kv-events-format", "array", "ZeroMQ payload layout: array (positional events, what llm-d decodes) or map (vLLM since its map encoding)")
 	kvIntHashes := flags.Bool("kv-events-int-hashes", false, "publish block hashes as vLLM's 64-bit integers instead of 32 bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)")
 	hashSeed := flags.String("kv-hash-seed", kvevents.DefaultHashSeed, "the seed of the block-hash chains; a vLLM replica with PYTHONHASHSEED set to it computes the same hashes")
+	hashAlgo := kvevents.SHA256CBOR
+	flags.TextVar(&hashAlgo, "prefix-caching-hash-algo", kvevents.SHA256CBOR, "the block-hash algorithm, as vLLM's flag of this name: sha256, sha256_cbor, xxhash or xxhash_cbor; a vLLM replica shares our hashes when it runs the same one with PYTHONHASHSEED set to -kv-hash-seed (docs/kv_events.md)")
+	loraName := flags.String("lora-name", "", "name every block as vLLM names the blocks of requests for the LoRA adapter of this name (its lora_name, an extra key of every block); no adapter is applied, only the hashes change")
+	parallel := flags.Int("parallel", 1, "llama-server's slots (-np): named handles on the blocks of each slot's last prompt, for id_slot and /slots; not a limit on concurrent requests")
+	flags.IntVar(parallel, "np", 1, "short for -parallel")
+	slotSavePath := flags.String("slot-save-path", "", "with -prefix-caching, the directory of POST /slots/{id}?action=save|restore files (llama-server's flag)")
 	cacheDir := flags.String("cache-dir", "", "with -prefix-caching, restore the prefix cache from this directory on start and save it there on shutdown and on POST /cache/save")
 	var prefixCaching *bool
 	if v.PrefixCache != nil {
@@ -72,12 +81,24 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	if *maxUnread <= 0 || *writeTimeout <= 0 {
 		return fmt.Errorf("-max-unread and -write-timeout must be positive")
 	}
+	if *parallel < 1 || *parallel > 1024 {
+		return fmt.Errorf("-parallel must be in [1, 1024], have %d", *parallel)
+	}
+	if *slotSavePath != "" && rf.noCache {
+		return fmt.Errorf("-slot-save-path needs -prefix-caching: without a prefix cache a request's KV is freed when it ends, and a slot has nothing to save")
+	}
 	publishEvents := *kvEvents || *kvEndpoint != ""
 	if (publishEvents || *cacheDir != "") && rf.noCache {
 		return fmt.Errorf("-kv-events, -kv-events-endpoint and -cache-dir need -prefix-caching: without a prefix cache nothing is cached")
 	}
 	if *kvFormat != "array" && *kvFormat != "map" {
 		return fmt.Errorf("-kv-events-format is array or map, not %q", *kvFormat)
+	}
+	if (*kvReplay != "" || *kvAdvertise != "") && *kvEndpoint == "" {
+		return fmt.Errorf("-kv-events-replay-endpoint and -kv-events-advertise need -kv-events-endpoint")
+	}
+	if *kvBufferSteps < 0 {
+		return fmt.Errorf("-kv-events-buffer-steps must be ≥ 0, have %d", *kvBufferSteps)
 	}
 	stopProfile, err := rf.startProfiles()
 	if err != nil {
@@ -123,10 +144,11 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			*name = "kvlab-builtin"
 		}
 	}
-	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxN: *maxN, WriteTimeout: *writeTimeout, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil}
+	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxN: *maxN, WriteTimeout: *writeTimeout, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil,
+		Slots: *parallel, SlotSavePath: *slotSavePath, ModelPath: dir}
 	var obs *kvcache.Observer
-	if publishEvents || *cacheDir != "" {
-		obs = e.Pool().Observe(*hashSeed)
+	if publishEvents || *cacheDir != "" || *slotSavePath != "" {
+		obs = e.Pool().ObserveWith(kvevents.NewHasher(hashAlgo, *hashSeed, *loraName))
 	}
 	if *cacheDir != "" {
 		if opts.CacheFile, err = openCacheFile(*cacheDir, dir, e.Pool(), obs, *hashSeed); err != nil {
@@ -142,6 +164,16 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			fmt.Fprintf(log, "%s serve: cache restored in part: %v\n", v.Name, err)
 		default:
 			fmt.Fprintf(log, "%s serve: restored %d cached KV blocks from %s\n", v.Name, n, opts.CacheFile.Path)
+		}
+	}
+	if *slotSavePath != "" {
+		if opts.SlotKV = opts.CacheFile; opts.SlotKV == nil {
+			if opts.SlotKV, err = openCacheFile("", dir, e.Pool(), obs, *hashSeed); err != nil {
+				return err
+			}
+		}
+		if err := os.MkdirAll(*slotSavePath, 0o755); err != nil {
+			return fmt.Errorf("-slot-save-path: %w", err)
 		}
 	}
 	if publishEvents {
@@ -174,9 +206,15 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		if *kvEndpoint != "" {
 			topic := *kvTopic
 			if topic == "" {
-				topic = "kv@" + ln.Addr().String() + "@" + *name
+				topic, err = server.KVEventsTopic(*kvAdvertise, ln.Addr().String(), *name)
 			}
-			pub, err = kvevents.NewPublisher(*kvEndpoint, topic, kvevents.Encoding{MapEvents: *kvFormat == "map", IntHashes: *kvIntHashes})
+			if err == nil {
+				pub, err = kvevents.NewPublisher(kvevents.PublisherOptions{
+					Endpoint: *kvEndpoint, Topic: topic,
+					Encoding:       kvevents.Encoding{MapEvents: *kvFormat == "map", IntHashes: *kvIntHashes},
+					ReplayEndpoint: *kvReplay, BufferSteps: *kvBufferSteps,
+				})
+			}
 			if err != nil {
 				close(eventsDone)
 				ln.Close()
@@ -184,12 +222,17 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 				<-engineDone
 				return err
 			}
-			opts.KVEvents.AddSink(func(b kvevents.Batch) {
-				if err := pub.Publish(b); err != nil {
-					fmt.Fprintf(log, "%s serve: publishing KV events: %v\n", v.Name, err)
-				}
+			opts.KVEvents.AddPublisher(pub, func(format string, args ...any) {
+				fmt.Fprintf(log, "%s serve: %s\n", v.Name, fmt.Sprintf(format, args...))
 			})
-			fmt.Fprintf(log, "%s serve: KV events on %s, topic %q\n", v.Name, *kvEndpoint, topic)
+			where := *kvEndpoint
+			if a := pub.Addr(); a != "" {
+				where += " (bound " + a + ")"
+			}
+			fmt.Fprintf(log, "%s serve: KV events on %s, topic %q\n", v.Name, where, topic)
+			if a := pub.ReplayAddr(); a != "" {
+				fmt.Fprintf(log, "%s serve: KV event replay on %s (bound %s), the last %d batches\n", v.Name, *kvReplay, a, *kvBufferSteps)
+			}
 		}
 		go func() { opts.KVEvents.Run(eventsCtx); close(eventsDone) }()
 	} else {
@@ -248,15 +291,20 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 }
 
 // openCacheFile describes the persistent cache of the model in modelDir for
-// pool: the file in cacheDir and the identity its KV must match.
+// pool: the file in cacheDir and the identity its KV must match, which
+// includes how obs names blocks (its hasher's algorithm and LoRA name).
 func openCacheFile(cacheDir, modelDir string, pool *kvcache.Pool, obs *kvcache.Observer, seed string) (*server.CacheFile, error) {
 	fp, err := server.ModelFingerprint(modelDir)
 	if err != nil {
 		return nil, fmt.Errorf("-cache-dir: identifying the model: %w", err)
 	}
+	var h kvevents.Hasher
+	if obs != nil {
+		h = obs.Hasher()
+	}
 	return &server.CacheFile{
 		Path:     filepath.Join(cacheDir, server.CacheFileName),
-		Identity: server.CacheIdentity{Model: fp, BlockSize: pool.BlockSize(), Layers: pool.Layers(), KVDim: pool.KVDim(), DType: "float32"},
+		Identity: server.CacheIdentity{Model: fp, BlockSize: pool.BlockSize(), Layers: pool.Layers(), KVDim: pool.KVDim(), DType: "float32", HashAlgo: h.Algo(), LoRA: h.LoRA()},
 		Pool:     pool,
 		Observer: obs,
 		Seed:     seed,

@@ -11,14 +11,36 @@ import (
 // MEDIUM_GPU, the engine's primary KV cache, whichever device backs it here.
 const Medium = "GPU"
 
-// Encoding chooses how EncodeVLLM lays out a batch. Both put the batch
-// itself positionally, [ts, events, data_parallel_rank], as vLLM's
-// publisher does; they differ in the events.
+// vLLM's schema (vllm/distributed/kv_events.py; docs/kv_events.md has the
+// table and the commit it was read at). Every struct is a msgspec Struct
+// with omit_defaults and tag=True (the tag is the class name), fields in
+// this order; "required" means the field has no default, so vLLM's decoder
+// refuses an event without it, even when its value is None:
+//
+//	BlockStored:  block_hashes, parent_block_hash, token_ids, block_size,
+//	              lora_id, medium, lora_name              (required)
+//	              extra_keys, group_idx, kv_cache_spec_kind,
+//	              kv_cache_spec_sliding_window            (default None)
+//	BlockRemoved: block_hashes, medium (required); group_idx (default None)
+//	AllBlocksCleared: no fields
+//	EventBatch:   ts, events (required); data_parallel_rank (default None,
+//	              set to the publisher's rank before encoding)
+//
+// With array_like, msgspec writes a struct as an array, the tag first, and
+// omit_defaults leaves out only trailing fields equal to their default;
+// without it, as a map in declaration order with the tag under "type",
+// leaving out every field equal to its default. Our events have nothing to
+// put in the defaulted fields, so both layouts end at lora_name.
+
+// Encoding chooses how EncodeVLLM lays out a batch. Both write the batch
+// itself positionally, [ts, events, data_parallel_rank]; they differ in the
+// events.
 type Encoding struct {
 	// MapEvents writes each event as a map keyed by field name with the tag
-	// under "type" (vLLM since its PR #42892). Off, each event is a
-	// positional array with the tag first: the layout of earlier vLLM
-	// releases, which llm-d's decoder reads field by field.
+	// under "type" (vLLM since its PR #42892 dropped array_like from the
+	// event structs). Off, each event is a positional array with the tag
+	// first: the layout of earlier vLLM releases, and the one every llm-d
+	// release decodes (maps only from llm-d 0.9 on).
 	MapEvents bool
 	// IntHashes writes each block hash as vLLM does under
 	// VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES: the uint64 Hash.Uint64. Off, the
@@ -82,15 +104,13 @@ func (w *vllmWriter) hashes(hs []Hash) {
 }
 
 func (w *vllmWriter) event(ev Event) {
-	// Fields in vLLM's declaration order; in a map, those whose value is
-	// the default are left out, as msgspec's omit_defaults does.
+	// Fields in vLLM's order up to its last required one; the defaulted
+	// ones after it are None here, which omit_defaults leaves out in both
+	// layouts.
 	var n int
 	switch ev.Type {
 	case BlockStored:
-		n = 7 // tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium
-		if w.enc.MapEvents {
-			n = 8 // and lora_name, which positional decoders do not expect
-		}
+		n = 8 // tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name
 	case BlockRemoved:
 		n = 3 // tag, block_hashes, medium
 	case AllBlocksCleared:
@@ -127,10 +147,8 @@ func (w *vllmWriter) event(ev Event) {
 		w.null()
 		w.field("medium")
 		w.str(Medium)
-		if w.enc.MapEvents {
-			w.field("lora_name")
-			w.null()
-		}
+		w.field("lora_name")
+		w.null()
 	case BlockRemoved:
 		w.field("block_hashes")
 		w.hashes(ev.BlockHashes)

@@ -1,48 +1,57 @@
 package kvevents
 
 import (
-	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/go-zeromq/zmq4"
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"kvlab/common/kvevents/kveventstest"
 )
 
-// fixtures is testdata/vllm_events.json, written by
-// scripts/vllm_event_fixtures.py with Python's msgpack from vLLM's
-// documented KVEventBatch layouts.
-type fixtures struct {
-	TS        float64  `json:"ts"`
-	BlockSize int      `json:"block_size"`
-	Tokens    []int32  `json:"tokens"`
-	Hashes    []string `json:"hashes"`
-	Array     string   `json:"array"`
-	ArrayInt  string   `json:"array_int_hashes"`
-	Map       string   `json:"map"`
+// schemaFixtures is testdata/vllm_events_schema.json, written by
+// scripts/vllm_kv_events.py: batches encoded with python3-msgpack from
+// vLLM's event schema under msgspec's encoding rules.
+type schemaFixtures struct {
+	TS        float64           `json:"ts"`
+	BlockSize int               `json:"block_size"`
+	Tokens    []int32           `json:"tokens"`
+	Hashes    []string          `json:"hashes"`
+	Payloads  map[string]string `json:"payloads"`
 }
 
-// fixtureBatch is the batch the script encodes: two BlockStored events of
-// one chain (the second names the first's last block as its parent), a
-// BlockRemoved and an AllBlocksCleared.
-func fixtureBatch(t *testing.T) (fixtures, Batch) {
+func loadSchemaFixtures(t *testing.T) (schemaFixtures, []Hash) {
 	t.Helper()
-	b, err := os.ReadFile("testdata/vllm_events.json")
+	b, err := os.ReadFile("testdata/vllm_events_schema.json")
 	require.NoError(t, err)
-	var f fixtures
+	var f schemaFixtures
 	require.NoError(t, json.Unmarshal(b, &f))
 	hs := BlockHashes(f.Tokens, f.BlockSize, "")
 	require.Len(t, hs, 3)
 	for i, h := range hs {
 		require.Equal(t, f.Hashes[i], h.String(), "the fixture's hashes are vLLM's")
 	}
+	return f, hs
+}
+
+func (f schemaFixtures) payload(t *testing.T, name string) []byte {
+	t.Helper()
+	p, err := hex.DecodeString(f.Payloads[name])
+	require.NoError(t, err)
+	require.NotEmpty(t, p, name)
+	return p
+}
+
+// fixtureBatch is the batch the script encodes as ours: two BlockStored
+// events of one chain (the second names the first's last block as its
+// parent), a BlockRemoved and an AllBlocksCleared.
+func fixtureBatch(t *testing.T) (schemaFixtures, Batch) {
+	f, hs := loadSchemaFixtures(t)
 	return f, Batch{TS: f.TS, Events: []Event{
 		{Type: BlockStored, BlockHashes: hs[:2], TokenIDs: f.Tokens[:8], BlockSize: f.BlockSize},
 		{Type: BlockStored, BlockHashes: hs[2:], ParentBlockHash: &hs[1], TokenIDs: f.Tokens[8:], BlockSize: f.BlockSize},
@@ -51,35 +60,102 @@ func fixtureBatch(t *testing.T) (fixtures, Batch) {
 	}}
 }
 
-// TestEncodeVLLMMatchesFixtures compares the payload byte for byte with the
-// three layouts: positional events with byte hashes, with integer hashes,
-// and map events.
-func TestEncodeVLLMMatchesFixtures(t *testing.T) {
+var layouts = []struct {
+	name string
+	enc  Encoding
+}{
+	{"array", Encoding{}},
+	{"array_int_hashes", Encoding{IntHashes: true}},
+	{"map", Encoding{MapEvents: true}},
+	{"map_int_hashes", Encoding{MapEvents: true, IntHashes: true}},
+}
+
+// TestEncodeVLLMMatchesSchemaFixtures compares our payload byte for byte
+// with vLLM's encoding of the same batch, in both event layouts with byte
+// and integer hashes, and reads each back with DecodeVLLM.
+func TestEncodeVLLMMatchesSchemaFixtures(t *testing.T) {
 	f, batch := fixtureBatch(t)
-	for _, c := range []struct {
-		name string
-		enc  Encoding
-		want string
-	}{
-		{"array", Encoding{}, f.Array},
-		{"array, int hashes", Encoding{IntHashes: true}, f.ArrayInt},
-		{"map", Encoding{MapEvents: true}, f.Map},
-	} {
+	for _, c := range layouts {
 		t.Run(c.name, func(t *testing.T) {
+			want := f.payload(t, c.name)
 			got, err := EncodeVLLM(batch, c.enc)
 			require.NoError(t, err)
-			assert.Equal(t, c.want, hex.EncodeToString(got))
+			assert.Equal(t, hex.EncodeToString(want), hex.EncodeToString(got))
 
-			back, err := DecodeVLLM(got)
+			back, err := DecodeVLLM(want)
 			require.NoError(t, err)
-			want := batch
+			exp := batch
 			if c.enc.IntHashes { // only the low 64 bits travel
-				want = truncated(batch)
+				exp = truncated(batch)
 			}
-			if diff := cmp.Diff(want, back); diff != "" {
-				t.Errorf("round trip (-sent +decoded):\n%s", diff)
+			if diff := cmp.Diff(exp, back); diff != "" {
+				t.Errorf("decoding vLLM's bytes (-sent +decoded):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBlockStoredCarriesVLLMsRequiredFields: vLLM's BlockStored has seven
+// fields without a default (up to lora_name), so a positional event needs
+// eight elements with its tag; ours has exactly those, the defaulted ones
+// left out as omit_defaults leaves them out.
+func TestBlockStoredCarriesVLLMsRequiredFields(t *testing.T) {
+	_, batch := fixtureBatch(t)
+	for _, c := range layouts {
+		payload, err := EncodeVLLM(batch, c.enc)
+		require.NoError(t, err)
+		var raw []any
+		require.NoError(t, msgpack.Unmarshal(payload, &raw))
+		require.Len(t, raw, 3, "[ts, events, data_parallel_rank]")
+		assert.EqualValues(t, 0, raw[2], "data parallel rank 0")
+		ev := raw[1].([]any)[0]
+		if c.enc.MapEvents {
+			assert.Len(t, ev, 8, c.name)
+			assert.Contains(t, ev, "lora_name", c.name)
+			assert.NotContains(t, ev, "extra_keys", c.name)
+		} else {
+			assert.Len(t, ev, 8, c.name)
+			assert.Nil(t, ev.([]any)[7], "lora_name")
+		}
+		assert.NoError(t, kveventstest.CheckVLLM(payload, c.enc.MapEvents), "vLLM's decoder, %s", c.name)
+		assert.Error(t, kveventstest.CheckVLLM(payload, !c.enc.MapEvents), "the other layout's decoder refuses %s", c.name)
+	}
+}
+
+// TestCheckVLLMRefusesTheOldSevenElementEvent keeps the decoder model
+// honest: the positional BlockStored we used to send, without lora_name,
+// is what vLLM's decoder refuses.
+func TestCheckVLLMRefusesTheOldSevenElementEvent(t *testing.T) {
+	old, err := msgpack.Marshal([]any{1.5, []any{[]any{"BlockStored", []any{[]byte{1}}, nil, []any{1, 2}, 2, nil, "GPU"}}, 0})
+	require.NoError(t, err)
+	assert.ErrorContains(t, kveventstest.CheckVLLM(old, false), `missing required field "lora_name"`)
+}
+
+// TestDecodeVLLMReadsAFullVLLMBatch decodes what a current vLLM sends when
+// it fills the defaulted fields (extra_keys with a salt, group_idx,
+// kv_cache_spec_kind): positional events of 11 elements and map events
+// with integer hashes. DecodeVLLM keeps the fields it models.
+func TestDecodeVLLMReadsAFullVLLMBatch(t *testing.T) {
+	f, hs := loadSchemaFixtures(t)
+	for _, name := range []string{"vllm_full_array", "vllm_full_map"} {
+		p := f.payload(t, name)
+		require.NoError(t, kveventstest.CheckVLLM(p, name == "vllm_full_map"), name)
+		b, err := DecodeVLLM(p)
+		require.NoError(t, err, name)
+		require.Len(t, b.Events, 2, name)
+		want := Batch{TS: f.TS, Events: []Event{
+			{Type: BlockStored, BlockHashes: hs, TokenIDs: f.Tokens, BlockSize: f.BlockSize},
+			{Type: BlockRemoved, BlockHashes: hs[2:]},
+		}}
+		if name == "vllm_full_map" {
+			want = truncated(want)
+		}
+		assert.Equal(t, want, b, name)
+		if name == "vllm_full_array" {
+			var raw []any
+			require.NoError(t, msgpack.Unmarshal(p, &raw))
+			assert.Len(t, raw[1].([]any)[0], 11, "positions up to kv_cache_spec_kind")
+		}
 	}
 }
 
@@ -105,128 +181,61 @@ func truncated(b Batch) Batch {
 	return out
 }
 
-// The structs llm-d's KV-event pool decodes a payload into (its
-// pkg/kvcache/kvevents), rewritten from its documented layout: msgpack
-// array structs, whose decoder refuses an array with more or fewer
-// elements than the struct has fields. Their package cannot be imported
-// here (it needs cgo for libzmq), so the test decodes our payload the way
-// it does: the batch, then each event's tag, then the rest of the event
-// into the tag's struct.
-type llmdBatch struct {
-	_      struct{} `msgpack:",array"`
-	TS     float64
-	Events []msgpack.RawMessage
-	Rank   *int `msgpack:",omitempty"`
-}
-
-type llmdStored struct {
-	_           struct{} `msgpack:",array"`
-	BlockHashes []any
-	Parent      any
-	TokenIDs    []uint32
-	BlockSize   int
-	LoraID      *int    `msgpack:",omitempty"`
-	Medium      *string `msgpack:",omitempty"`
-}
-
-type llmdRemoved struct {
-	_           struct{} `msgpack:",array"`
-	BlockHashes []any
-	Medium      *string `msgpack:",omitempty"`
-}
-
-func TestLLMDSchemaDecodesOurPayload(t *testing.T) {
+// TestLLMDDecodesOurPayload decodes our payloads with the model of llm-d's
+// decoders (kveventstest.LLMDVersions): the current one reads both layouts
+// and keys each block by the last 8 bytes of its hash; 0.7–0.8 read only
+// positional events; 0.5–0.6 wanted exactly vLLM's eight positions, which
+// is what we send; 0.4 and before wanted seven and refuse it.
+func TestLLMDDecodesOurPayload(t *testing.T) {
 	f, batch := fixtureBatch(t)
-	payload, err := EncodeVLLM(batch, Encoding{})
-	require.NoError(t, err)
-	var b llmdBatch
-	require.NoError(t, msgpack.Unmarshal(payload, &b))
-	assert.InDelta(t, f.TS, b.TS, 0)
-	require.Len(t, b.Events, 4)
-	tags := []string{}
-	for _, raw := range b.Events {
-		var parts []msgpack.RawMessage
-		require.NoError(t, msgpack.Unmarshal(raw, &parts))
-		var tag string
-		require.NoError(t, msgpack.Unmarshal(parts[0], &tag))
-		tags = append(tags, tag)
-		rest, err := msgpack.Marshal(parts[1:])
-		require.NoError(t, err)
-		switch tag {
-		case BlockStored:
-			var s llmdStored
-			require.NoError(t, msgpack.Unmarshal(rest, &s), "llm-d's BlockStored layout")
-			require.NotNil(t, s.Medium)
-			assert.Equal(t, Medium, *s.Medium)
-			assert.Equal(t, f.BlockSize, s.BlockSize)
-			for _, h := range s.BlockHashes {
-				assert.Len(t, h, 32, "byte hashes; llm-d keys on their last 8 bytes")
+	want := kveventstest.LLMDBatch{TS: f.TS}
+	for _, ev := range batch.Events {
+		le := kveventstest.LLMDEvent{Type: ev.Type}
+		for _, h := range ev.BlockHashes {
+			le.BlockHashes = append(le.BlockHashes, h.Uint64())
+		}
+		if ev.ParentBlockHash != nil {
+			le.Parent = ev.ParentBlockHash.Uint64()
+		}
+		for _, t := range ev.TokenIDs {
+			le.Tokens = append(le.Tokens, uint32(t))
+		}
+		le.BlockSize = ev.BlockSize
+		if ev.Type != AllBlocksCleared {
+			le.Medium = Medium
+		}
+		want.Events = append(want.Events, le)
+	}
+	accepts := map[string][]bool{ // per version: array, map
+		"llm-d ≤0.4":    {false, false},
+		"llm-d 0.5–0.6": {true, false},
+		"llm-d 0.7–0.8": {true, false},
+		"llm-d 0.9+":    {true, true},
+	}
+	for _, v := range kveventstest.LLMDVersions {
+		for i, c := range layouts {
+			payload, err := EncodeVLLM(batch, c.enc)
+			require.NoError(t, err)
+			got, err := v.Decode(payload)
+			if !accepts[v.Name][i/2] {
+				assert.Error(t, err, "%s reads %s", v.Name, c.name)
+				continue
 			}
-		case BlockRemoved:
-			var r llmdRemoved
-			require.NoError(t, msgpack.Unmarshal(rest, &r), "llm-d's BlockRemoved layout")
-			assert.Len(t, r.BlockHashes, 2)
+			require.NoError(t, err, "%s reads %s", v.Name, c.name)
+			if v.Name == "llm-d 0.5–0.6" { // medium is read, then not compared: it kept only the tier
+				for j := range got.Events {
+					got.Events[j].Medium = want.Events[j].Medium
+				}
+			}
+			assert.Equal(t, want, got, "%s reads %s", v.Name, c.name)
 		}
 	}
-	assert.Equal(t, []string{BlockStored, BlockStored, BlockRemoved, AllBlocksCleared}, tags)
-}
-
-// TestPublisherFrames connects a Publisher to a SUB socket bound on
-// loopback (the way llm-d's indexer listens and vLLM replicas connect) and
-// checks the three frames of what arrives.
-func TestPublisherFrames(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	sub := zmq4.NewSub(ctx)
-	defer sub.Close()
-	require.NoError(t, sub.Listen("tcp://127.0.0.1:0"))
-	require.NoError(t, sub.SetOption(zmq4.OptionSubscribe, "kv@"))
-
-	pub, err := NewPublisher("tcp://"+sub.Addr().String(), "kv@replica-0@model", Encoding{})
-	require.NoError(t, err)
-	defer pub.Close()
-
-	_, batch := fixtureBatch(t)
-	// PUB drops what it sends before the subscription reaches it, so keep
-	// publishing until the first batch arrives.
-	got := make(chan zmq4.Msg, 1)
-	go func() {
-		m, err := sub.Recv()
-		if err == nil {
-			got <- m
-		}
-	}()
-	var msg zmq4.Msg
-	sent := 0
-wait:
-	for {
-		require.NoError(t, pub.Publish(batch))
-		sent++
-		select {
-		case msg = <-got:
-			break wait
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatal("no batch arrived")
-		}
+	// What a current vLLM sends, with every defaulted field filled, the
+	// current decoder reads too.
+	for _, name := range []string{"vllm_full_array", "vllm_full_map"} {
+		got, err := kveventstest.DecodeLLMD(f.payload(t, name))
+		require.NoError(t, err, name)
+		require.Len(t, got.Events, 2)
+		assert.Len(t, got.Events[0].Tokens, 12)
 	}
-	require.Len(t, msg.Frames, 3, "topic, sequence, payload")
-	assert.Equal(t, "kv@replica-0@model", string(msg.Frames[0]))
-	require.Len(t, msg.Frames[1], 8)
-	seq := binary.BigEndian.Uint64(msg.Frames[1])
-	assert.Less(t, seq, uint64(sent), "sequence numbers count from 0")
-	back, err := DecodeVLLM(msg.Frames[2])
-	require.NoError(t, err)
-	assert.Equal(t, batch, back)
-
-	// The next message carries the next number.
-	require.NoError(t, pub.Publish(batch))
-	next, err := sub.Recv()
-	require.NoError(t, err)
-	assert.Equal(t, seq+1, binary.BigEndian.Uint64(next.Frames[1]))
-}
-
-func TestPublisherRefusesUnknownEndpoint(t *testing.T) {
-	_, err := NewPublisher("udp://127.0.0.1:1", "", Encoding{})
-	assert.ErrorContains(t, err, "want tcp://")
 }

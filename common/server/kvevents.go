@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +17,7 @@ import (
 // KVEvents publishes what the engine's prefix cache holds: it takes the
 // events a kvcache.Observer queues on the engine's goroutine and hands each
 // batch to every subscriber of GET /v1/kv_events and to every sink (the
-// ZeroMQ publisher). A batch is whatever queued since the previous one —
+// ZeroMQ publisher, AddPublisher). A batch is whatever queued since the previous one —
 // in practice one engine step's worth, since the engine's goroutine queues
 // a step's events before this goroutine wakes.
 type KVEvents struct {
@@ -36,15 +40,34 @@ func NewKVEvents(obs *kvcache.Observer) *KVEvents {
 	return &KVEvents{obs: obs, subs: make(map[chan kvevents.Batch]struct{})}
 }
 
-// AddSink makes fn receive every batch from now on, starting with one that
-// describes the whole cache (as a new stream subscriber does). fn runs on
-// the publishing goroutine and must not block for long.
-func (k *KVEvents) AddSink(fn func(kvevents.Batch)) {
+// AddPublisher hands every batch to p from now on, and each time p reports
+// a subscriber whose subscription has reached it (Subscriptions), one batch
+// that describes the whole cache: AllBlocksCleared, then a BlockStored for
+// every block held, parents first. That batch goes out in order with the
+// live ones — what was queued before it is published first — so a
+// subscriber that connects late, or again, starts from the truth. Every
+// subscriber gets it (a PUB socket cannot address one); to one that was
+// already up to date it is a clear followed by what it knew. logf reports
+// publishing errors. Reports stop when p closes.
+func (k *KVEvents) AddPublisher(p *kvevents.Publisher, logf func(format string, args ...any)) {
+	send := func(b kvevents.Batch) {
+		if err := p.Publish(b); err != nil && !errors.Is(err, kvevents.ErrPublisherClosed) {
+			logf("publishing KV events: %v", err)
+		}
+	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	state := k.publishLocked()
-	k.sinks = append(k.sinks, fn)
-	fn(state)
+	k.sinks = append(k.sinks, send)
+	k.mu.Unlock()
+	go func() {
+		for range p.Subscriptions() {
+			k.mu.Lock()
+			state := k.publishLocked()
+			if !k.closed {
+				send(state)
+			}
+			k.mu.Unlock()
+		}
+	}()
 }
 
 // Run publishes batches as the observer queues events, until ctx is done;
@@ -168,4 +191,32 @@ func (h *Handler) kvEventStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// KVEventsTopic is the ZeroMQ topic llm-d's indexer wants from a server,
+// kv@<address:port>@<model>: it keys the pod by the address, so the
+// address must be the one its scheduler reaches the server at. advertise is
+// that address when set; otherwise listen, the address the server listens
+// on, which is refused when it is a wildcard (0.0.0.0, ::), since no
+// scheduler reaches a server there. The topic is split on "@", so neither
+// part may contain one.
+func KVEventsTopic(advertise, listen, model string) (string, error) {
+	addr, flag := advertise, "-kv-events-advertise"
+	if addr == "" {
+		addr, flag = listen, "the listen address"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", fmt.Errorf("%s %q is not host:port", flag, addr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if advertise == "" {
+			return "", fmt.Errorf("the server listens on %s, every interface: the KV event topic must name an address a scheduler reaches it at; pass -kv-events-advertise host:port (or -kv-events-topic)", addr)
+		}
+		return "", fmt.Errorf("-kv-events-advertise %q names no reachable host", addr)
+	}
+	if strings.Contains(addr, "@") || strings.Contains(model, "@") {
+		return "", fmt.Errorf("the KV event topic kv@%s@%s would not split in three at '@'; pass -kv-events-topic", addr, model)
+	}
+	return "kv@" + net.JoinHostPort(host, port) + "@" + model, nil
 }

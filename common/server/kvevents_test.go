@@ -2,16 +2,21 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/engine"
 	"kvlab/common/kvevents"
+	"kvlab/common/kvevents/kveventstest"
 )
 
 // startEventServer is startServer with KV events on: the pool's observer,
@@ -159,4 +164,114 @@ func TestKVEventStreamOff(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+func TestKVEventsTopic(t *testing.T) {
+	for _, c := range []struct{ advertise, listen, model, want, err string }{
+		{"", "127.0.0.1:8000", "m", "kv@127.0.0.1:8000@m", ""},
+		{"", "[::1]:8000", "m", "kv@[::1]:8000@m", ""},
+		{"10.0.0.7:8000", "0.0.0.0:8000", "m", "kv@10.0.0.7:8000@m", ""},
+		{"pod-3.svc:8000", "[::]:8000", "m", "kv@pod-3.svc:8000@m", ""},
+		{"", "0.0.0.0:8000", "m", "", "every interface"},
+		{"", "[::]:8000", "m", "", "every interface"},
+		{"0.0.0.0:8000", "0.0.0.0:8000", "m", "", "no reachable host"},
+		{"10.0.0.7", "0.0.0.0:8000", "m", "", "not host:port"},
+		{"", "127.0.0.1:8000", "org@model", "", "would not split"},
+	} {
+		got, err := KVEventsTopic(c.advertise, c.listen, c.model)
+		if c.err != "" {
+			assert.ErrorContains(t, err, c.err, "%+v", c)
+			continue
+		}
+		require.NoError(t, err, "%+v", c)
+		assert.Equal(t, c.want, got)
+	}
+}
+
+// TestKVEventsSnapshotOnSubscribe attaches a ZeroMQ publisher to a server
+// that already holds a prompt's blocks, and connects subscribers to it: the
+// first message each one receives is the whole cache (AllBlocksCleared,
+// then the blocks, parents first), which llm-d's indexer, fed only that,
+// indexes whole; live batches follow with the next sequence numbers.
+func TestKVEventsSnapshotOnSubscribe(t *testing.T) {
+	tm := loadTestModel(t)
+	cfg := engineConfig(true)
+	ts, ev := startEventServer(t, tm, cfg)
+	prompt := []int32{31, 32, 33, 34, 35, 36, 37, 38, 39, 40}
+	status, body := post(t, ts.url+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 2, "temperature": 0, "ignore_eos": true})
+	require.Equal(t, http.StatusOK, status, string(body))
+	want := kvevents.BlockHashes(prompt, cfg.BlockSize, "")
+	require.Len(t, want, 2)
+
+	pub, err := kvevents.NewPublisher(kvevents.PublisherOptions{Endpoint: "tcp://*:0", Topic: "kv@t:1@m"})
+	require.NoError(t, err)
+	defer pub.Close()
+	var logged []string
+	ev.AddPublisher(pub, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
+	_, port, err := net.SplitHostPort(pub.Addr())
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func() <-chan zmq4.Msg {
+		sub := zmq4.NewSub(ctx)
+		t.Cleanup(func() { sub.Close() })
+		require.NoError(t, sub.SetOption(zmq4.OptionSubscribe, ""))
+		require.NoError(t, sub.Dial("tcp://127.0.0.1:"+port))
+		ch := make(chan zmq4.Msg, 16)
+		go func() {
+			for {
+				m, err := sub.Recv()
+				if err != nil {
+					return
+				}
+				ch <- m
+			}
+		}()
+		return ch
+	}
+	recv := func(ch <-chan zmq4.Msg) (uint64, kvevents.Batch, []byte) {
+		select {
+		case m := <-ch:
+			require.Len(t, m.Frames, 3)
+			b, err := kvevents.DecodeVLLM(m.Frames[2])
+			require.NoError(t, err)
+			return binary.BigEndian.Uint64(m.Frames[1]), b, m.Frames[2]
+		case <-ctx.Done():
+			t.Fatal("nothing arrived")
+			return 0, kvevents.Batch{}, nil
+		}
+	}
+
+	first := connect()
+	seq, snap, payload := recv(first)
+	assert.Equal(t, uint64(0), seq, "the snapshot is the first batch published")
+	require.NotEmpty(t, snap.Events)
+	assert.Equal(t, kvevents.AllBlocksCleared, snap.Events[0].Type)
+	assert.Subset(t, stored(snap), want)
+	idx := kveventstest.NewLLMDIndex(cfg.BlockSize)
+	lb, err := kveventstest.DecodeLLMD(payload)
+	require.NoError(t, err)
+	idx.Apply(lb)
+	assert.Empty(t, idx.Dropped, "llm-d indexes every block of the snapshot: %s", idx)
+	for _, h := range want {
+		assert.True(t, idx.Held[h.Uint64()], "llm-d holds %s", h)
+	}
+
+	// A live batch follows with the next number.
+	more := []int32{41, 42, 43, 44, 45}
+	status, body = post(t, ts.url+"/v1/completions", map[string]any{"prompt": more, "max_tokens": 1, "temperature": 0})
+	require.Equal(t, http.StatusOK, status, string(body))
+	seq, live, _ := recv(first)
+	assert.Equal(t, uint64(1), seq)
+	assert.Contains(t, stored(live), kvevents.BlockHashes(more, cfg.BlockSize, "")[0])
+
+	// A second subscriber gets a snapshot of its own, which the first sees too.
+	second := connect()
+	seq, snap2, _ := recv(second)
+	assert.Equal(t, uint64(2), seq)
+	assert.Subset(t, stored(snap2), append(want, kvevents.BlockHashes(more, cfg.BlockSize, "")[0]))
+	seq, _, _ = recv(first)
+	assert.Equal(t, uint64(2), seq, "PUB sends the snapshot to every subscriber")
+	assert.Empty(t, logged)
 }
