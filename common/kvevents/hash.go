@@ -120,7 +120,11 @@ func ParseHashAlgo(name string) (HashAlgo, error) {
 			return HashAlgo(a), nil
 		}
 	}
-	return 0, fmt.Errorf("kvevents: unknown block-hash algorithm %q (vLLM's are %s)", name, strings.Join(hashAlgoNames[:], ", "))
+	var names []string
+	for _, a := range HashAlgos() {
+		names = append(names, a.String())
+	}
+	return 0, fmt.Errorf("kvevents: unknown block-hash algorithm %q (vLLM's are %s)", name, strings.Join(names, ", "))
 }
 
 // String returns vLLM's name of the algorithm.
