@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/kvevents"
+	"kvlab/common/kvevents/kveventstest"
 	"kvlab/common/server"
 )
 
@@ -73,20 +77,20 @@ func TestServeKVEventFlagsNeedACache(t *testing.T) {
 	}
 }
 
-// TestServeKVEventsOverZeroMQ binds a SUB socket on loopback, as llm-d's
-// indexer does, starts serve with -kv-events-endpoint pointing at it, and
-// reads vLLM-framed messages until the blocks of a served prompt arrive
-// under vLLM's hashes.
-func TestServeKVEventsOverZeroMQ(t *testing.T) {
-	dir := smallModel(t, "llama")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+// zmqSub is a SUB socket on loopback delivering its messages on a channel.
+func zmqSub(t *testing.T, ctx context.Context, endpoint string, bind bool) (zmq4.Socket, <-chan zmq4.Msg) {
+	t.Helper()
 	sub := zmq4.NewSub(ctx)
-	defer sub.Close()
-	require.NoError(t, sub.Listen("tcp://127.0.0.1:0"))
-	require.NoError(t, sub.SetOption(zmq4.OptionSubscribe, ""))
+	t.Cleanup(func() { sub.Close() })
+	require.NoError(t, sub.SetOption(zmq4.OptionSubscribe, "kv@"))
+	if bind {
+		require.NoError(t, sub.Listen(endpoint))
+	} else {
+		require.NoError(t, sub.Dial(endpoint))
+	}
 	msgs := make(chan zmq4.Msg, 256)
 	go func() {
+		defer close(msgs)
 		for {
 			m, err := sub.Recv()
 			if err != nil {
@@ -95,55 +99,184 @@ func TestServeKVEventsOverZeroMQ(t *testing.T) {
 			msgs <- m
 		}
 	}()
+	return sub, msgs
+}
+
+// kvMsg is one message of vLLM's three frames, decoded.
+type kvMsg struct {
+	topic   string
+	seq     uint64
+	payload []byte
+	batch   kvevents.Batch
+}
+
+func nextKV(t *testing.T, ctx context.Context, msgs <-chan zmq4.Msg, log fmt.Stringer) kvMsg {
+	t.Helper()
+	select {
+	case m, ok := <-msgs:
+		require.True(t, ok, "the subscriber closed")
+		require.Len(t, m.Frames, 3, "topic, sequence, payload")
+		require.Len(t, m.Frames[1], 8)
+		b, err := kvevents.DecodeVLLM(m.Frames[2])
+		require.NoError(t, err)
+		return kvMsg{string(m.Frames[0]), binary.BigEndian.Uint64(m.Frames[1]), m.Frames[2], b}
+	case <-ctx.Done():
+		t.Fatalf("no KV events arrived\n%s", log)
+		return kvMsg{}
+	}
+}
+
+// requireSnapshot checks that m is the whole cache: AllBlocksCleared, then
+// BlockStored events only.
+func requireSnapshot(t *testing.T, m kvMsg) {
+	t.Helper()
+	require.NotEmpty(t, m.batch.Events)
+	require.Equal(t, kvevents.AllBlocksCleared, m.batch.Events[0].Type, "a snapshot starts by clearing")
+	for _, ev := range m.batch.Events[1:] {
+		require.Equal(t, kvevents.BlockStored, ev.Type)
+	}
+}
+
+// TestServeKVEventsOverZeroMQ binds a SUB socket on loopback, as llm-d's
+// indexer can, starts serve with -kv-events-endpoint pointing at it, and
+// reads vLLM-framed messages: first the whole cache (sent once the
+// subscription reached the server), then a served prompt's blocks under
+// vLLM's hashes.
+func TestServeKVEventsOverZeroMQ(t *testing.T) {
+	dir := smallModel(t, "llama")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sub, msgs := zmqSub(t, ctx, "tcp://127.0.0.1:0", true)
 
 	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-block-size", "4", "-prefix-caching",
 		"-kv-events-endpoint", "tcp://"+sub.Addr().String(), "-served-model-name", "m")
 	host := strings.TrimPrefix(url, "http://")
+	first := nextKV(t, ctx, msgs, log)
+	requireSnapshot(t, first)
+	assert.Equal(t, "kv@"+host+"@m", first.topic, "llm-d's kv@<pod>@<model> topic, the listen address")
+
+	ids := []int32{1, 2, 3, 4, 5, 6, 7, 8}
+	completion(t, url, `{"prompt": [1, 2, 3, 4, 5, 6, 7, 8], "max_tokens": 1, "temperature": 0}`)
+	want := kvevents.BlockHashes(ids, 4, "")
 	seen := map[kvevents.Hash]bool{}
-	var lastSeq uint64
-	first := true
-	// A PUB socket drops what it sends before the subscriber's
-	// subscription reaches it: serve new prompts until one's blocks arrive.
-	for i := 0; ; i++ {
-		prompt := make([]string, 8)
-		ids := make([]int32, 8)
-		for j := range prompt {
-			ids[j] = int32(10*i + j + 1)
-			prompt[j] = fmt.Sprint(ids[j])
-		}
-		completion(t, url, `{"prompt": [`+strings.Join(prompt, ",")+`], "max_tokens": 1, "temperature": 0}`)
-		want := kvevents.BlockHashes(ids, 4, "")
-		deadline := time.After(500 * time.Millisecond)
-	read:
-		for {
-			select {
-			case m := <-msgs:
-				require.Len(t, m.Frames, 3)
-				assert.Equal(t, "kv@"+host+"@m", string(m.Frames[0]), "llm-d's kv@<pod>@<model> topic")
-				seq := binary.BigEndian.Uint64(m.Frames[1])
-				if !first {
-					assert.Greater(t, seq, lastSeq)
-				}
-				first, lastSeq = false, seq
-				b, err := kvevents.DecodeVLLM(m.Frames[2])
-				require.NoError(t, err)
-				for _, ev := range b.Events {
-					if ev.Type == kvevents.BlockStored {
-						for _, h := range ev.BlockHashes {
-							seen[h] = true
-						}
-					}
-				}
-			case <-deadline:
-				break read
-			case <-ctx.Done():
-				t.Fatalf("no KV events arrived\n%s", log)
+	last := first.seq
+	for !seen[want[0]] || !seen[want[1]] {
+		m := nextKV(t, ctx, msgs, log)
+		assert.Equal(t, last+1, m.seq, "no batch lost after the subscription")
+		last = m.seq
+		for _, ev := range m.batch.Events {
+			for _, h := range ev.BlockHashes {
+				seen[h] = ev.Type == kvevents.BlockStored
 			}
-		}
-		if seen[want[0]] && seen[want[1]] {
-			break
 		}
 	}
 	stop()
 	require.NoError(t, <-done, log.String())
+}
+
+var boundRE = regexp.MustCompile(`KV events on \S+ \(bound ([^)]+)\)`)
+var replayRE = regexp.MustCompile(`KV event replay on \S+ \(bound ([^)]+)\)`)
+var restoredRE = regexp.MustCompile(`restored (\d+) cached KV blocks`)
+
+func loopbackOf(t *testing.T, re *regexp.Regexp, log string) string {
+	t.Helper()
+	m := re.FindStringSubmatch(log)
+	require.NotNil(t, m, "%s not in the log:\n%s", re, log)
+	_, port, err := net.SplitHostPort(m[1])
+	require.NoError(t, err)
+	return "tcp://127.0.0.1:" + port
+}
+
+// llmdLearns feeds payloads to the model of llm-d's indexer and returns it.
+func llmdLearns(t *testing.T, blockSize int, payloads ...[]byte) *kveventstest.LLMDIndex {
+	t.Helper()
+	idx := kveventstest.NewLLMDIndex(blockSize)
+	for _, p := range payloads {
+		b, err := kveventstest.DecodeLLMD(p)
+		require.NoError(t, err)
+		idx.Apply(b)
+	}
+	return idx
+}
+
+// TestServeRestoredCacheReachesAFreshSubscriber: a server restarted on its
+// -cache-dir announces what it restored, to subscribers that connect after
+// the restore. A fresh subscriber's first message is the whole restored
+// cache, which llm-d's indexer (modelled by kveventstest.LLMDIndex: whole
+// blocks of token ids, parents it has seen) indexes whole; one that
+// reconnects learns it again; and the replay socket gives the same to a
+// subscriber that asks for everything from sequence 0.
+func TestServeRestoredCacheReachesAFreshSubscriber(t *testing.T) {
+	dir := smallModel(t, "llama")
+	cacheDir := t.TempDir()
+	prompt := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+	body := `{"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], "max_tokens": 2, "temperature": 0, "ignore_eos": true}`
+	args := []string{"-model", dir, "-block-size", "4", "-prefix-caching", "-cache-dir", cacheDir}
+	url, stop, done, log := startServe(t, cachedVariant, args...)
+	completion(t, url, body)
+	stop()
+	require.NoError(t, <-done, log.String())
+
+	_, stop, done, log = startServe(t, cachedVariant, append(args,
+		"-kv-events-endpoint", "tcp://*:0", "-kv-events-replay-endpoint", "tcp://*:0", "-kv-events-buffer-steps", "100",
+		"-kv-events-advertise", "10.1.2.3:8000", "-served-model-name", "m")...)
+	m := restoredRE.FindStringSubmatch(log.String())
+	require.NotNil(t, m, log.String())
+	restored, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	want := kvevents.BlockHashes(prompt, 4, "")
+	require.Len(t, want, 3)
+	require.GreaterOrEqual(t, restored, len(want), "the prompt's three whole blocks at least")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pubAddr := loopbackOf(t, boundRE, log.String())
+	for round := range 2 { // a fresh subscriber, then one that connects again
+		sub, msgs := zmqSub(t, ctx, pubAddr, false)
+		snap := nextKV(t, ctx, msgs, log)
+		requireSnapshot(t, snap)
+		assert.Equal(t, "kv@10.1.2.3:8000@m", snap.topic, "the advertised address")
+		assert.Len(t, snap.batch.Events, 1+restored, "round %d: every restored block, one event each", round)
+		idx := llmdLearns(t, 4, snap.payload)
+		assert.Empty(t, idx.Dropped, "round %d: %s", round, idx)
+		assert.Len(t, idx.Held, restored, "round %d", round)
+		for _, h := range want {
+			assert.True(t, idx.Held[h.Uint64()], "round %d: llm-d holds the prompt's block %s", round, h)
+		}
+		require.NoError(t, sub.Close())
+	}
+
+	replayed, err := kvevents.Replay(ctx, loopbackOf(t, replayRE, log.String()), 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, replayed)
+	var payloads [][]byte
+	for i, r := range replayed {
+		assert.Equal(t, "kv@10.1.2.3:8000@m", r.Topic)
+		assert.Equal(t, uint64(i), r.Seq, "the buffer holds every batch from 0")
+		payloads = append(payloads, r.Payload)
+	}
+	idx := llmdLearns(t, 4, payloads...)
+	assert.Empty(t, idx.Dropped, idx)
+	assert.Len(t, idx.Held, restored, "replaying from 0 teaches every restored block")
+	stop()
+	require.NoError(t, <-done, log.String())
+}
+
+// TestServeKVEventsAdvertise: a server listening on every interface must be
+// told the address its topic names.
+func TestServeKVEventsAdvertise(t *testing.T) {
+	dir := smallModel(t, "llama")
+	log := &syncBuffer{}
+	err := Serve(context.Background(), cachedVariant, []string{"-model", dir, "-prefix-caching", "-host", "0.0.0.0", "-port", "0",
+		"-kv-events-endpoint", "tcp://127.0.0.1:1"}, nil, log)
+	assert.ErrorContains(t, err, "-kv-events-advertise", log.String())
+	for _, flags := range [][]string{
+		{"-kv-events-advertise", "10.0.0.1:8000"},
+		{"-kv-events-replay-endpoint", "tcp://*:5558"},
+	} {
+		err := Serve(context.Background(), cachedVariant, append([]string{"-prefix-caching", "-port", "0"}, flags...), nil, &syncBuffer{})
+		assert.ErrorContains(t, err, "need -kv-events-endpoint", flags)
+	}
+	err = Serve(context.Background(), cachedVariant, []string{"-prefix-caching", "-port", "0", "-kv-events-endpoint", "tcp://*:0", "-kv-events-buffer-steps", "-1"}, nil, &syncBuffer{})
+	assert.ErrorContains(t, err, "-kv-events-buffer-steps")
 }
