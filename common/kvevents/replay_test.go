@@ -1,8 +1,13 @@
 package kvevents
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/go-zeromq/zmq4"
@@ -111,4 +116,57 @@ func TestStartSeq(t *testing.T) {
 	assert.Equal(t, uint64(0x0102), startSeq([]byte{1, 2}))
 	assert.Equal(t, uint64(7), startSeq([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 7}))
 	assert.Equal(t, ^uint64(0), startSeq([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0}))
+}
+
+// TestPublisherWithLibzmqPeers runs scripts/kv_events_libzmq.py, a libzmq
+// subscriber (python3-zmq, what vLLM's subscriber example uses): its
+// subscription is noticed like a zmq4 one, the batch published then is
+// the first it receives, and it reads the replay answer frame for frame.
+// Skipped where /usr/bin/python3 has no zmq module.
+func TestPublisherWithLibzmqPeers(t *testing.T) {
+	if exec.Command("/usr/bin/python3", "-c", "import zmq").Run() != nil {
+		t.Skip("no python3-zmq: apt-get install python3-zmq")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	pub, err := NewPublisher(PublisherOptions{Endpoint: bindAny, Topic: "kv@h:1@m", ReplayEndpoint: bindAny, BufferSteps: 10})
+	require.NoError(t, err)
+	defer pub.Close()
+	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "../../scripts/kv_events_libzmq.py", loopback(t, pub.Addr()), loopback(t, pub.ReplayAddr()))
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	lines := bufio.NewScanner(out)
+	next := func() [][]byte {
+		require.True(t, lines.Scan(), "the script stopped: %s", stderr.String())
+		var l struct {
+			Ready  bool     `json:"ready"`
+			Frames []string `json:"frames"`
+		}
+		require.NoError(t, json.Unmarshal(lines.Bytes(), &l))
+		var fs [][]byte
+		for _, f := range l.Frames {
+			b, err := hex.DecodeString(f)
+			require.NoError(t, err)
+			fs = append(fs, b)
+		}
+		return fs
+	}
+	require.Empty(t, next(), "ready")
+	_, batch := fixtureBatch(t)
+	waitSubscribed(t, ctx, pub)
+	require.NoError(t, pub.Publish(batch))
+	live := next()
+	require.Len(t, live, 3)
+	assert.Equal(t, "kv@h:1@m", string(live[0]))
+	assert.Equal(t, uint64(0), binary.BigEndian.Uint64(live[1]))
+	want, err := EncodeVLLM(batch, Encoding{})
+	require.NoError(t, err)
+	assert.Equal(t, want, live[2])
+	replayed := next()
+	assert.Equal(t, [][]byte{{}, []byte("kv@h:1@m"), live[1], want}, normalize(replayed))
+	assert.Equal(t, [][]byte{{}, {}, ReplayEnd, {}}, normalize(next()))
+	require.NoError(t, cmd.Wait(), stderr.String())
 }
