@@ -3,7 +3,7 @@
 encoded the way vLLM's ZeroMQ publisher encodes them, for
 TestEncodeVLLMMatchesSchemaFixtures to compare EncodeVLLM with byte for byte.
 
-vLLM encodes its KVEventBatch with msgspec. msgspec cannot be installed here,
+vLLM encodes its KVEventBatch with msgspec. msgspec is not packaged for Debian,
 so this script states vLLM's schema as data (the field names, their order,
 which have a default; read from vllm/distributed/kv_events.py, see
 docs/kv_events.md for the commit) and applies msgspec's two encoding rules
