@@ -52,13 +52,16 @@ type Row struct {
 	OutTokS  float64       `json:"output_tokens_per_sec"`
 	// PromptTokens and CachedTokens are the replicas' own usage reports,
 	// summed by the router; ReplicaHits is the replicas' prefix-cache hit
-	// counters (their /metrics) over the run, which must agree.
+	// counters (their /metrics) over the run, which must agree; -1 for
+	// replicas without such a counter (llama-server).
 	PromptTokens int   `json:"prompt_tokens"`
 	CachedTokens int   `json:"cached_tokens"`
 	ReplicaHits  int   `json:"replica_hits"`
 	PerReplica   []int `json:"requests_per_replica"`
 	// Imbalance is max/mean requests per replica: 1 is perfectly even.
 	Imbalance float64 `json:"imbalance"`
+	// Warms are the slot copies the router made (save, then restore).
+	Warms int `json:"slot_warms"`
 }
 
 // bench runs the routing workload once per policy, each over fresh
@@ -72,6 +75,8 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	wide := fs.Bool("wide", false, "print every column of the table (about 170 characters wide), not only those the comparison is read by; the JSON has them all")
 	timeout := fs.Duration("request-timeout", 5*time.Minute, "a request not finished after this long fails")
+	var lf llamaFlags
+	lf.register(fs)
 	var ff fleetFlags
 	ff.register(fs, 3, 96)
 	var pf policyFlags
@@ -87,8 +92,31 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	if len(ff.urls) > 0 {
 		return fmt.Errorf("bench starts fresh replicas for every policy, so that no policy inherits another's cache: use -replicas, not -replica")
 	}
-	names := strings.Split(*policies, ",")
-	if err := errors.Join(ff.validate(), pf.validate("-policies", names...)); err != nil {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	llama := lf.dir != ""
+	if llama && !set["policies"] {
+		*policies = strings.Join(llamaPolicies, ",")
+	}
+	if llama && !set["system-prompts"] {
+		*systems = llamaSystemPrompts
+	}
+	specs := strings.Split(*policies, ",")
+	var names []string
+	for _, spec := range specs {
+		ps, err := parseSpec(spec)
+		if err != nil {
+			return fmt.Errorf("-policies: %w", err)
+		}
+		if ps.slots && !llama {
+			return fmt.Errorf("-policies: %s routes to llama-server's slots: give -llama-cpp", spec)
+		}
+		if llama && ps.name == "kv-events" {
+			return fmt.Errorf("-policies: llama-server publishes no KV events; kv-events needs this project's replicas")
+		}
+		names = append(names, ps.name)
+	}
+	if err := errors.Join(ff.validate(), pf.validate("-policies", names...), lf.validate(llama)); err != nil {
 		return err
 	}
 	switch {
@@ -118,23 +146,35 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	if pf.modelDir != "" {
 		ff.extra = append(ff.extra, "-model="+pf.modelDir)
 	}
+	be := serveBackend(&ff, *timeout)
+	granule := ff.blockSize
+	if llama {
+		if be, err = lf.backend(ctx, &ff, &pf, tok, *timeout, log); err != nil {
+			return err
+		}
+		granule = 1 // a slot reuses any common prefix, not whole blocks
+	}
 	var rows []Row
 	var runs []*metrics.Run
-	for i, name := range names {
-		fmt.Fprintf(log, "[%d/%d] %s: routing workload, %d conversations × %d turns over %d system prompts, %d replicas of %d blocks\n",
-			i+1, len(names), name, p.Conversations, p.Turns, *systems, ff.n, ff.blocks)
+	for i, spec := range specs {
+		what := fmt.Sprintf("%d replicas of %d blocks", ff.n, ff.blocks)
+		if llama {
+			what = fmt.Sprintf("%d llama-server replicas of %d slots", ff.n, lf.slots)
+		}
+		fmt.Fprintf(log, "[%d/%d] %s: routing workload, %d conversations × %d turns over %d system prompts, %s\n",
+			i+1, len(specs), spec, p.Conversations, p.Turns, *systems, what)
 		var progress io.Writer = log
 		if *quiet || !cli.IsTerminal(log) { // a redrawn bar is noise in a file or a pipe
 			progress = nil
 		}
-		row, run, err := benchPolicy(ctx, name, &ff, &pf, tok, reqs, *timeout, progress, log)
+		row, run, err := benchPolicy(ctx, spec, be, &pf, tok, reqs, progress)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", spec, err)
 		}
 		rows = append(rows, row)
 		runs = append(runs, run)
 	}
-	promptTotal, best := bestCached(reqs, ff.blockSize)
+	promptTotal, best := bestCached(reqs, granule)
 	writeRows(stdout, rows, best, *wide)
 	why := " (each conversation's earlier turns, and its system prompt once another conversation used it)"
 	if !*wide {
@@ -155,6 +195,9 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 		if err := os.WriteFile(*jsonPath, b, 0o644); err != nil {
 			return err
 		}
+	}
+	if llama {
+		return checkLlamaRows(stdout, rows, runs)
 	}
 	return checkRows(stdout, rows, runs)
 }
@@ -270,21 +313,60 @@ func writeRows(w io.Writer, rows []Row, best int, wide bool) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// benchPolicy starts fresh replicas and a router with the policy, replays
-// reqs through the router, and stops them.
-func benchPolicy(ctx context.Context, name string, ff *fleetFlags, pf *policyFlags, tok *tokenizer.Tokenizer, reqs []workload.Request, timeout time.Duration, progress, log io.Writer) (row Row, run *metrics.Run, err error) {
-	urls, fleet, err := ff.start(ctx, name == "kv-events", log)
+// backend is what a bench run stands on: how to start fresh replicas,
+// the client that replays the workload through the router, and how to read
+// the replicas' own hit counters (nil: they keep none the bench can read).
+type backend struct {
+	start     func(ctx context.Context, events bool) (urls []string, stop func() error, err error)
+	engine    func(ctx context.Context, url string) (workload.Engine, func())
+	hits      func(ctx context.Context, urls []string) (int, error)
+	slots     int // each replica's slots, for the policies that route to them
+	blockSize int // the replicas' KV block size, for kv-events
+}
+
+// serveBackend is the runnables' serve, started by ff, replayed with the
+// OpenAI client every bench uses.
+func serveBackend(ff *fleetFlags, timeout time.Duration) backend {
+	return backend{
+		start: func(ctx context.Context, events bool) ([]string, func() error, error) {
+			urls, fleet, err := ff.start(ctx, events, os.Stderr)
+			if err != nil {
+				return nil, nil, err
+			}
+			return urls, func() error { return fleet.Stop(45 * time.Second) }, nil
+		},
+		engine: func(ctx context.Context, url string) (workload.Engine, func()) {
+			e := cli.NewHTTPEngine(ctx, url, "", timeout)
+			return e, e.Close
+		},
+		hits:      scrapeHits,
+		blockSize: ff.blockSize,
+	}
+}
+
+// benchPolicy starts fresh replicas and a router with the policy spec,
+// replays reqs through the router, and stops them.
+func benchPolicy(ctx context.Context, spec string, be backend, pf *policyFlags, tok *tokenizer.Tokenizer, reqs []workload.Request, progress io.Writer) (row Row, run *metrics.Run, err error) {
+	ps, err := parseSpec(spec)
+	if err != nil {
+		return row, nil, err
+	}
+	urls, stopFleet, err := be.start(ctx, ps.name == "kv-events")
 	if err != nil {
 		return row, nil, err
 	}
 	defer func() {
-		if serr := fleet.Stop(45 * time.Second); serr != nil && err == nil {
+		if serr := stopFleet(); serr != nil && err == nil {
 			err = serr
 		}
 	}()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rt, kv, err := pf.newRouter(rctx, name, urls, ff.blockSize, tok)
+	slots := 0
+	if ps.slots {
+		slots = be.slots
+	}
+	rt, kv, err := pf.newRouter(rctx, ps, urls, be.blockSize, tok, slots)
 	if err != nil {
 		return row, nil, err
 	}
@@ -306,26 +388,31 @@ func benchPolicy(ctx context.Context, name string, ff *fleetFlags, pf *policyFla
 		return row, nil, err
 	}
 	defer stop()
-	before, err := scrapeHits(ctx, urls)
-	if err != nil {
-		return row, nil, err
+	before := 0
+	if be.hits != nil {
+		if before, err = be.hits(ctx, urls); err != nil {
+			return row, nil, err
+		}
 	}
-	e := cli.NewHTTPEngine(ctx, url, "", timeout)
-	run, err = workload.Run(e, reqs, workload.RunOptions{Name: name, Progress: progress})
-	e.Close()
+	e, closeEngine := be.engine(ctx, url)
+	run, err = workload.Run(e, reqs, workload.RunOptions{Name: spec, Progress: progress})
+	closeEngine()
 	if err != nil {
 		return row, nil, err
 	}
 	for deadline := time.Now().Add(10 * time.Second); rt.InFlight() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	after, err := scrapeHits(ctx, urls)
-	if err != nil {
-		return row, nil, err
-	}
 	sum := run.Summary()
-	row = Row{Policy: name, Requests: sum.Requests, Failed: sum.Failed, TTFTP50: sum.TTFT.P50, TTFTP99: sum.TTFT.P99,
-		OutTokS: sum.OutputTokensPerSec, ReplicaHits: after - before}
+	row = Row{Policy: spec, Requests: sum.Requests, Failed: sum.Failed, TTFTP50: sum.TTFT.P50, TTFTP99: sum.TTFT.P99,
+		OutTokS: sum.OutputTokensPerSec, ReplicaHits: -1}
+	if be.hits != nil {
+		after, err := be.hits(ctx, urls)
+		if err != nil {
+			return row, nil, err
+		}
+		row.ReplicaHits = after - before
+	}
 	most, total := 0, 0
 	for _, st := range rt.Stats() {
 		row.PromptTokens += st.PromptTokens
@@ -336,6 +423,7 @@ func benchPolicy(ctx context.Context, name string, ff *fleetFlags, pf *policyFla
 	if total > 0 {
 		row.Imbalance = float64(most) / (float64(total) / float64(len(urls)))
 	}
+	row.Warms = rt.Warms()
 	return row, run, nil
 }
 

@@ -218,19 +218,59 @@ func (p *policyFlags) tokenizer() (*tokenizer.Tokenizer, error) {
 	return tokenizer.Load(dir)
 }
 
-// newRouter builds the router over urls with the named policy; with
-// kv-events it also subscribes to every replica's event stream until ctx
-// ends.
-func (p *policyFlags) newRouter(ctx context.Context, name string, urls []string, blockSize int, tok *tokenizer.Tokenizer) (*router.Router, *router.KVIndex, error) {
+// policySpec is a policy as -policy and -policies name it: a policy of
+// router.Policies, and for prefix the modifiers +slots (name the slot too,
+// on replicas with slots) and +warm (with +slots: move a request off its
+// prefix's full replica and copy the prefix's slot over first).
+type policySpec struct {
+	name        string
+	slots, warm bool
+}
+
+// parseSpec reads a policy spec: prefix, prefix+slots, prefix+slots+warm.
+func parseSpec(s string) (policySpec, error) {
+	parts := strings.Split(s, "+")
+	ps := policySpec{name: parts[0]}
+	for _, m := range parts[1:] {
+		switch m {
+		case "slots":
+			ps.slots = true
+		case "warm":
+			ps.warm = true
+		default:
+			return ps, fmt.Errorf("policy %q: unknown modifier %q (want +slots or +slots+warm)", s, m)
+		}
+	}
+	if (ps.slots || ps.warm) && ps.name != "prefix" {
+		return ps, fmt.Errorf("policy %q: only prefix routes to slots", s)
+	}
+	if ps.warm && !ps.slots {
+		return ps, fmt.Errorf("policy %q: +warm needs +slots", s)
+	}
+	return ps, nil
+}
+
+// newRouter builds the router over urls with the policy ps; slots > 0
+// (replicas with that many slots, and ps.slots) makes it name the slot
+// too. With kv-events it also subscribes to every replica's event stream
+// until ctx ends.
+func (p *policyFlags) newRouter(ctx context.Context, ps policySpec, urls []string, blockSize int, tok *tokenizer.Tokenizer, slots int) (*router.Router, *router.KVIndex, error) {
 	var kv *router.KVIndex
-	if name == "kv-events" {
+	if ps.name == "kv-events" {
 		kv = router.NewKVIndex(blockSize)
 	}
-	pol, err := router.NewPolicy(name, p.threshold, p.maxTree, kv)
+	var pol router.Policy
+	var err error
+	if ps.slots && slots > 0 {
+		pol = router.NewPrefixSlots(p.threshold, p.maxTree, slots, ps.warm)
+	} else {
+		slots = 0
+		pol, err = router.NewPolicy(ps.name, p.threshold, p.maxTree, kv)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := router.New(router.Options{Replicas: urls, Policy: pol, Tokenizer: tok, HealthInterval: p.health})
+	rt, err := router.New(router.Options{Replicas: urls, Policy: pol, Tokenizer: tok, HealthInterval: p.health, Slots: slots, WarmSlots: ps.warm})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -248,7 +288,8 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	fs.SetOutput(log)
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8080, "port to listen on (0: any free port)")
-	policy := fs.String("policy", "prefix", "routing policy: "+strings.Join(router.Policies, ", "))
+	policy := fs.String("policy", "prefix", "routing policy: "+strings.Join(router.Policies, ", ")+"; prefix+slots and prefix+slots+warm with -slots")
+	slots := fs.Int("slots", 0, "slots per replica (llama-server's -np): with -policy prefix+slots the router also picks the slot and sends it as id_slot; +warm copies a slot to a replica with a free one (the replicas must share --slot-save-path)")
 	var ff fleetFlags
 	ff.register(fs, 3, 0)
 	var pf policyFlags
@@ -262,7 +303,17 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	if *port < 0 || *port > 65535 {
 		return fmt.Errorf("-port must be in [0, 65535], have %d", *port)
 	}
-	if err := errors.Join(ff.validate(), pf.validate("-policy", *policy)); err != nil {
+	ps, err := parseSpec(*policy)
+	if err != nil {
+		return fmt.Errorf("-policy: %w", err)
+	}
+	switch {
+	case *slots < 0:
+		return fmt.Errorf("-slots must be ≥ 0, have %d", *slots)
+	case ps.slots && *slots == 0:
+		return fmt.Errorf("-policy %s: give the replicas' slots with -slots", *policy)
+	}
+	if err := errors.Join(ff.validate(), pf.validate("-policy", ps.name)); err != nil {
 		return err
 	}
 	tok, err := pf.tokenizer()
@@ -272,7 +323,7 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	if pf.modelDir != "" {
 		ff.extra = append(ff.extra, "-model="+pf.modelDir)
 	}
-	urls, fleet, err := ff.start(ctx, *policy == "kv-events", log)
+	urls, fleet, err := ff.start(ctx, ps.name == "kv-events", log)
 	if err != nil {
 		return err
 	}
@@ -285,7 +336,7 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rt, _, err := pf.newRouter(rctx, *policy, urls, ff.blockSize, tok)
+	rt, _, err := pf.newRouter(rctx, ps, urls, ff.blockSize, tok, *slots)
 	if err != nil {
 		return err
 	}

@@ -185,7 +185,7 @@ func TestFleetStartsRoutesAndSurvivesAKill(t *testing.T) {
 	pf := policyFlags{threshold: 0.5, modelDir: dir, health: time.Hour}
 	tok, err := pf.tokenizer()
 	require.NoError(t, err)
-	rt, _, err := pf.newRouter(ctx, "prefix", urls, 4, tok)
+	rt, _, err := pf.newRouter(ctx, policySpec{name: "prefix"}, urls, 4, tok, 0)
 	require.NoError(t, err)
 	url, stop, err := listen(rt)
 	require.NoError(t, err)

@@ -67,6 +67,10 @@ type FleetOptions struct {
 	LogDir string // each replica's output goes to LogDir/replica-<i>.log
 	// StartTimeout bounds the wait for every replica's /health.
 	StartTimeout time.Duration
+	// Command, if set, gives replica i's whole argument list for a
+	// listening port, for a binary that is not a runnable (llama-server);
+	// Args is then unused.
+	Command func(i, port int) []string
 }
 
 // StartFleet starts o.N replicas and waits until each answers /health. On
@@ -83,6 +87,9 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 			return nil, err
 		}
 		args := append(append([]string{"serve"}, o.Args...), "-host=127.0.0.1", "-port="+strconv.Itoa(port))
+		if o.Command != nil {
+			args = o.Command(i, port)
+		}
 		c, err := cli.StartChild(o.Binary, args, filepath.Join(o.LogDir, fmt.Sprintf("replica-%d.log", i)))
 		if err != nil {
 			f.Stop(5 * time.Second)

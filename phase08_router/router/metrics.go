@@ -20,6 +20,8 @@ type routerMetrics struct {
 	downs     *prometheus.CounterVec // per replica
 	retries   prometheus.Counter
 	aborted   prometheus.Counter
+	slotted   *prometheus.CounterVec // by how the slot was chosen
+	warms     *prometheus.CounterVec // by result
 
 	mu    sync.Mutex
 	stats []ReplicaStats
@@ -45,13 +47,17 @@ func newRouterMetrics(reg *prometheus.Registry, rt *Router) *routerMetrics {
 		matched: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:policy_matched_tokens_total",
 			Help: "Prompt tokens the routing policy believed the chosen replica held (a guess for prefix; the replica's events for kv-events)."}, labels),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:decisions_total",
-			Help: "Routing decisions by reason: round-robin, least-load, prefix-match, kv-match."}, []string{"reason"}),
+			Help: "Routing decisions by reason: round-robin, least-load, prefix-match, kv-match, prefix-overflow."}, []string{"reason"}),
 		downs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:replica_down_total",
 			Help: "Times each replica was taken out of the fleet."}, labels),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab_router:retries_total",
 			Help: "Requests tried again on another replica because theirs failed before answering."}),
 		aborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab_router:aborted_streams_total",
 			Help: "Streams ended with an error event because the replica failed after tokens were sent."}),
+		slotted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:slot_decisions_total",
+			Help: "With --slots: requests sent with an id_slot the router chose (named), with the client's own (client), or left to the replica (replica)."}, []string{"how"}),
+		warms: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:slot_warms_total",
+			Help: "Slot copies from a request's prefix replica to the replica it was placed on (save, then restore), by result: ok, failed, nothing (no idle slot held the prefix, or none was free)."}, []string{"result"}),
 		stats: make([]ReplicaStats, len(rt.replicas)),
 	}
 	up := prometheus.NewGaugeFunc // one gauge per replica, read at scrape time
@@ -71,7 +77,7 @@ func newRouterMetrics(reg *prometheus.Registry, rt *Router) *routerMetrics {
 			return float64(rt.replicas[idx].load)
 		}))
 	}
-	reg.MustRegister(m.requests, m.prompt, m.cached, m.matched, m.decisions, m.downs, m.retries, m.aborted)
+	reg.MustRegister(m.requests, m.prompt, m.cached, m.matched, m.decisions, m.downs, m.retries, m.aborted, m.slotted, m.warms)
 	return m
 }
 
@@ -97,3 +103,6 @@ func (rt *Router) Stats() []ReplicaStats {
 	defer rt.metrics.mu.Unlock()
 	return append([]ReplicaStats(nil), rt.metrics.stats...)
 }
+
+// Warms returns how many slot copies (save, then restore) succeeded.
+func (rt *Router) Warms() int { return int(rt.warmed.Load()) }

@@ -22,8 +22,13 @@ type Decision struct {
 	// (kv-events). The replica's reply says what it really found.
 	Matched int
 	// Reason labels the decision in the router's metrics: round-robin,
-	// least-load, prefix-match or kv-match.
+	// least-load, prefix-match, kv-match or prefix-overflow.
 	Reason string
+	// Overflow says the prompt's prefix lives on replica Home, which had no
+	// free slot, so the request was placed on Replica instead; the router
+	// may warm Replica with Home's slot (save there, restore here) first.
+	Overflow bool
+	Home     int
 }
 
 // Policy chooses a replica for each request. The router calls Pick with
@@ -109,9 +114,17 @@ func (r *rotor) best(cands []Candidate, key func(Candidate) [2]int) int {
 //
 // There is one tree per cache salt: a replica never lends one tenant's KV
 // to another, so a prefix routed for one salt says nothing about another's.
+//
+// With slots > 0 (replicas that are llama-server processes, each with that
+// many slots) the tree also remembers the last prompt of every slot, and
+// the policy names the slot (SlotPolicy); with overflow, a request whose
+// prefix's replica has no free slot goes to a replica that has one
+// (Decision.Overflow), for the router to warm from the prefix's slot.
 type prefixPolicy struct {
 	threshold float64
 	maxTokens int
+	slots     int
+	overflow  bool
 	rot       rotor
 
 	mu    sync.Mutex
@@ -122,6 +135,14 @@ type prefixPolicy struct {
 // maxTokens tokens per replica, evicting least recently routed leaves.
 func NewPrefix(threshold float64, maxTokens int) Policy {
 	return &prefixPolicy{threshold: threshold, maxTokens: maxTokens, trees: map[string]*Tree{}}
+}
+
+// NewPrefixSlots returns the prefix policy for replicas with slots slots
+// each: it also picks the slot (SlotPolicy). With overflow, a request
+// whose prefix's replica has every slot busy goes to a replica with a free
+// one, marked Overflow, instead of queueing behind its prefix.
+func NewPrefixSlots(threshold float64, maxTokens, slots int, overflow bool) SlotPolicy {
+	return &prefixPolicy{threshold: threshold, maxTokens: maxTokens, slots: slots, overflow: overflow, trees: map[string]*Tree{}}
 }
 
 func (p *prefixPolicy) Name() string { return "prefix" }
@@ -139,7 +160,25 @@ func (p *prefixPolicy) tree(salt string) *Tree {
 }
 
 func (p *prefixPolicy) Pick(key Key, cands []Candidate) Decision {
-	return pickByMatch(&p.rot, key.Tokens, cands, p.tree(key.Salt).Match(key.Tokens), p.size, p.threshold, "prefix-match")
+	d := pickByMatch(&p.rot, key.Tokens, cands, p.tree(key.Salt).Match(key.Tokens), p.size, p.threshold, "prefix-match")
+	if !p.overflow || p.slots == 0 || d.Reason != "prefix-match" {
+		return d
+	}
+	// The prefix's replica is full when every slot has a request: this one
+	// would queue. A replica with a free slot takes it instead.
+	load := map[int]int{}
+	var free []Candidate
+	for _, c := range cands {
+		load[c.Replica] = c.Load
+		if c.Load < p.slots {
+			free = append(free, c)
+		}
+	}
+	if load[d.Replica] < p.slots || len(free) == 0 {
+		return d
+	}
+	r := p.rot.best(free, func(c Candidate) [2]int { return [2]int{-c.Load, -p.size(c.Replica)} })
+	return Decision{Replica: r, Reason: "prefix-overflow", Overflow: true, Home: d.Replica}
 }
 
 func (p *prefixPolicy) Routed(key Key, replica int) { p.tree(key.Salt).Insert(key.Tokens, replica) }

@@ -151,6 +151,12 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	key := RouteKey(rt.opts.Tokenizer, path, body)
+	sp, _ := rt.opts.Policy.(SlotPolicy)
+	slotting := sp != nil && rt.opts.Slots > 0
+	if slotting && clientNamesSlot(body) {
+		slotting = false // the client chose; its bytes go as they came
+		rt.metrics.slotted.WithLabelValues("client").Inc()
+	}
 	tried := map[int]bool{}
 	var last error
 	for {
@@ -167,7 +173,21 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 		tried[d.Replica] = true
 		rt.metrics.decisions.WithLabelValues(d.Reason).Inc()
 		rt.metrics.matched.WithLabelValues(strconv.Itoa(d.Replica)).Add(float64(d.Matched))
-		out, err := rt.forward(w, r, d.Replica, path, body, key)
+		a := attempt{replica: d.Replica, path: path, body: body, key: key, slot: -1}
+		if slotting && len(key.Tokens) > 0 {
+			a.sp = sp
+			a.slot = rt.pickSlot(r.Context(), sp, key, d)
+			if a.slot >= 0 {
+				a.body = withIDSlot(body, a.slot)
+				rt.metrics.slotted.WithLabelValues("named").Inc()
+			} else {
+				rt.metrics.slotted.WithLabelValues("replica").Inc()
+			}
+		}
+		out, err := rt.forward(w, r, a)
+		if a.slot >= 0 {
+			rt.holdSlot(a.replica, a.slot, -1)
+		}
 		switch out {
 		case served:
 			return
@@ -185,13 +205,43 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// forward makes one attempt at replica i: it sends the body as it came and
+// attempt is one try of a request at one replica.
+type attempt struct {
+	replica int
+	path    string
+	body    []byte // what the replica receives: the client's bytes, with id_slot when slot >= 0
+	key     Key
+	sp      SlotPolicy // nil unless the router routes to slots
+	slot    int        // the slot named in body, held until the attempt ends; -1: none
+}
+
+// pickSlot chooses the slot of d.Replica for key and holds it: a warmed
+// one when the policy moved the request off its prefix's full replica,
+// else the policy's pick. -1 leaves the choice to the replica.
+func (rt *Router) pickSlot(ctx context.Context, sp SlotPolicy, key Key, d Decision) int {
+	if d.Overflow && rt.opts.WarmSlots {
+		if s := rt.warm(ctx, sp, key, d.Home, d.Replica); s >= 0 {
+			return s // held by warm
+		}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	loads := rt.replicas[d.Replica].slots
+	s := sp.PickSlot(key, d.Replica, loads)
+	if s >= 0 {
+		loads[s]++
+	}
+	return s
+}
+
+// forward makes one attempt at a replica: it sends the attempt's body and
 // relays the answer.
-func (rt *Router) forward(w http.ResponseWriter, r *http.Request, i int, path string, body []byte, key Key) (outcome, error) {
+func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (outcome, error) {
+	i := a.replica
 	rep := rt.replicas[i]
 	rt.addLoad(i, 1)
 	defer rt.addLoad(i, -1)
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, rep.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, rep.url+a.path, bytes.NewReader(a.body))
 	if err != nil {
 		return retry, err
 	}
@@ -214,11 +264,21 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, i int, path st
 	// The policy learns the route once the replica has taken the request;
 	// a refused one (400, 429) left nothing in its cache.
 	if resp.StatusCode == http.StatusOK {
-		rt.opts.Policy.Routed(key, i)
+		rt.opts.Policy.Routed(a.key, i)
+		if a.sp != nil && a.slot >= 0 {
+			a.sp.RoutedSlot(a.key, i, a.slot)
+		}
 	}
 	rt.metrics.requests.WithLabelValues(strconv.Itoa(i)).Inc()
-	var u usageSeen
-	defer func() { rt.metrics.count(i, u) }()
+	u := usageSeen{slot: -1}
+	defer func() {
+		rt.metrics.count(i, u)
+		// A request the replica placed itself: its answer says where
+		// (llama-server's id_slot on /completion).
+		if a.sp != nil && a.slot < 0 && u.slot >= 0 && u.slot < rt.opts.Slots && resp.StatusCode == http.StatusOK {
+			a.sp.RoutedSlot(a.key, i, u.slot)
+		}
+	}()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return rt.relayStream(w, resp, i, &u)
 	}
@@ -301,12 +361,13 @@ func copyHeaders(dst, src http.Header) {
 	}
 }
 
-// usageSeen is what a replica's answer said about the prompt: its length
-// and the tokens it found cached. The last report wins (a stream carries
-// it in its last events).
+// usageSeen is what a replica's answer said about the prompt: its length,
+// the tokens it found cached, and the slot that ran it. The last report
+// wins (a stream carries it in its last events).
 type usageSeen struct {
 	prompt, cached int
 	seen           bool
+	slot           int // llama-server's id_slot; -1 if the answer named none
 }
 
 // observeEvent reads the data of one server-sent event.
@@ -318,11 +379,16 @@ func (u *usageSeen) observeEvent(event []byte) {
 	}
 }
 
-// observe reads one JSON answer or chunk: OpenAI's usage, or
-// llama-server's tokens_evaluated and tokens_cached.
+// observe reads one JSON answer or chunk: OpenAI's usage, or on
+// /completion the prompt's length (tokens_evaluated) with the tokens found
+// cached. Those are timings.cache_n where the answer has it: llama-server's
+// tokens_cached is not a hit count but every token the slot holds after the
+// request, the prompt and the generated tokens (23 prompt tokens and 4
+// generated report 26, on a first request that found nothing). A replica
+// without timings (this project's serve) reports its hits as tokens_cached.
 func (u *usageSeen) observe(b []byte) {
-	// Most chunks carry neither; skip them without decoding.
-	if !bytes.Contains(b, []byte(`"usage"`)) && !bytes.Contains(b, []byte(`"tokens_cached"`)) {
+	// Most chunks carry none of these; skip them without decoding.
+	if !bytes.Contains(b, []byte(`"usage"`)) && !bytes.Contains(b, []byte(`"tokens_cached"`)) && !bytes.Contains(b, []byte(`"id_slot"`)) {
 		return
 	}
 	var v struct {
@@ -334,9 +400,16 @@ func (u *usageSeen) observe(b []byte) {
 		} `json:"usage"`
 		TokensEvaluated *int `json:"tokens_evaluated"`
 		TokensCached    *int `json:"tokens_cached"`
+		Timings         *struct {
+			CacheN *int `json:"cache_n"`
+		} `json:"timings"`
+		IDSlot *int `json:"id_slot"`
 	}
 	if json.Unmarshal(b, &v) != nil {
 		return
+	}
+	if v.IDSlot != nil && *v.IDSlot >= 0 {
+		u.slot = *v.IDSlot
 	}
 	switch {
 	case v.Usage != nil:
@@ -346,5 +419,8 @@ func (u *usageSeen) observe(b []byte) {
 		}
 	case v.TokensCached != nil && v.TokensEvaluated != nil && *v.TokensEvaluated > 0:
 		u.prompt, u.cached, u.seen = *v.TokensEvaluated, *v.TokensCached, true
+		if v.Timings != nil && v.Timings.CacheN != nil {
+			u.cached = *v.Timings.CacheN
+		}
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +65,15 @@ type Options struct {
 	// Transport carries the requests to the replicas; nil uses a transport
 	// made for many concurrent streams to few hosts.
 	Transport http.RoundTripper
+	// Slots is how many slots each replica has (llama-server's -np). With
+	// Slots > 0 and a SlotPolicy, the router also picks the slot and sends
+	// it as id_slot (slots.go); 0 sends every body as it came.
+	Slots int
+	// WarmSlots lets the router copy a slot's KV from one replica to
+	// another (POST /slots/{id}?action=save, then restore) when the policy
+	// places a request away from its prefix's replica (Decision.Overflow).
+	// The replicas must share their --slot-save-path.
+	WarmSlots bool
 }
 
 // Router is the HTTP front end. Start its health checker with Run.
@@ -75,6 +85,7 @@ type Router struct {
 	metrics  *routerMetrics
 	reg      *prometheus.Registry
 	mux      map[string]route
+	warmed   atomic.Int64 // slot copies that succeeded
 }
 
 type route struct {
@@ -86,8 +97,9 @@ type route struct {
 type replica struct {
 	index int
 	url   string
-	up    bool // taking requests; guarded by Router.mu
-	load  int  // requests in flight; guarded by Router.mu
+	up    bool  // taking requests; guarded by Router.mu
+	load  int   // requests in flight; guarded by Router.mu
+	slots []int // requests in flight per slot (Options.Slots); guarded by Router.mu
 }
 
 // New returns a router over opts.Replicas, all of them taken to be up until
@@ -98,6 +110,9 @@ func New(opts Options) (*Router, error) {
 	}
 	if opts.Policy == nil {
 		return nil, errors.New("router: no policy")
+	}
+	if opts.Slots < 0 {
+		return nil, fmt.Errorf("router: Slots must be ≥ 0, have %d", opts.Slots)
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = 8 << 20
@@ -117,7 +132,7 @@ func New(opts Options) (*Router, error) {
 	}
 	rt := &Router{opts: opts, client: &http.Client{Transport: opts.Transport}, reg: prometheus.NewRegistry()}
 	for i, u := range opts.Replicas {
-		rt.replicas = append(rt.replicas, &replica{index: i, url: strings.TrimRight(u, "/"), up: true})
+		rt.replicas = append(rt.replicas, &replica{index: i, url: strings.TrimRight(u, "/"), up: true, slots: make([]int, max(opts.Slots, 0))})
 	}
 	rt.metrics = newRouterMetrics(rt.reg, rt)
 	rt.mux = map[string]route{
