@@ -55,7 +55,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	kvAdvertise := flags.String("kv-events-advertise", "", "host:port that the default topic names this server by, the address a scheduler reaches it at (default: the listen address; needed when -host is 0.0.0.0 or ::)")
 	kvReplay := flags.String("kv-events-replay-endpoint", "", "with -kv-events-endpoint, bind a ZeroMQ ROUTER socket here (e.g. tcp://*:5558) that answers vLLM's replay requests")
 	kvBufferSteps := flags.Int("kv-events-buffer-steps", 10000, "how many recent batches the replay socket keeps (vLLM's buffer_steps)")
-	kvFormat := flags.String("kv-events-format", "array", "ZeroMQ payload layout: array (positional events, what llm-d decodes) or map (vLLM since its map encoding)")
+	kvFormat := flags.String("kv-events-format", "array", "ZeroMQ payload layout: array (positional events, read by llm-d from 0.5 on) or map (vLLM since its map encoding, read by llm-d from 0.9 on)")
 	kvIntHashes := flags.Bool("kv-events-int-hashes", false, "publish block hashes as vLLM's 64-bit integers instead of 32 bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)")
 	hashSeed := flags.String("kv-hash-seed", kvevents.DefaultHashSeed, "the seed of the block-hash chains; a vLLM replica with PYTHONHASHSEED set to it computes the same hashes")
 	hashAlgo := kvevents.SHA256CBOR

@@ -39,8 +39,8 @@ type Encoding struct {
 	// MapEvents writes each event as a map keyed by field name with the tag
 	// under "type" (vLLM since its PR #42892 dropped array_like from the
 	// event structs). Off, each event is a positional array with the tag
-	// first: the layout of earlier vLLM releases, and the one every llm-d
-	// release decodes (maps only from llm-d 0.9 on).
+	// first: the layout of earlier vLLM releases, and the one llm-d reads
+	// from 0.5 on (maps only from 0.9 on; docs/kv_events.md has the table).
 	MapEvents bool
 	// IntHashes writes each block hash as vLLM does under
 	// VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES: the uint64 Hash.Uint64. Off, the
