@@ -145,7 +145,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		}
 	}
 	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxN: *maxN, WriteTimeout: *writeTimeout, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil,
-		Slots: *parallel, SlotSavePath: *slotSavePath, ModelPath: dir}
+		Slots: *parallel, SlotSavePath: *slotSavePath, ModelPath: dir, ModelInfo: modelInfo(m.Config, dir, tok)}
 	var obs *kvcache.Observer
 	if publishEvents || *cacheDir != "" || *slotSavePath != "" {
 		obs = e.Pool().ObserveWith(kvevents.NewHasher(hashAlgo, *hashSeed, *loraName))

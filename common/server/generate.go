@@ -100,12 +100,21 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		return nil, e
 	}
 	res = &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
+	if g.settings.Samplers == nil { // an OpenAI endpoint: describe the request for /slots
+		g.settings = settingsOf(g, g.maxTokens, false, g.topProbs)
+	}
 	slot, e := h.slots.acquire(g.slot, id, g.prompt, g.cacheSalt, g.settings)
 	if e != nil {
 		return nil, e
 	}
 	res.slot = slot
-	defer func() { h.slots.release(slot, res.nextToken(g)) }()
+	defer func() {
+		cached := 0
+		if res != nil {
+			cached = res.cached
+		}
+		h.slots.release(slot, res.nextToken(g), cached)
+	}()
 	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs})
 	switch {
 	case errors.Is(err, engine.ErrStopped):

@@ -8,20 +8,34 @@ import (
 	"unicode/utf8"
 )
 
-// props serves GET /props: llama-server's description of itself.
+// props serves GET /props: llama-server's description of itself. What
+// this server has no counterpart for is reported as absent or off: no
+// images, audio or video, no web UI, nothing to change through POST
+// /props, a template with no tool calling.
 func (h *Handler) props(w http.ResponseWriter, r *http.Request) {
-	def := slotJSON{ID: 0, IDTask: -1, NCtx: h.es.ContextLimit(), Params: newSlotTable(1).slots[0].params, NextToken: nextToken{}}
-	def.Params.Temperature, def.Params.TopP = llamaDefaults().Temperature, llamaDefaults().TopP
+	def := offSettings()
+	def.Temperature, def.TopP = llamaDefaults().Temperature, llamaDefaults().TopP
 	out := map[string]any{
-		"default_generation_settings": def,
+		"default_generation_settings": map[string]any{"params": def, "n_ctx": h.es.ContextLimit()},
 		"total_slots":                 len(h.slots.slots),
-		"model_path":                  h.opts.ModelPath,
 		"model_alias":                 h.opts.ModelName,
+		"model_path":                  h.opts.ModelPath,
+		"model_ftype":                 h.opts.ModelInfo.FType,
 		"n_ctx":                       h.es.ContextLimit(),
+		"modalities":                  map[string]bool{"vision": false, "video": false, "audio": false},
+		"media_marker":                "",
+		"endpoint_slots":              true,
+		"endpoint_props":              false,
+		"endpoint_metrics":            true,
+		"ui":                          false,
+		"ui_settings":                 map[string]any{},
 		"chat_template":               "",
+		"chat_template_caps":          templateCaps(),
 		"bos_token":                   "",
 		"eos_token":                   "",
 		"build_info":                  buildInfo(),
+		"is_sleeping":                 false,
+		"cors_proxy_enabled":          false,
 	}
 	if t := h.opts.Tokenizer; t != nil {
 		out["chat_template"] = t.ChatTemplate()
@@ -33,6 +47,16 @@ func (h *Handler) props(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// templateCaps are llama-server's chat_template_caps as they hold here:
+// messages are plain text or text parts, with a system role; no tools.
+func templateCaps() map[string]bool {
+	return map[string]bool{
+		"supports_system_role": true, "supports_string_content": true, "supports_typed_content": true,
+		"supports_tools": false, "supports_tool_calls": false, "supports_parallel_tool_calls": false,
+		"supports_object_arguments": false, "supports_preserve_reasoning": false,
+	}
 }
 
 // buildInfo is this binary's build, "kvlab-<commit>" when Go recorded the

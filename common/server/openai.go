@@ -31,6 +31,9 @@ type openAIRequest struct {
 	// CacheSalt is vLLM's cache_salt: requests reuse cached KV only of
 	// requests with the same salt (engine.Request.CacheSalt).
 	CacheSalt string `json:"cache_salt"`
+	// IDSlot is llama-server's slot (slots.go), which its /v1 endpoints
+	// take too; absent or -1 lets the server choose.
+	IDSlot *int `json:"id_slot"`
 }
 
 // completionRequest is a /v1/completions body.
@@ -106,6 +109,10 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	g.stop = stop
 	g.ignoreEOS = q.IgnoreEOS
 	g.cacheSalt = q.CacheSalt
+	g.slot = -1
+	if q.IDSlot != nil && *q.IDSlot >= 0 {
+		g.slot = *q.IDSlot
+	}
 	return nil
 }
 

@@ -81,6 +81,19 @@ type Options struct {
 	SlotKV *CacheFile
 	// ModelPath is what /props reports as model_path.
 	ModelPath string
+	// ModelInfo describes the weights, for /v1/models and /props.
+	ModelInfo ModelInfo
+}
+
+// ModelInfo is what llama-server's /v1/models tells of a model in "meta".
+type ModelInfo struct {
+	VocabType int    // llama.cpp's vocabulary type: 1 SentencePiece, 2 byte-level BPE
+	Vocab     int    // entries of the embedding table
+	CtxTrain  int    // max_position_embeddings
+	Embd      int    // hidden size
+	Params    int64  // parameters
+	Size      int64  // bytes of the weights
+	FType     string // the weights' type as llama.cpp names it: F32, BF16, F16
 }
 
 // DefaultMaxN is Options.MaxN's default.
@@ -169,18 +182,40 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
-	type model struct {
-		ID            string `json:"id"`
-		Object        string `json:"object"`
-		Created       int64  `json:"created"`
-		OwnedBy       string `json:"owned_by"`
-		MaxModelLen   int    `json:"max_model_len"`
-		PrefixCaching bool   `json:"prefix_caching"`
+	type meta struct {
+		VocabType int    `json:"vocab_type"`
+		Vocab     int    `json:"n_vocab"`
+		Ctx       int    `json:"n_ctx"`
+		CtxTrain  int    `json:"n_ctx_train"`
+		Embd      int    `json:"n_embd"`
+		Params    int64  `json:"n_params"`
+		Size      int64  `json:"size"`
+		FType     string `json:"ftype"`
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data":   []model{{h.opts.ModelName, "model", h.created, "kvlab", h.es.ContextLimit(), h.opts.PrefixCaching}},
-	})
+	type model struct {
+		ID            string   `json:"id"`
+		Aliases       []string `json:"aliases"`
+		Tags          []string `json:"tags"`
+		Object        string   `json:"object"`
+		Created       int64    `json:"created"`
+		OwnedBy       string   `json:"owned_by"`
+		Meta          meta     `json:"meta"`
+		MaxModelLen   int      `json:"max_model_len"`
+		PrefixCaching bool     `json:"prefix_caching"`
+	}
+	mi := h.opts.ModelInfo
+	m := model{
+		ID: h.opts.ModelName, Aliases: []string{h.opts.ModelName}, Tags: []string{}, Object: "model", Created: h.created, OwnedBy: "kvlab",
+		Meta:        meta{mi.VocabType, mi.Vocab, h.es.ContextLimit(), mi.CtxTrain, mi.Embd, mi.Params, mi.Size, mi.FType},
+		MaxModelLen: h.es.ContextLimit(), PrefixCaching: h.opts.PrefixCaching,
+	}
+	// "models" is the listing llama-server also gives in Ollama's shape.
+	listing := map[string]any{
+		"name": h.opts.ModelName, "model": h.opts.ModelName, "modified_at": "", "size": "", "digest": "", "type": "model",
+		"description": "", "tags": []string{""}, "capabilities": []string{"completion"}, "parameters": "",
+		"details": map[string]any{"parent_model": "", "format": "safetensors", "family": "", "families": []string{""}, "parameter_size": "", "quantization_level": ""},
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []model{m}, "models": []any{listing}})
 }
 
 // checkModel refuses a request that names a model this server does not

@@ -27,7 +27,7 @@ func (h *Handler) saveSlot(w http.ResponseWriter, id int, name string) {
 		return
 	}
 	chain := map[kvevents.Hash]bool{}
-	for _, hash := range kvevents.ChainHashes(kvevents.RootHash(c.Seed), prompt, c.Identity.BlockSize, "") {
+	for _, hash := range c.Observer.Hasher().BlockHashes(prompt, c.Identity.BlockSize, "") {
 		chain[hash] = true
 	}
 	start := time.Now()

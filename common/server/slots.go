@@ -44,6 +44,7 @@ type slot struct {
 	running int     // requests running here now
 	prompt  []int32 // the last prompt (or the restored one)
 	salt    string  // its cache salt: a save leaves salted KV out
+	cached  int     // of the last prompt's tokens, those found in the prefix cache
 	params  generationSettings
 	next    nextToken
 	used    uint64 // slotTable.clock at the last acquire
@@ -62,7 +63,7 @@ type nextToken struct {
 func newSlotTable(n int) *slotTable {
 	t := &slotTable{slots: make([]slot, max(n, 1))}
 	for i := range t.slots {
-		t.slots[i] = slot{id: i, task: -1, params: generationSettings{NPredict: -1, Seed: -1, Samplers: []string{}, Stop: []string{}, Lora: []any{}}}
+		t.slots[i] = slot{id: i, task: -1, params: offSettings()}
 	}
 	return t
 }
@@ -81,7 +82,7 @@ func (t *slotTable) acquire(want, task int, prompt []int32, salt string, params 
 	t.clock++
 	s := &t.slots[want]
 	s.task, s.running, s.used = task, s.running+1, t.clock
-	s.prompt, s.salt, s.params = prompt, salt, params
+	s.prompt, s.salt, s.params, s.cached = prompt, salt, params, 0
 	s.next = nextToken{HasNextToken: true, NRemain: params.NPredict}
 	return want, nil
 }
@@ -112,13 +113,14 @@ func (t *slotTable) choose(prompt []int32, salt string) int {
 	return best
 }
 
-// release records how the request in slot id ended.
-func (t *slotTable) release(id int, next nextToken) {
+// release records how the request in slot id ended, and how many of its
+// prompt's tokens it found cached.
+func (t *slotTable) release(id int, next nextToken, cached int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := &t.slots[id]
 	s.running--
-	s.next = next
+	s.next, s.cached = next, cached
 }
 
 // setPrompt makes prompt the slot's last prompt (a restore), or forgets it
@@ -128,7 +130,7 @@ func (t *slotTable) setPrompt(id int, prompt []int32) int {
 	defer t.mu.Unlock()
 	s := &t.slots[id]
 	n := len(s.prompt)
-	s.prompt, s.salt = prompt, ""
+	s.prompt, s.salt, s.cached = prompt, "", len(prompt)
 	return n
 }
 
@@ -155,11 +157,12 @@ type slotJSON struct {
 	NCtx         int                `json:"n_ctx"`
 	Speculative  bool               `json:"speculative"`
 	IsProcessing bool               `json:"is_processing"`
-	NonCausal    bool               `json:"non_causal"`
+	NPrompt      int                `json:"n_prompt_tokens"`
+	NProcessed   int                `json:"n_prompt_tokens_processed"` // computed, not found cached
+	NCached      int                `json:"n_prompt_tokens_cache"`
 	Params       generationSettings `json:"params"`
 	Prompt       string             `json:"prompt"`
-	NPrompt      int                `json:"n_prompt_tokens"`
-	NextToken    nextToken          `json:"next_token"`
+	NextToken    []nextToken        `json:"next_token"` // one entry, as llama-server writes it
 }
 
 // generationSettings is llama-server's generation settings object. The
@@ -168,7 +171,6 @@ type slotJSON struct {
 // (top_k 0, min_p 0, typical_p 1, penalties 1 or 0, mirostat 0), so a
 // client reading them learns what was really applied.
 type generationSettings struct {
-	NPredict            int      `json:"n_predict"`
 	Seed                int64    `json:"seed"`
 	Temperature         float64  `json:"temperature"`
 	DynatempRange       float64  `json:"dynatemp_range"`
@@ -176,6 +178,7 @@ type generationSettings struct {
 	TopK                int      `json:"top_k"`
 	TopP                float64  `json:"top_p"`
 	MinP                float64  `json:"min_p"`
+	TopNSigma           float64  `json:"top_n_sigma"`
 	XTCProbability      float64  `json:"xtc_probability"`
 	XTCThreshold        float64  `json:"xtc_threshold"`
 	TypicalP            float64  `json:"typical_p"`
@@ -191,8 +194,11 @@ type generationSettings struct {
 	Mirostat            int      `json:"mirostat"`
 	MirostatTau         float64  `json:"mirostat_tau"`
 	MirostatEta         float64  `json:"mirostat_eta"`
+	AdaptiveTarget      float64  `json:"adaptive_target"`
+	AdaptiveDecay       float64  `json:"adaptive_decay"`
 	Stop                []string `json:"stop"`
 	MaxTokens           int      `json:"max_tokens"`
+	NPredict            int      `json:"n_predict"`
 	NKeep               int      `json:"n_keep"`
 	NDiscard            int      `json:"n_discard"`
 	IgnoreEOS           bool     `json:"ignore_eos"`
@@ -201,33 +207,44 @@ type generationSettings struct {
 	NProbs              int      `json:"n_probs"`
 	MinKeep             int      `json:"min_keep"`
 	Grammar             string   `json:"grammar"`
-	GrammarTriggerWords []string `json:"grammar_trigger_words"`
-	GrammarTriggerToks  []int    `json:"grammar_trigger_tokens"`
+	GrammarLazy         bool     `json:"grammar_lazy"`
+	GrammarTriggers     []any    `json:"grammar_triggers"`
 	PreservedTokens     []string `json:"preserved_tokens"`
 	ChatFormat          string   `json:"chat_format"`
+	ReasoningFormat     string   `json:"reasoning_format"`
+	ReasoningInContent  bool     `json:"reasoning_in_content"`
+	GenerationPrompt    string   `json:"generation_prompt"`
 	Samplers            []string `json:"samplers"`
-	SpecNMax            int      `json:"speculative.n_max"`
-	SpecNMin            int      `json:"speculative.n_min"`
-	SpecPMin            float64  `json:"speculative.p_min"`
+	SpeculativeTypes    string   `json:"speculative.types"`
 	TimingsPerToken     bool     `json:"timings_per_token"`
 	PostSamplingProbs   bool     `json:"post_sampling_probs"`
+	BackendSampling     bool     `json:"backend_sampling"`
 	Lora                []any    `json:"lora"`
 	CacheSalt           string   `json:"cache_salt,omitempty"`
 }
 
+// offSettings is generationSettings with every sampler this engine lacks
+// at the value that turns it off in llama-server.
+func offSettings() generationSettings {
+	return generationSettings{
+		NPredict: -1, MaxTokens: -1, Seed: -1, TopNSigma: -1, TypicalP: 1, RepeatPenalty: 1, DryBase: 1.75,
+		AdaptiveTarget: -1, AdaptiveDecay: 0.9,
+		DrySequenceBreakers: []string{}, Stop: []string{}, LogitBias: []any{}, GrammarTriggers: []any{}, PreservedTokens: []string{},
+		ChatFormat: "Content-only", ReasoningFormat: "none", SpeculativeTypes: "none",
+		Samplers: []string{"top_p", "temperature"}, Lora: []any{},
+	}
+}
+
 // settingsOf describes g as llama-server's generation settings.
 func settingsOf(g genRequest, nPredict int, stream bool, nProbs int) generationSettings {
-	stop := g.stop
-	if stop == nil {
-		stop = []string{}
+	gs := offSettings()
+	gs.NPredict, gs.MaxTokens, gs.Seed = nPredict, nPredict, int64(g.sampling.Seed&(1<<63-1))
+	gs.Temperature, gs.TopP = g.sampling.Temperature, g.sampling.TopP
+	if g.stop != nil {
+		gs.Stop = g.stop
 	}
-	return generationSettings{
-		NPredict: nPredict, MaxTokens: nPredict, Seed: int64(g.sampling.Seed & (1<<63 - 1)),
-		Temperature: g.sampling.Temperature, TopP: g.sampling.TopP, TypicalP: 1, RepeatPenalty: 1, DryBase: 1.75,
-		DrySequenceBreakers: []string{}, Stop: stop, IgnoreEOS: g.ignoreEOS, Stream: stream, LogitBias: []any{}, NProbs: nProbs,
-		GrammarTriggerWords: []string{}, GrammarTriggerToks: []int{}, PreservedTokens: []string{}, ChatFormat: "Content-only",
-		Samplers: []string{"top_p", "temperature"}, Lora: []any{}, CacheSalt: g.cacheSalt,
-	}
+	gs.IgnoreEOS, gs.Stream, gs.NProbs, gs.CacheSalt = g.ignoreEOS, stream, nProbs, g.cacheSalt
+	return gs
 }
 
 // slotsJSON returns every slot as GET /slots shows it.
@@ -240,7 +257,8 @@ func (h *Handler) slotsJSON() []slotJSON {
 		s := &t.slots[i]
 		out[i] = slotJSON{
 			ID: s.id, IDTask: s.task, NCtx: h.es.ContextLimit(), IsProcessing: s.running > 0,
-			Params: s.params, Prompt: h.piecesText(s.prompt), NPrompt: len(s.prompt), NextToken: s.next,
+			NPrompt: len(s.prompt), NProcessed: len(s.prompt) - s.cached, NCached: s.cached,
+			Params: s.params, Prompt: h.piecesText(s.prompt), NextToken: []nextToken{s.next},
 		}
 	}
 	return out

@@ -60,10 +60,18 @@ func TestSlotChoiceFollowsThePrefix(t *testing.T) {
 	require.Len(t, slots, 2)
 	assert.Equal(t, 12, slots[1].NPrompt)
 	assert.False(t, slots[0].IsProcessing)
-	assert.Equal(t, 1, slots[1].NextToken.NDecoded)
+	assert.Equal(t, 1, slots[1].NextToken[0].NDecoded)
 
 	status, raw := post(t, ts.url+"/completion", map[string]any{"prompt": a, "id_slot": 2})
 	assert.Equal(t, http.StatusBadRequest, status, string(raw))
+
+	// The OpenAI endpoints choose the same way.
+	before := slotsOf(t, ts.url)
+	status, raw = post(t, ts.url+"/v1/completions", map[string]any{"prompt": a, "max_tokens": 1})
+	require.Equal(t, http.StatusOK, status, string(raw))
+	after := slotsOf(t, ts.url)
+	assert.Equal(t, before[0].IDTask, after[0].IDTask, "slot 0 holds a's prefix only")
+	assert.Greater(t, after[1].IDTask, before[1].IDTask, "slot 1 holds a: the request ran there")
 }
 
 // TestSlotSaveRestoreWarmsAFreshServer saves a slot's KV on one server and
