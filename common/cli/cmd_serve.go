@@ -211,7 +211,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			if err == nil {
 				pub, err = kvevents.NewPublisher(kvevents.PublisherOptions{
 					Endpoint: *kvEndpoint, Topic: topic,
-					Encoding:       kvevents.Encoding{MapEvents: *kvFormat == "map", IntHashes: *kvIntHashes},
+					Encoding:       kvevents.Encoding{MapEvents: *kvFormat == "map", IntHashes: *kvIntHashes, HashAlgo: hashAlgo, LoRAName: *loraName},
 					ReplayEndpoint: *kvReplay, BufferSteps: *kvBufferSteps,
 				})
 			}

@@ -46,6 +46,13 @@ type Encoding struct {
 	// VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES: the uint64 Hash.Uint64. Off, the
 	// 32 bytes themselves (vLLM's default).
 	IntHashes bool
+	// HashAlgo is the algorithm the hashes were made with: a byte hash is
+	// sent as vLLM sends it under that algorithm, 32 bytes for the SHA-256
+	// ones, 16 for the xxhash ones (Hash.Bytes).
+	HashAlgo HashAlgo
+	// LoRAName is the lora_name every BlockStored carries: the adapter the
+	// blocks were computed with (serve's -lora-name), "" for none (null).
+	LoRAName string
 }
 
 // EncodeVLLM returns b as the msgpack payload vLLM's ZeroMQ publisher sends
@@ -93,7 +100,7 @@ func (w *vllmWriter) hash(h Hash) {
 		w.check(w.e.EncodeUint(h.Uint64()))
 		return
 	}
-	w.check(w.e.EncodeBytes(h[:]))
+	w.check(w.e.EncodeBytes(h.Bytes(w.enc.HashAlgo)))
 }
 
 func (w *vllmWriter) hashes(hs []Hash) {
@@ -148,7 +155,11 @@ func (w *vllmWriter) event(ev Event) {
 		w.field("medium")
 		w.str(Medium)
 		w.field("lora_name")
-		w.null()
+		if w.enc.LoRAName == "" {
+			w.null()
+		} else {
+			w.str(w.enc.LoRAName)
+		}
 	case BlockRemoved:
 		w.field("block_hashes")
 		w.hashes(ev.BlockHashes)
@@ -278,10 +289,12 @@ func decodeHashes(v any) ([]Hash, error) {
 func decodeHash(v any) (Hash, error) {
 	var h Hash
 	if b, ok := v.([]byte); ok {
-		if len(b) != len(h) {
-			return h, fmt.Errorf("a block hash has %d bytes, have %d", len(h), len(b))
+		// 32 bytes (SHA-256) or 16 (xxh3-128), kept in the last bytes as
+		// the hasher keeps them.
+		if len(b) != len(h) && len(b) != 16 {
+			return h, fmt.Errorf("a block hash has 32 bytes (sha256, sha256_cbor) or 16 (xxhash, xxhash_cbor), have %d", len(b))
 		}
-		copy(h[:], b)
+		copy(h[len(h)-len(b):], b)
 		return h, nil
 	}
 	n, ok := asInt(v)

@@ -239,3 +239,26 @@ func TestLLMDDecodesOurPayload(t *testing.T) {
 		assert.Len(t, got.Events[0].Tokens, 12)
 	}
 }
+
+// TestByteHashesTakeTheAlgorithmsWidth: vLLM sends a byte hash as its
+// algorithm makes it, 16 bytes under xxhash, 32 under SHA-256, and every
+// BlockStored names the LoRA adapter; DecodeVLLM reads both widths back.
+func TestByteHashesTakeTheAlgorithmsWidth(t *testing.T) {
+	for _, algo := range HashAlgos() {
+		t.Run(algo.String(), func(t *testing.T) {
+			hs := NewHasher(algo, "0", "adapter-1").BlockHashes([]int32{1, 2, 3, 4, 5, 6, 7, 8}, 4, "")
+			b := Batch{TS: 1, Events: []Event{{Type: BlockStored, BlockHashes: hs[1:], ParentBlockHash: &hs[0], TokenIDs: []int32{5, 6, 7, 8}, BlockSize: 4}}}
+			payload, err := EncodeVLLM(b, Encoding{HashAlgo: algo, LoRAName: "adapter-1"})
+			require.NoError(t, err)
+			var raw []any
+			require.NoError(t, msgpack.Unmarshal(payload, &raw))
+			ev := raw[1].([]any)[0].([]any)
+			assert.Len(t, ev[1].([]any)[0], algo.Size(), "have %d bytes; want %d", len(ev[1].([]any)[0].([]byte)), algo.Size())
+			assert.Equal(t, "adapter-1", ev[7])
+			back, err := DecodeVLLM(payload)
+			require.NoError(t, err)
+			assert.Equal(t, hs[1:], back.Events[0].BlockHashes)
+			assert.Equal(t, hs[0], *back.Events[0].ParentBlockHash)
+		})
+	}
+}
