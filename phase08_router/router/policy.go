@@ -164,8 +164,11 @@ func (p *prefixPolicy) Pick(key Key, cands []Candidate) Decision {
 	if !p.overflow || p.slots == 0 || d.Reason != "prefix-match" {
 		return d
 	}
-	// The prefix's replica is full when every slot has a request: this one
-	// would queue. A replica with a free slot takes it instead.
+	// The prefix's replica is full when every slot has a request and as
+	// many again wait: this one would queue behind them. A replica with a
+	// free slot takes it instead. (Moving as soon as every slot is busy
+	// moved too much: a slot frees within one request, and a conversation
+	// moved off its replica leaves its own KV behind.)
 	load := map[int]int{}
 	var free []Candidate
 	for _, c := range cands {
@@ -174,7 +177,7 @@ func (p *prefixPolicy) Pick(key Key, cands []Candidate) Decision {
 			free = append(free, c)
 		}
 	}
-	if load[d.Replica] < p.slots || len(free) == 0 {
+	if load[d.Replica] < 2*p.slots || len(free) == 0 {
 		return d
 	}
 	r := p.rot.best(free, func(c Candidate) [2]int { return [2]int{-c.Load, -p.size(c.Replica)} })

@@ -153,10 +153,7 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 	key := RouteKey(rt.opts.Tokenizer, path, body)
 	sp, _ := rt.opts.Policy.(SlotPolicy)
 	slotting := sp != nil && rt.opts.Slots > 0
-	if slotting && clientNamesSlot(body) {
-		slotting = false // the client chose; its bytes go as they came
-		rt.metrics.slotted.WithLabelValues("client").Inc()
-	}
+	clientSlot := slotting && clientNamesSlot(body)
 	tried := map[int]bool{}
 	var last error
 	for {
@@ -175,7 +172,11 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 		rt.metrics.matched.WithLabelValues(strconv.Itoa(d.Replica)).Add(float64(d.Matched))
 		a := attempt{replica: d.Replica, path: path, body: body, key: key, slot: -1}
 		if slotting && len(key.Tokens) > 0 {
-			a.sp = sp
+			a.sp = sp // learns the slot from the answer, whoever chose it
+		}
+		if clientSlot {
+			rt.metrics.slotted.WithLabelValues("client").Inc() // the client chose; its bytes go as they came
+		} else if a.sp != nil {
 			a.slot = rt.pickSlot(r.Context(), sp, key, d)
 			if a.slot >= 0 {
 				a.body = withIDSlot(body, a.slot)

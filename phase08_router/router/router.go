@@ -86,6 +86,7 @@ type Router struct {
 	reg      *prometheus.Registry
 	mux      map[string]route
 	warmed   atomic.Int64 // slot copies that succeeded
+	warmSeq  int          // numbers the warm-ups; guarded by mu
 }
 
 type route struct {

@@ -37,8 +37,10 @@ type SlotPolicy interface {
 	// RoutedSlot records that key's prompt ran in slot of replica: the
 	// slot holds it now, and nothing it held before.
 	RoutedSlot(key Key, replica, slot int)
-	// WarmSource returns the idle slot of replica holding the longest
-	// prefix of key (at least the policy's threshold), or -1.
+	// WarmSource returns the slot of replica holding the longest prefix
+	// of key (at least the policy's threshold), an idle one first, or -1.
+	// A busy one can still be saved: llama-server defers the save until
+	// the slot's request is done.
 	WarmSource(key Key, replica int, loads []int) int
 	// FreeSlot returns an idle slot of replica to restore into: the least
 	// recently used, or -1 if every slot is busy.
@@ -96,7 +98,10 @@ func (p *prefixPolicy) WarmSource(key Key, replica int, loads []int) int {
 	need := max(1, int(p.threshold*float64(len(key.Tokens))+0.5))
 	best := -1
 	for s := range loads {
-		if loads[s] == 0 && m[s] >= need && (best < 0 || m[s] > m[best]) {
+		if m[s] < need {
+			continue
+		}
+		if best < 0 || loads[s] == 0 && loads[best] > 0 || (loads[s] == 0) == (loads[best] == 0) && m[s] > m[best] {
 			best = s
 		}
 	}
@@ -156,7 +161,8 @@ func withIDSlot(body []byte, slot int) []byte {
 	if len(bytes.TrimSpace(rest)) > 0 && bytes.TrimSpace(rest)[0] != '}' {
 		field += ","
 	}
-	out := make([]byte, 0, len(body)+len(field)+1)
+	out := make([]byte, 0, len(body)+len(field))
+	out = append(out, body[:len(body)-len(trimmed)]...)
 	out = append(out, '{')
 	out = append(out, field...)
 	return append(out, rest...)
@@ -190,16 +196,20 @@ func (rt *Router) warm(ctx context.Context, sp SlotPolicy, key Key, home, to int
 		dst = sp.FreeSlot(to, rt.replicas[to].slots)
 	}
 	if src >= 0 && dst >= 0 {
-		rt.replicas[home].slots[src]++
 		rt.replicas[to].slots[dst]++
 	}
+	n := rt.warmSeq
+	rt.warmSeq++
 	rt.mu.Unlock()
 	if src < 0 || dst < 0 {
 		rt.metrics.warms.WithLabelValues("nothing").Inc()
 		return -1
 	}
-	defer rt.holdSlot(home, src, -1)
-	name := fmt.Sprintf("kvlab-router-r%d-s%d.bin", home, src)
+	// Files are taken in turn from a ring of warmFiles names: two
+	// warm-ups in flight never share one (a busy slot can be the source of
+	// several), and the save directory holds at most warmFiles of them, as
+	// llama-server has no call to delete one.
+	name := fmt.Sprintf("kvlab-router-warm-%d.bin", n%warmFiles)
 	err := rt.slotAction(ctx, home, src, "save", name)
 	if err == nil {
 		err = rt.slotAction(ctx, to, dst, "restore", name)
@@ -214,6 +224,10 @@ func (rt *Router) warm(ctx context.Context, sp SlotPolicy, key Key, home, to int
 	rt.warmed.Add(1)
 	return dst
 }
+
+// warmFiles is how many slot files the router keeps in the replicas'
+// save directory.
+const warmFiles = 16
 
 // slotAction asks replica i to save or restore slot s to or from file name.
 func (rt *Router) slotAction(ctx context.Context, i, s int, action, name string) error {
