@@ -95,7 +95,7 @@ func BenchmarkMatchHash(b *testing.B) {
 		})
 	}
 	b.Run("hash=vllm", func(b *testing.B) {
-		hc := cachetest.NewHarness(b, blockhash.VLLMPrefixCache(kvevents.DefaultHashSeed), 2*n/bs+8, bs)
+		hc := cachetest.NewHarness(b, blockhash.VLLMPrefixCache(kvevents.Hasher{}), 2*n/bs+8, bs)
 		hc.Start(0, prompt)
 		hc.Finish(0)
 		b.ReportAllocs()

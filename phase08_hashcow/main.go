@@ -40,18 +40,29 @@ var blockKeys = map[string]blockhash.HashFunc{
 }
 
 // blockHashFlag adds -block-hash, which chooses the index's block key. With
-// vllm the index is keyed by vLLM's sha256_cbor chain, seeded like the KV
-// events (serve's -kv-hash-seed), so the keys it looks up are the hashes a
-// vLLM-side consumer of those events computes.
+// vllm the index is keyed by vLLM's block-hash chain, named like the KV
+// events (serve's -prefix-caching-hash-algo, -kv-hash-seed, -lora-name),
+// so the keys it looks up are the hashes a vLLM-side consumer of those
+// events computes.
 func blockHashFlag(fs *flag.FlagSet) func() (cli.CacheBuilder, error) {
-	name := fs.String("block-hash", "maphash", "the index's block key: maphash (the default: fast, this process only), xxhash, fnv1a, wordhash, or vllm (vLLM's sha256_cbor chain, as the KV events carry it; about 15 times the cost per token)")
+	name := fs.String("block-hash", "maphash", "the index's block key: maphash (the default: fast, this process only), xxhash, fnv1a, wordhash, or vllm (vLLM's block-hash chain, as the KV events carry it; about 15 times the cost per token under sha256_cbor)")
 	return func() (cli.CacheBuilder, error) {
 		if *name == "vllm" {
-			seed := kvevents.DefaultHashSeed
+			// serve's flags, when this runnable has them: the keys are
+			// then the hashes its KV events announce.
+			seed, algo, lora := kvevents.DefaultHashSeed, kvevents.SHA256CBOR, ""
 			if f := fs.Lookup("kv-hash-seed"); f != nil {
 				seed = f.Value.String()
 			}
-			return blockhash.VLLMPrefixCache(seed), nil
+			if f := fs.Lookup("prefix-caching-hash-algo"); f != nil {
+				if err := algo.UnmarshalText([]byte(f.Value.String())); err != nil {
+					return nil, err
+				}
+			}
+			if f := fs.Lookup("lora-name"); f != nil {
+				lora = f.Value.String()
+			}
+			return blockhash.VLLMPrefixCache(kvevents.NewHasher(algo, seed, lora)), nil
 		}
 		h, ok := blockKeys[*name]
 		if !ok {

@@ -138,8 +138,18 @@ func WithHash(h HashFunc) Option { return func(c *Cache) { c.hash = h } }
 // hash is computed from. The index keeps only 64 bits of it, so the chain
 // could not continue from a cached parent without the rest.
 type vllmHashes struct {
+	hasher kvevents.Hasher // the algorithm, root and LoRA name of the chains
 	root   kvevents.Hash
 	hashes []kvevents.Hash // hashes[b]: cached block b's hash
+}
+
+// hash returns the hash of block after parent: the first block's, which
+// takes the salt, when first; the salt is inherited through the chain.
+func (v *vllmHashes) hash(parent kvevents.Hash, first bool, block []int32, salt string) kvevents.Hash {
+	if first {
+		return v.hasher.First(block, salt)
+	}
+	return v.hasher.Next(parent, block)
 }
 
 // WithVLLMHash keys every cached block by the hash vLLM gives it
@@ -154,15 +164,23 @@ type vllmHashes struct {
 // several times the in-process hash (docs/phase08_hashcow.md, "vLLM's block
 // hash as the key").
 func WithVLLMHash(seed string) Option {
+	return WithVLLMHasher(kvevents.NewHasher(kvevents.SHA256CBOR, seed, ""))
+}
+
+// WithVLLMHasher is WithVLLMHash under any of vLLM's algorithms, roots
+// and LoRA names: the keys are then the hashes the KV events carry when
+// serve runs with the same -prefix-caching-hash-algo, -kv-hash-seed and
+// -lora-name.
+func WithVLLMHasher(h kvevents.Hasher) Option {
 	return func(c *Cache) {
-		c.vllm = &vllmHashes{root: kvevents.RootHash(seed), hashes: make([]kvevents.Hash, len(c.blocks))}
+		c.vllm = &vllmHashes{hasher: h, root: h.Root(), hashes: make([]kvevents.Hash, len(c.blocks))}
 	}
 }
 
-// VLLMPrefixCache is PrefixCache with WithVLLMHash(seed).
-func VLLMPrefixCache(seed string) func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
+// VLLMPrefixCache is PrefixCache with WithVLLMHasher(h).
+func VLLMPrefixCache(h kvevents.Hasher) func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
 	return func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
-		return New(a, blockSize, WithVLLMHash(seed))
+		return New(a, blockSize, WithVLLMHasher(h))
 	}
 }
 

@@ -35,7 +35,7 @@ func (c *Cache) Insert(seq int, salt string, tokens []int32, pages []int32, lent
 				full = c.vllm.hashes[b]
 			}
 		case c.vllm != nil:
-			full = kvevents.HashBlock(full, block, salt)
+			full = c.vllm.hash(full, i == 0, block, salt)
 			key = full.Uint64()
 		default:
 			key = c.next(key, block)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"kvlab/common/kvevents"
 )
 
 // Match takes a reference on every block of the longest prefix of tokens
@@ -171,7 +170,7 @@ func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32, take bool) []
 	full, parent := c.vllm.root, uint64(0)
 	for end := c.bs; end <= len(tokens); end += c.bs {
 		block := tokens[end-c.bs : end]
-		full = kvevents.HashBlock(full, block, salt)
+		full = c.vllm.hash(full, end == c.bs, block, salt)
 		b, ok := c.index.get(full.Uint64())
 		if !ok || !c.holds(b, parent, salt, block) {
 			break

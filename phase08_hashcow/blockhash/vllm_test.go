@@ -66,12 +66,16 @@ func TestVLLMHashKeysAreVLLMs(t *testing.T) {
 // must be cached under the very hash announced, and every block the index
 // holds must be announced under its own hash — also after evictions.
 func TestVLLMHashEqualsTheEventsHashes(t *testing.T) {
-	for _, seed := range []string{kvevents.DefaultHashSeed, "42"} {
-		t.Run("seed="+seed, func(t *testing.T) {
+	hashers := []kvevents.Hasher{kvevents.NewHasher(kvevents.SHA256CBOR, kvevents.DefaultHashSeed, ""), kvevents.NewHasher(kvevents.SHA256CBOR, "42", "")}
+	for _, algo := range kvevents.HashAlgos() {
+		hashers = append(hashers, kvevents.NewHasher(algo, "7", "adapter-1"))
+	}
+	for _, hs := range hashers {
+		t.Run(hs.Algo().String()+"/seed="+hs.Seed()+"/lora="+hs.LoRA(), func(t *testing.T) {
 			const bs = 4
-			h := cachetest.NewHarness(t, factory(blockhash.WithVLLMHash(seed)), 24, bs)
+			h := cachetest.NewHarness(t, factory(blockhash.WithVLLMHasher(hs)), 24, bs)
 			c := h.Cache.(*blockhash.Cache)
-			obs := h.Pool.Observe(seed)
+			obs := h.Pool.ObserveWith(hs)
 			system := cachetest.Tokens(1000, 9) // two whole blocks and one token
 			prompts := []struct {
 				salt   string
