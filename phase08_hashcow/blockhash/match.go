@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"unsafe"
-
 )
 
 // Match takes a reference on every block of the longest prefix of tokens
