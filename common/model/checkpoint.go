@@ -32,9 +32,13 @@ type indexJSON struct {
 
 // OpenCheckpoint opens the weights in dir, preferring model.safetensors and
 // falling back to the sharded index.
-func OpenCheckpoint(dir string) (*Checkpoint, error) {
+func OpenCheckpoint(dir string) (*Checkpoint, error) { return openCheckpoint(dir, false) }
+
+// openCheckpoint is OpenCheckpoint, mapping the files when mapped is set
+// (see openSafetensors).
+func openCheckpoint(dir string, mapped bool) (*Checkpoint, error) {
 	ck := &Checkpoint{Dir: dir, files: map[string]*SafetensorsFile{}, where: map[string]string{}}
-	st, err := OpenSafetensors(filepath.Join(dir, SingleFile))
+	st, err := openSafetensors(filepath.Join(dir, SingleFile), mapped)
 	switch {
 	case err == nil:
 		ck.files[SingleFile] = st
@@ -70,7 +74,7 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 			return nil, fmt.Errorf("%s: weight_map[%q] is %q; want a file name in the same directory", IndexFile, name, file)
 		}
 		if _, ok := ck.files[file]; !ok {
-			st, err := OpenSafetensors(filepath.Join(dir, file))
+			st, err := openSafetensors(filepath.Join(dir, file), mapped)
 			if err != nil {
 				ck.Close()
 				return nil, fmt.Errorf("%s: weight_map[%q]: %w", IndexFile, name, err)
@@ -104,23 +108,51 @@ func (ck *Checkpoint) Has(name string) bool {
 
 // Read returns tensor name as float32, checking that its shape is want.
 func (ck *Checkpoint) Read(name string, want ...int) (*HostTensor, error) {
-	file, ok := ck.where[name]
-	if !ok {
-		return nil, fmt.Errorf("tensor %q not found in checkpoint %s", name, ck.Dir)
-	}
-	st := ck.files[file]
-	ti, _ := st.Info(name)
-	if !slices.Equal(ti.Shape, want) {
-		return nil, fmt.Errorf("tensor %q has shape %v; want %v", name, ti.Shape, want)
+	st, _, err := ck.lookup(name, want...)
+	if err != nil {
+		return nil, err
 	}
 	return st.Read(name)
 }
 
-// Close closes every file of the checkpoint.
+// lookup returns the file holding tensor name and its header entry,
+// checking that its shape is want.
+func (ck *Checkpoint) lookup(name string, want ...int) (*SafetensorsFile, TensorInfo, error) {
+	file, ok := ck.where[name]
+	if !ok {
+		return nil, TensorInfo{}, fmt.Errorf("tensor %q not found in checkpoint %s", name, ck.Dir)
+	}
+	st := ck.files[file]
+	ti, _ := st.Info(name)
+	if !slices.Equal(ti.Shape, want) {
+		return nil, TensorInfo{}, fmt.Errorf("tensor %q has shape %v; want %v", name, ti.Shape, want)
+	}
+	return st, ti, nil
+}
+
+// Close closes (or unmaps) every file of the checkpoint. Closing twice is
+// harmless.
 func (ck *Checkpoint) Close() error {
 	var errs []error
 	for _, st := range ck.files {
 		errs = append(errs, st.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// keepOnly closes every file not in keep and forgets it.
+func (ck *Checkpoint) keepOnly(keep map[*SafetensorsFile]bool) error {
+	var errs []error
+	for name, st := range ck.files {
+		if !keep[st] {
+			errs = append(errs, st.Close())
+			delete(ck.files, name)
+		}
+	}
+	for tensor, file := range ck.where {
+		if _, ok := ck.files[file]; !ok {
+			delete(ck.where, tensor)
+		}
 	}
 	return errors.Join(errs...)
 }

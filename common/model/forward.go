@@ -46,6 +46,10 @@ type Step struct {
 func (m *Model) Forward(s *Step, kv KV) kernels.Tensor {
 	n := len(s.Tokens)
 	switch {
+	case m.closed:
+		// The weights may have been views of an unmapped file: reading
+		// them would crash the process, not panic.
+		panic("model: Forward after Close")
 	case n == 0:
 		panic("model: Forward on an empty step")
 	case len(s.Pos) != n:

@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"kvlab/kernels"
@@ -61,14 +62,16 @@ func (ti TensorInfo) NumElements() int64 {
 }
 
 // SafetensorsFile is an open safetensors file whose header has been parsed
-// and checked; tensor data is read on demand, so loading a model never holds
-// more than one raw tensor in memory.
+// and checked. Tensor data is read on demand, so loading a model never
+// holds more than one raw tensor in memory, or, when the file is mapped
+// (Load maps it), taken from the mapping.
 type SafetensorsFile struct {
 	Path     string
 	Metadata map[string]string
 	tensors  map[string]TensorInfo
-	f        *os.File
-	dataOff  int64 // file offset of the data section
+	f        *os.File // nil once the file is mapped, or closed
+	mm       []byte   // the whole file, mapped read-only; nil when read
+	dataOff  int64    // file offset of the data section
 }
 
 type headerEntry struct {
@@ -80,6 +83,12 @@ type headerEntry struct {
 // OpenSafetensors opens path and validates its header: JSON syntax, the
 // entry fields, and that every tensor's data_offsets lie inside the file.
 func OpenSafetensors(path string) (*SafetensorsFile, error) {
+	return openSafetensors(path, false)
+}
+
+// openSafetensors is OpenSafetensors, mapping the file when mapped is set
+// and this OS supports it. A file that cannot be mapped is read instead.
+func openSafetensors(path string, mapped bool) (*SafetensorsFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -88,6 +97,19 @@ func OpenSafetensors(path string) (*SafetensorsFile, error) {
 	if err != nil {
 		f.Close()
 		return nil, err
+	}
+	if mapped && mapSupported {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if mm, err := mapFile(f, fi.Size()); err == nil {
+			// The mapping holds the file open; the descriptor is not
+			// needed any more.
+			st.mm, st.f = mm, nil
+			f.Close()
+		}
 	}
 	return st, nil
 }
@@ -171,8 +193,24 @@ func parseSafetensors(f *os.File, path string) (*SafetensorsFile, error) {
 	return st, nil
 }
 
-// Close closes the underlying file.
-func (st *SafetensorsFile) Close() error { return st.f.Close() }
+// Close closes the underlying file, or unmaps it. Nothing read from a
+// mapping by Read outlives it (Read copies); the views Load wraps into
+// tensors must be freed first. Closing twice is harmless.
+func (st *SafetensorsFile) Close() error {
+	var err error
+	if st.mm != nil {
+		err = unmapFile(st.mm)
+		st.mm = nil
+	}
+	if st.f != nil {
+		err = errors.Join(err, st.f.Close())
+		st.f = nil
+	}
+	return err
+}
+
+// Mapped reports whether the file is mapped rather than read.
+func (st *SafetensorsFile) Mapped() bool { return st.mm != nil }
 
 // Info returns the header entry for name.
 func (st *SafetensorsFile) Info(name string) (TensorInfo, bool) {
@@ -200,11 +238,35 @@ func (st *SafetensorsFile) Read(name string) (*HostTensor, error) {
 	if _, ok := dtypeSize(ti.DType); !ok {
 		return nil, fmt.Errorf("%s: tensor %q has dtype %q; want one of %s, %s, %s", base, name, ti.DType, DTypeF32, DTypeBF16, DTypeF16)
 	}
-	buf := make([]byte, ti.DataOffsets[1]-ti.DataOffsets[0])
-	if _, err := st.f.ReadAt(buf, st.dataOff+ti.DataOffsets[0]); err != nil {
-		return nil, fmt.Errorf("%s: reading tensor %q: %w", base, name, err)
+	buf, err := st.raw(ti)
+	if err != nil {
+		return nil, err
 	}
 	return &HostTensor{Name: name, DType: ti.DType, Shape: append([]int(nil), ti.Shape...), Data: Decode(buf, ti.DType)}, nil
+}
+
+// raw returns the bytes of tensor ti: a slice of the mapping, valid until
+// Close, when the file is mapped; otherwise read into a new buffer.
+func (st *SafetensorsFile) raw(ti TensorInfo) ([]byte, error) {
+	lo, hi := st.dataOff+ti.DataOffsets[0], st.dataOff+ti.DataOffsets[1]
+	if st.mm != nil {
+		return st.mm[lo:hi:hi], nil
+	}
+	if st.f == nil {
+		return nil, fmt.Errorf("%s: reading tensor %q: file already closed", filepath.Base(st.Path), ti.Name)
+	}
+	buf := make([]byte, hi-lo)
+	if err := st.readAt(buf, lo, ti.Name); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func (st *SafetensorsFile) readAt(buf []byte, off int64, name string) error {
+	if _, err := st.f.ReadAt(buf, off); err != nil {
+		return fmt.Errorf("%s: reading tensor %q: %w", filepath.Base(st.Path), name, err)
+	}
+	return nil
 }
 
 // Decode converts little-endian raw data of dtype (DTypeF32, DTypeBF16 or

@@ -8,6 +8,7 @@ import (
 	"kvlab/kernels"
 	"math"
 	"os"
+	"path/filepath"
 )
 
 // WriteSafetensors writes tensors to path in safetensors format, each in its
@@ -52,8 +53,18 @@ func WriteSafetensors(path string, tensors []*HostTensor, metadata map[string]st
 		hdr = append(hdr, ' ')
 	}
 
-	f, err := os.Create(path)
+	// Write beside path and rename over it: a model loaded from the old
+	// file maps it, and truncating a mapped file in place would make that
+	// model fault (SIGBUS) on its next read. The rename leaves the old
+	// file's data to its mappings.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a failure; a no-op after the rename
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
@@ -82,5 +93,8 @@ func WriteSafetensors(path string, tensors []*HostTensor, metadata map[string]st
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -27,5 +27,21 @@ func (b *Backend) FromHostBF16(rows, cols int, data []float32) kernels.Tensor {
 	return &Tensor{rows: rows, cols: cols, bf16: h}
 }
 
+// WrapBF16 returns a weight tensor over bits, bfloat16 bit patterns in the
+// host's byte order, without copying them: the weights of a bf16 checkpoint
+// can then be the file's own bytes, mapped into memory. It can be used as
+// FromHostBF16's tensors can. The backend only ever reads a weight, so bits
+// may be read-only memory; the caller keeps it valid until the tensor is
+// freed, and Free only drops the reference.
+func (b *Backend) WrapBF16(rows, cols int, bits []uint16) kernels.Tensor {
+	if rows < 0 || cols < 0 || len(bits) != rows*cols {
+		panic(fmt.Sprintf("cpu: WrapBF16 %d×%d with %d values", rows, cols, len(bits)))
+	}
+	if len(bits) == 0 {
+		return &Tensor{rows: rows, cols: cols, Data: []float32{}}
+	}
+	return &Tensor{rows: rows, cols: cols, bf16: bits}
+}
+
 // IsBF16 reports whether t holds bfloat16 values (see FromHostBF16).
 func IsBF16(t kernels.Tensor) bool { return asWeight(t).bf16 != nil }

@@ -94,6 +94,18 @@ func Wrap(rows, cols int, data []float32) *Tensor {
 	return &Tensor{rows: rows, cols: cols, Data: data}
 }
 
+// WrapHost is Wrap as a method, for a loader that reaches the backend
+// through an interface: a weight can then be float32 values the loader
+// already holds (a checkpoint's bytes, mapped from the file) instead of a
+// copy. The backend only ever reads a weight, so data may be read-only
+// memory; the caller keeps it valid until the tensor is freed.
+func (b *Backend) WrapHost(rows, cols int, data []float32) kernels.Tensor {
+	if len(data) == 0 && rows*cols == 0 {
+		data = []float32{}
+	}
+	return Wrap(rows, cols, data)
+}
+
 // asCPU returns t as a float32 CPU tensor.
 func asCPU(t kernels.Tensor) *Tensor {
 	c := asWeight(t)
@@ -177,7 +189,9 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 
 // Free drops the tensor's slice so that a later use panics instead of
 // silently reading memory the caller meant to give up. Views of t keep
-// their memory alive, as any Go slice would.
+// their memory alive, as any Go slice would, except the memory of WrapHost
+// and WrapBF16, which its owner may release (unmap) once the tensor is
+// freed: views of such a tensor must not outlive it.
 func (b *Backend) Free(t kernels.Tensor) {
 	c := asWeight(t)
 	c.Data, c.bf16 = nil, nil
