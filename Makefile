@@ -118,8 +118,12 @@ bench-decode: ## CPU decode tok/s on llama2.c's stories15M shape (hidden 288, 6 
 	$(GO) run ./cmd/benchdecode $(ARGS)
 
 .PHONY: phase08-router
-phase08-router: build ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance
+phase08-router: build ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance; LLAMA_CPP_DIR=<llama.cpp build> adds the prefix policy with and without id_slot over three llama-server -np 2 (LLAMA_ARGS=...)
 	$(BIN)/phase08_router bench $(ARGS)
+	@if [ -n "$(LLAMA_CPP_DIR)" ]; then \
+	  echo "== the routing workload over three llama-server replicas of 2 slots (4 system prompts, 48 conversations, 16/s)"; \
+	  $(BIN)/phase08_router bench -llama-cpp "$(LLAMA_CPP_DIR)" $(LLAMA_ARGS); \
+	fi
 
 .PHONY: docs-numbers
 docs-numbers: ## regenerate the docs' deterministic numbers between their <!-- numbers:NAME --> markers (virtual clock; a few minutes)

@@ -101,6 +101,12 @@ func bench(ctx context.Context, args []string, stdout, log io.Writer) error {
 	if llama && !set["system-prompts"] {
 		*systems = llamaSystemPrompts
 	}
+	if llama && !set["conversations"] {
+		p.Conversations = llamaConversations
+	}
+	if llama && !set["rps"] {
+		p.RPS = llamaRPS
+	}
 	specs := strings.Split(*policies, ",")
 	var names []string
 	for _, spec := range specs {
@@ -279,7 +285,7 @@ func writeRows(w io.Writer, rows []Row, best int, wide bool) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if wide {
-		fmt.Fprintln(tw, "policy\treqs\tfailed\tTTFT p50 (ms)\tTTFT p99 (ms)\tout (tok/s)\tprompt (tok)\tcached (tok)\thit (%)\tof best (%)\tvs round-robin\trequests per replica\timbalance\t")
+		fmt.Fprintln(tw, "policy\treqs\tfailed\tTTFT p50 (ms)\tTTFT p99 (ms)\tout (tok/s)\tprompt (tok)\tcached (tok)\thit (%)\tof best (%)\tvs round-robin\trequests per replica\timbalance\tslot warms\t")
 	} else {
 		fmt.Fprintln(tw, "policy\tfailed\tTTFT p50 (ms)\tTTFT p99 (ms)\tcached (tok)\thit (%)\tof best (%)\tvs round-robin\timbalance\t")
 	}
@@ -301,8 +307,8 @@ func writeRows(w io.Writer, rows []Row, best int, wide bool) {
 			ofBest = 100 * float64(r.CachedTokens) / float64(best)
 		}
 		if wide {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%.1f\t%s\t%s\t%.2f\t\n", r.Policy, r.Requests, r.Failed,
-				ms(r.TTFTP50), ms(r.TTFTP99), r.OutTokS, r.PromptTokens, r.CachedTokens, hit, ofBest, vs, strings.Join(per, " / "), r.Imbalance)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%.1f\t%s\t%s\t%.2f\t%d\t\n", r.Policy, r.Requests, r.Failed,
+				ms(r.TTFTP50), ms(r.TTFTP99), r.OutTokS, r.PromptTokens, r.CachedTokens, hit, ofBest, vs, strings.Join(per, " / "), r.Imbalance, r.Warms)
 		} else {
 			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.1f\t%s\t%.2f\t\n", r.Policy, r.Failed,
 				ms(r.TTFTP50), ms(r.TTFTP99), r.CachedTokens, hit, ofBest, vs, r.Imbalance)

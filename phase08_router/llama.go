@@ -26,10 +26,17 @@ import (
 // with warm-ups.
 var llamaPolicies = []string{"round-robin", "least-load", "prefix", "prefix+slots", "prefix+slots+warm"}
 
-// llamaSystemPrompts is the llama-server run's default number of system
-// prompts: four over three replicas of two slots, so that one replica must
-// hold two of them and the slots are contended.
-const llamaSystemPrompts = 4
+// The llama-server run's workload defaults: four system prompts over three
+// replicas of two slots, so that one replica must hold two of them, and
+// 48 conversations starting 16 a second, so that requests overlap and the
+// slots are contended (llama-server answers one of these requests in tens
+// of milliseconds; at the serve run's 4 a second every slot is idle when
+// the next turn comes, and the slot choice cannot matter).
+const (
+	llamaSystemPrompts = 4
+	llamaConversations = 48
+	llamaRPS           = 16
+)
 
 // llamaFlags describe a fleet of llama-server replicas for bench.
 type llamaFlags struct {
@@ -100,11 +107,10 @@ func (l *llamaFlags) backend(ctx context.Context, ff *fleetFlags, pf *policyFlag
 			}
 		}
 		model = filepath.Join(l.work, "model.gguf")
-		sum, err := gguf.ExportFile(dir, model)
-		if err != nil {
+		if _, err := gguf.ExportFile(dir, model); err != nil {
 			return backend{}, fmt.Errorf("exporting %s to GGUF: %w", dir, err)
 		}
-		fmt.Fprintf(log, "exported %s to %s (%v)\n", dir, model, sum)
+		fmt.Fprintf(log, "exported %s to %s\n", dir, model)
 	}
 	saveDir := filepath.Join(l.work, "slots")
 	args := func(i, port int) []string {
