@@ -118,13 +118,13 @@ func TestCheckRowsRefusesDisagreement(t *testing.T) {
 func TestWriteRowsComparesWithRoundRobin(t *testing.T) {
 	rows := []Row{
 		{Policy: "round-robin", Requests: 6, PromptTokens: 100, CachedTokens: 20, PerReplica: []int{2, 2, 2}, Imbalance: 1},
-		{Policy: "prefix", Requests: 6, PromptTokens: 100, CachedTokens: 60, PerReplica: []int{3, 2, 1}, Imbalance: 1.5},
+		{Policy: "prefix", Requests: 6, PromptTokens: 100, CachedTokens: 60, PerReplica: []int{3, 2, 1}, Imbalance: 1.5, Warms: 2},
 	}
 	var w bytes.Buffer
 	writeRows(&w, rows, 80, true)
 	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
 	require.Len(t, lines, 3)
-	assert.Equal(t, []string{"prefix", "6", "0", "0.0", "0.0", "0.0", "100", "60", "60.0", "75.0", "3.00×", "3", "/", "2", "/", "1", "1.50"}, strings.Fields(lines[2]))
+	assert.Equal(t, []string{"prefix", "6", "0", "0.0", "0.0", "0.0", "100", "60", "60.0", "75.0", "3.00×", "3", "/", "2", "/", "1", "1.50", "2"}, strings.Fields(lines[2]))
 
 	// The default keeps what the comparison is read by, in under 120 columns.
 	w.Reset()
@@ -213,4 +213,27 @@ func TestFleetStartsRoutesAndSurvivesAKill(t *testing.T) {
 	other, _ := send(system + ",50,51")
 	assert.Equal(t, 1-home, other, "the killed replica's request went to the other")
 	assert.Equal(t, []bool{home == 1, home == 0}, rt.Up())
+}
+
+// TestPolicySpecs: the policies -policy and -policies accept with slot
+// modifiers, and the ones they refuse.
+func TestPolicySpecs(t *testing.T) {
+	ps, err := parseSpec("prefix+slots+warm")
+	require.NoError(t, err)
+	assert.Equal(t, policySpec{name: "prefix", slots: true, warm: true}, ps)
+	ps, err = parseSpec("round-robin")
+	require.NoError(t, err)
+	assert.Equal(t, policySpec{name: "round-robin"}, ps)
+	for spec, msg := range map[string]string{
+		"least-load+slots":  "only prefix routes to slots",
+		"prefix+warm":       "+warm needs +slots",
+		"prefix+slots+fast": "unknown modifier",
+	} {
+		_, err := parseSpec(spec)
+		assert.ErrorContains(t, err, msg, spec)
+	}
+	// bench refuses a slot policy without llama-server replicas.
+	var out bytes.Buffer
+	assert.Equal(t, 1, run([]string{"bench", "-policies", "prefix+slots"}, &out, &out))
+	assert.Contains(t, out.String(), "give -llama-cpp")
 }
