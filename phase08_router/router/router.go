@@ -29,6 +29,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,8 +141,13 @@ func New(opts Options) (*Router, error) {
 		"/v1/completions":      {http.MethodPost, rt.proxy},
 		"/v1/chat/completions": {http.MethodPost, rt.proxy},
 		"/completion":          {http.MethodPost, rt.proxy},
-		"/v1/models":           {http.MethodGet, rt.models},
+		"/v1/models":           {http.MethodGet, rt.anyReplica},
+		"/props":               {http.MethodGet, rt.anyReplica},
+		"/tokenize":            {http.MethodPost, rt.anyReplica},
+		"/detokenize":          {http.MethodPost, rt.anyReplica},
+		"/apply-template":      {http.MethodPost, rt.anyReplica},
 		"/health":              {http.MethodGet, rt.health},
+		"/v1/health":           {http.MethodGet, rt.health},
 		"/metrics":             {http.MethodGet, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
 	}
 	return rt, nil
@@ -303,27 +309,39 @@ func (rt *Router) health(w http.ResponseWriter, r *http.Request) {
 
 // models relays the first healthy replica's model list: the fleet serves
 // one model.
-func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
-	for _, c := range rt.candidates(nil) {
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, rt.replicas[c.Replica].url+"/v1/models", nil)
-		if err != nil {
-			continue
-		}
-		resp, err := rt.client.Do(req)
-		if err != nil {
-			continue
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			continue
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write(body)
+// anyReplica answers a request every replica answers alike — the model
+// list, llama-server's /props, /tokenize, /detokenize and /apply-template
+// (the replicas serve one model) — from the first replica up that answers
+// it, status and body as that replica gave them. /slots is not here: slot
+// ids are each replica's own.
+func (rt *Router) anyReplica(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.opts.MaxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
 		return
 	}
-	writeError(w, http.StatusServiceUnavailable, "no_replica", "no replica answered /v1/models")
+	for _, c := range rt.candidates(nil) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, rt.replicas[c.Replica].url+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			continue
+		}
+		req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
+		resp, err := rt.client.Do(req)
+		if err != nil {
+			continue // down, or going: try the next
+		}
+		out, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		resp.Body.Close()
+		if err != nil || resp.StatusCode >= 500 {
+			continue
+		}
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.Header().Set(ReplicaHeader, strconv.Itoa(c.Replica))
+		w.WriteHeader(resp.StatusCode)
+		w.Write(out)
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "no_replica", "no replica answered "+r.URL.Path)
 }
 
 // writeJSON writes v with status.
