@@ -245,6 +245,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	if cfg.PrefixCache != nil {
 		cache = "on"
 	}
+	rf.weights.report(log)
 	fmt.Fprintf(log, "%s serve: listening on http://%s (model %q, prefix caching %s, %d KV blocks of %d tokens)\n",
 		v.Name, ln.Addr(), *name, cache, cfg.NumBlocks, cfg.BlockSize)
 	if ready != nil {

@@ -33,6 +33,8 @@ type runtimeFlags struct {
 	noCache    bool
 	share      float64 // -tenant-cache-share; 0: no cap
 
+	// weights is -mlock and -no-mmap, and the load line serve prints.
+	weights weightFlags
 	// trace is -trace and -trace-dump, which only generate and bench register.
 	trace traceFlags
 	// cacheFlags builds the cache the variant's own flags chose (Variant.CacheFlags).
@@ -50,6 +52,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	fs.StringVar(&f.device, "device", device, "compute backend: cpu, or cuda in a binary built with -tags cuda (default from KVLAB_DEVICE)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (cpu.pprof) into this directory")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a heap profile (mem.pprof) into this directory")
+	f.weights.register(fs)
 	fs.IntVar(&f.eng.BlockSize, "block-size", f.eng.BlockSize, "tokens per KV block")
 	fs.IntVar(&f.eng.NumBlocks, "blocks", f.eng.NumBlocks, "KV pool size in blocks")
 	fs.IntVar(&f.eng.MaxBatchTokens, "max-batch-tokens", f.eng.MaxBatchTokens, "per-step token budget (decodes + prefill chunks)")
@@ -213,7 +216,7 @@ func (f *runtimeFlags) loadModel() (*model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return model.Load(dir, be)
+	return f.weights.load(dir, be)
 }
 
 // engineFlags names the flag that sets each engine.Config field.

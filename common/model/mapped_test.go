@@ -40,11 +40,20 @@ func requireSameLogits(t *testing.T, a, b *Model, vocab int) {
 // believes. It skips the test where there is no /proc.
 func mappedFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
+	lines := mappedFilesOrNil(dir)
+	if lines == nil {
 		t.Skip("no /proc/self/maps here")
 	}
-	var out []string
+	return lines
+}
+
+// mappedFilesOrNil is mappedFiles, nil where there is no /proc.
+func mappedFilesOrNil(dir string) []string {
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil
+	}
+	out := []string{}
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.Contains(line, dir) {
 			out = append(out, line)
@@ -306,12 +315,12 @@ func TestMlock(t *testing.T) {
 }
 
 func TestLockErrorExplainsTheLimit(t *testing.T) {
-	err := lockError(1_200_000_000, os.ErrPermission, 8<<20, true)
+	var err error = &LockError{Size: 1_200_000_000, Limit: 8 << 20, ByLimit: true, Err: os.ErrPermission}
 	assert.ErrorIs(t, err, os.ErrPermission)
 	assert.Contains(t, err.Error(), "locking 1.2 GB of mapped weights")
 	assert.Contains(t, err.Error(), "RLIMIT_MEMLOCK allows this process to lock 8.4 MB")
 	assert.Contains(t, err.Error(), "ulimit -l")
-	err = lockError(1_200_000_000, os.ErrInvalid, -1, false)
+	err = &LockError{Size: 1_200_000_000, Limit: -1, Err: os.ErrInvalid}
 	assert.NotContains(t, err.Error(), "RLIMIT_MEMLOCK")
 }
 

@@ -50,5 +50,6 @@ func lockPages(b []byte) error {
 	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil && lim.Cur != unix.RLIM_INFINITY && lim.Cur <= math.MaxInt64 {
 		limit = int64(lim.Cur)
 	}
-	return lockError(int64(len(b)), err, limit, errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EPERM))
+	byLimit := errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EPERM)
+	return &LockError{Size: int64(len(b)), Limit: limit, ByLimit: byLimit, Err: err}
 }

@@ -209,9 +209,6 @@ func (st *SafetensorsFile) Close() error {
 	return err
 }
 
-// Mapped reports whether the file is mapped rather than read.
-func (st *SafetensorsFile) Mapped() bool { return st.mm != nil }
-
 // Info returns the header entry for name.
 func (st *SafetensorsFile) Info(name string) (TensorInfo, bool) {
 	ti, ok := st.tensors[name]
