@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"kvlab/common/cli"
+	"kvlab/common/kvevents"
 	"kvlab/common/tokenizer"
 	"kvlab/phase08_router/router"
 )
@@ -196,6 +197,11 @@ type policyFlags struct {
 	maxTree   int
 	modelDir  string
 	health    time.Duration
+	// How the replicas name blocks in their KV events (serve's flags of
+	// the same names): kv-events must hash prompts the same way.
+	hashAlgo kvevents.HashAlgo
+	hashSeed string
+	lora     string
 }
 
 func (p *policyFlags) register(fs *flag.FlagSet) {
@@ -203,6 +209,9 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.maxTree, "max-tree-tokens", 1<<20, "prefix: tokens the radix tree remembers per replica before evicting its least recently routed leaves (0: no bound)")
 	fs.StringVar(&p.modelDir, "model", "", "the replicas' model directory: the router reads its tokenizer, and replicas it starts serve it (default: the built-in model)")
 	fs.DurationVar(&p.health, "health-interval", time.Second, "how often each replica's /health is polled")
+	fs.TextVar(&p.hashAlgo, "prefix-caching-hash-algo", kvevents.SHA256CBOR, "kv-events: the replicas' block-hash algorithm (serve's flag): sha256, sha256_cbor, xxhash or xxhash_cbor")
+	fs.StringVar(&p.hashSeed, "kv-hash-seed", kvevents.DefaultHashSeed, "kv-events: the replicas' -kv-hash-seed")
+	fs.StringVar(&p.lora, "lora-name", "", "kv-events: the replicas' -lora-name")
 }
 
 // tokenizer loads the model's tokenizer: text prompts and chats are routed
@@ -258,6 +267,7 @@ func (p *policyFlags) newRouter(ctx context.Context, ps policySpec, urls []strin
 	var kv *router.KVIndex
 	if ps.name == "kv-events" {
 		kv = router.NewKVIndex(blockSize)
+		kv.Hasher = kvevents.NewHasher(p.hashAlgo, p.hashSeed, p.lora)
 	}
 	var pol router.Policy
 	var err error

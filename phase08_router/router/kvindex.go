@@ -9,7 +9,7 @@ import (
 // KVIndex is what each replica says its prefix cache holds, learned from
 // its KV events: the set of block hashes it announced as stored and has not
 // announced as removed. The router computes a request's block hashes the
-// way the replicas do (kvevents.BlockHashes) and asks how many leading
+// way the replicas do (KVIndex.Hasher) and asks how many leading
 // ones each replica holds.
 //
 // Unlike the prefix policy's tree this is not a guess about what was
@@ -17,6 +17,11 @@ import (
 // its BlockRemoved arrives. It lags instead: a prompt being prefilled right
 // now is announced only when its blocks are committed.
 type KVIndex struct {
+	// Hasher names a prompt's blocks as the replicas name them in their
+	// events (algorithm, seed, LoRA name); the zero Hasher is serve's
+	// default. Set it before the first Match.
+	Hasher kvevents.Hasher
+
 	mu        sync.Mutex
 	held      map[int]map[kvevents.Hash]struct{} // replica → hashes it holds
 	live      map[int]bool                       // replica → a batch arrived since the last Reset
@@ -99,7 +104,7 @@ func (x *KVIndex) Match(key Key, cands []Candidate) map[int]int {
 	x.mu.Lock()
 	bs := x.blockSize
 	x.mu.Unlock()
-	hashes := kvevents.BlockHashes(key.Tokens, bs, key.Salt)
+	hashes := x.Hasher.BlockHashes(key.Tokens, bs, key.Salt)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := map[int]int{}

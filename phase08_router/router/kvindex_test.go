@@ -156,3 +156,22 @@ func TestKVEventsPolicyOverRealReplicas(t *testing.T) {
 	}
 	assert.Equal(t, 3.0, metricValue(t, url, "kvlab_router:decisions_total", `reason="kv-match"`))
 }
+
+// TestKVIndexHashesAsTheReplicasDo: replicas that name blocks under
+// another algorithm, seed or LoRA name are matched only by an index told
+// the same (KVIndex.Hasher).
+func TestKVIndexHashesAsTheReplicasDo(t *testing.T) {
+	hs := kvevents.NewHasher(kvevents.XXHash, "7", "adapter-1")
+	a := seq(1, 12)
+	hashes := hs.BlockHashes(a, 4, "")
+	ev := kvevents.Event{Type: kvevents.BlockStored, BlockHashes: hashes, TokenIDs: a, BlockSize: 4}
+
+	told := NewKVIndex(4)
+	told.Hasher = hs
+	told.Apply(0, kvevents.Batch{Events: []kvevents.Event{ev}})
+	assert.Equal(t, map[int]int{0: 12}, told.Match(Key{Tokens: a}, idle(2)))
+
+	untold := NewKVIndex(4)
+	untold.Apply(0, kvevents.Batch{Events: []kvevents.Event{ev}})
+	assert.Empty(t, untold.Match(Key{Tokens: a}, idle(2)), "sha256_cbor names none of them")
+}
