@@ -22,16 +22,11 @@ func mapFile(f *os.File, size int64) ([]byte, error) {
 	if size <= 0 || size > math.MaxInt {
 		return nil, fmt.Errorf("cannot map %d bytes", size)
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, err
-	}
-	// Start reading the file in the background: pages still on disk then
-	// arrive in large sequential reads rather than one fault at a time
-	// during the first forward. It only schedules I/O; nothing becomes
-	// resident in this process until touched.
-	_ = unix.Madvise(b, unix.MADV_WILLNEED)
-	return b, nil
+	// No madvise(MADV_WILLNEED): measured on a start-up, it made the first
+	// answer no sooner, warm or cold (docs/benchmarks.md, "Start-up with
+	// mapped weights"); the kernel's read-around already reads a cold file
+	// in large pieces.
+	return unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 }
 
 func unmapFile(b []byte) error { return unix.Munmap(b) }
