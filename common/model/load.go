@@ -68,9 +68,10 @@ type LoadOptions struct {
 	NoMmap bool
 	// Mlock locks the mapped weights the model keeps in RAM, faulting them
 	// all in, so that no request waits for a page to come back from disk.
-	// Load fails when the OS refuses (RLIMIT_MEMLOCK). It locks nothing
-	// where no weight stays mapped: a device backend, which copies every
-	// weight, or a checkpoint whose tensors all had to be converted.
+	// Load fails with a *LockError when the OS refuses (RLIMIT_MEMLOCK).
+	// It locks nothing where no weight stays mapped: a device backend,
+	// which copies every weight, or a checkpoint whose tensors all had to
+	// be converted.
 	Mlock bool
 }
 
@@ -199,7 +200,9 @@ func LoadWith(dir string, be kernels.Backend, o LoadOptions) (*Model, error) {
 }
 
 // loadWeight puts tensor ti of st, spec s, on be. view reports that the
-// tensor is a view of st's mapping, which must then outlive it.
+// tensor is a view of st's mapping, which must then outlive it. A host copy
+// made for another backend is dropped once uploaded, so host memory peaks
+// at one tensor, not the model.
 func loadWeight(be kernels.Backend, st *SafetensorsFile, ti TensorInfo, s weightSpec) (t kernels.Tensor, view bool, err error) {
 	rows, cols := 1, s.Shape[0]
 	if len(s.Shape) == 2 {
