@@ -147,11 +147,14 @@ func TestRouterErrorsAndPassThrough(t *testing.T) {
 }
 
 // TestKilledReplicaLosesNoRequestThatHadNotStarted kills a replica while
-// one of its requests is streaming and others wait in its queue. The
-// streaming one may fail (its tokens reached the client; it cannot be
-// replayed), and only with an error event after its first token; every
-// request that had not streamed a token is served by another replica, with
-// exactly the tokens it would have got anyway.
+// one of its requests is streaming and others wait in its queue. A request
+// that was streaming from it may fail (its tokens reached the client; it
+// cannot be replayed), and only with an error event after its first token;
+// every request that had not streamed a token is served by another
+// replica, with exactly the tokens it would have got anyway. More than one
+// may be streaming from it: the engine never waits for a reader, so on a
+// busy machine it finishes one request and starts the next while the
+// router is still relaying the first one's last events.
 func TestKilledReplicaLosesNoRequestThatHadNotStarted(t *testing.T) {
 	tm := loadTestModel(t)
 	// One request running per replica: the others wait in its queue,
@@ -193,13 +196,14 @@ func TestKilledReplicaLosesNoRequestThatHadNotStarted(t *testing.T) {
 			failed++
 			assert.NotEmpty(t, r.tokens, "request %d failed before its first token: %s", i, r.errMsg)
 			assert.Contains(t, r.errMsg, "mid-stream")
+			assert.Equal(t, 1, r.replica, "request %d failed on a replica that was not killed", i)
 			continue
 		}
 		require.True(t, r.done, "request %d ended without [DONE]", i)
 	}
 	t.Logf("replica 1 killed mid-stream: %d of %d requests failed (after their first token), %v retried elsewhere, replicas up %v",
 		failed, n, metricValue(t, url, "kvlab_router:retries_total", ""), rt.Up())
-	assert.LessOrEqual(t, failed, 1, "only the request streaming on the killed replica may fail")
+	assert.Less(t, failed, n, "the requests waiting on the killed replica were served elsewhere")
 	assert.GreaterOrEqual(t, metricValue(t, url, "kvlab_router:retries_total", ""), 1.0, "the waiting requests were retried")
 	assert.Equal(t, []bool{true, false, true}, rt.Up())
 
