@@ -36,6 +36,19 @@ type chatOut struct {
 	Content *string `json:"content,omitempty"`
 }
 
+// MarshalJSON writes a delta with a role and no content as a stream's
+// first delta is written: the role, and content null.
+func (c chatOut) MarshalJSON() ([]byte, error) {
+	type plain chatOut
+	if c.Role != "" && c.Content == nil {
+		return json.Marshal(struct {
+			Role    string  `json:"role"`
+			Content *string `json:"content"`
+		}{c.Role, nil})
+	}
+	return json.Marshal(plain(c))
+}
+
 type chatResponse struct {
 	ID                string        `json:"id"`
 	Object            string        `json:"object"`
@@ -151,17 +164,19 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 			return reply("chat.completion", choices, newUsage(res), llamaTimingsOf(res))
 		},
-		chunk: func(p piece) any {
-			d := &chatOut{Content: &p.text}
+		chunk: func(p piece) []any {
+			var out []any
 			if !began[p.sample] {
+				// A sample's first chunk names the role and carries no
+				// text (content null), as OpenAI's and llama-server's do.
 				began[p.sample] = true
-				d.Role = "assistant"
+				out = append(out, reply("chat.completion.chunk", []chatChoice{{Index: p.sample, Delta: &chatOut{Role: "assistant"}}}, nil, nil))
 			}
-			c := chatChoice{Index: p.sample, Delta: d, TokenIDs: q.idsIfAsked(p.ids)}
+			c := chatChoice{Index: p.sample, Delta: &chatOut{Content: &p.text}, TokenIDs: q.idsIfAsked(p.ids)}
 			if p.finish != "" {
 				c.FinishReason = &p.finish
 			}
-			return reply("chat.completion.chunk", []chatChoice{c}, nil, p.timings)
+			return append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, p.timings))
 		},
 		usage: func(res *genResult) any {
 			return reply("chat.completion.chunk", []chatChoice{}, newUsage(res), llamaTimingsOf(res))

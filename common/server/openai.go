@@ -261,12 +261,12 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 			}
 			return reply(choices, newUsage(res), llamaTimingsOf(res))
 		},
-		chunk: func(p piece) any {
+		chunk: func(p piece) []any {
 			c := completionChoice{Index: p.sample, Text: p.text, TokenIDs: q.idsIfAsked(p.ids)}
 			if p.finish != "" {
 				c.FinishReason = &p.finish
 			}
-			return reply([]completionChoice{c}, nil, p.timings)
+			return []any{reply([]completionChoice{c}, nil, p.timings)}
 		},
 		usage: func(res *genResult) any { return reply([]completionChoice{}, newUsage(res), llamaTimingsOf(res)) },
 	})
@@ -277,7 +277,7 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 // ends a stream when the client asks for it.
 type replyShape struct {
 	whole func(res *genResult) any
-	chunk func(p piece) any
+	chunk func(p piece) []any // one piece may make more than one chunk
 	usage func(res *genResult) any
 }
 
@@ -294,7 +294,14 @@ func (h *Handler) openAIReply(w http.ResponseWriter, r *http.Request, q *openAIR
 		return
 	}
 	out := newSSE(w)
-	res, e := h.generate(r.Context(), rid, g, func(p piece) error { return out.send(s.chunk(p)) })
+	res, e := h.generate(r.Context(), rid, g, func(p piece) error {
+		for _, c := range s.chunk(p) {
+			if err := out.send(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if e != nil {
 		out.fail(e)
 		return

@@ -50,6 +50,10 @@ func TestChatCompletionRendersTheTemplate(t *testing.T) {
 		require.Len(t, c.Choices, 1)
 		require.NotNil(t, c.Choices[0].Delta)
 		assert.Equal(t, i == 0, c.Choices[0].Delta.Role == "assistant", "event %d: the role comes in the first delta only", i)
+		if i == 0 {
+			assert.Contains(t, ev, `"delta":{"role":"assistant","content":null}`, "the first delta has the role and no text")
+			continue
+		}
 		text += *c.Choices[0].Delta.Content
 	}
 	assert.Equal(t, streamed(tm, want.Tokens), text)
