@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -35,27 +34,20 @@ import (
 // Submit starts the request on its own goroutine and returns, so arrivals
 // never wait for the server; Run waits on the engine (workload.Waiter).
 type llamaEngine struct {
+	*workload.Remote
 	ban     [][2]any // logit_bias entries: [id, false]
 	base    string
 	client  *http.Client
 	timeout time.Duration
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu      sync.Mutex
-	ready   []workload.Token
-	open    int
-	cached  map[int]int
-	arrived chan struct{}
 }
 
 func newLlamaEngine(ctx context.Context, base string, timeout time.Duration, ban [][2]any) *llamaEngine {
-	ctx, cancel := context.WithCancel(ctx)
 	return &llamaEngine{
-		ban: ban, base: strings.TrimRight(base, "/"), client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, DisableCompression: true}},
-		timeout: timeout, ctx: ctx, cancel: cancel, cached: map[int]int{}, arrived: make(chan struct{}, 1),
+		Remote:  workload.NewRemote(ctx),
+		ban:     ban,
+		base:    strings.TrimRight(base, "/"),
+		client:  &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, DisableCompression: true}},
+		timeout: timeout,
 	}
 }
 
@@ -67,85 +59,19 @@ func (e *llamaEngine) Submit(id int, prompt []int32, maxTokens int) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.open++
-	e.mu.Unlock()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.stream(id, body)
-	}()
+	e.Start(func(ctx context.Context) { e.stream(ctx, id, body) })
 	return nil
 }
 
-func (e *llamaEngine) Step() []workload.Token { return e.Wait(0) }
-
-func (e *llamaEngine) Busy() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.open > 0
-}
-
-func (e *llamaEngine) Wait(d time.Duration) []workload.Token {
-	if out := e.take(); len(out) > 0 || d == 0 {
-		return out
-	}
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case <-e.arrived:
-	case <-timeout:
-	}
-	return e.take()
-}
-
-func (e *llamaEngine) take() []workload.Token {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := e.ready
-	e.ready = nil
-	for _, ev := range out {
-		if ev.Done || ev.Err != nil {
-			e.open--
-		}
-	}
-	return out
-}
-
-// CachedTokens is the server's timings.cache_n for request id.
-func (e *llamaEngine) CachedTokens(id int) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.cached[id]
-}
-
 func (e *llamaEngine) Close() {
-	e.cancel()
-	e.wg.Wait()
+	e.Remote.Close()
 	e.client.CloseIdleConnections()
-}
-
-func (e *llamaEngine) push(evs ...workload.Token) {
-	if len(evs) == 0 {
-		return
-	}
-	e.mu.Lock()
-	e.ready = append(e.ready, evs...)
-	e.mu.Unlock()
-	select {
-	case e.arrived <- struct{}{}:
-	default:
-	}
 }
 
 // stream runs one request to its end: one event per token, the last marked
 // Done, or an error event.
-func (e *llamaEngine) stream(id int, body []byte) {
-	ctx, cancel := e.ctx, context.CancelFunc(func() {})
+func (e *llamaEngine) stream(ctx context.Context, id int, body []byte) {
+	cancel := context.CancelFunc(func() {})
 	if e.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, e.timeout)
 	}
@@ -155,18 +81,16 @@ func (e *llamaEngine) stream(id int, body []byte) {
 		err = fmt.Errorf("the answer has no token")
 	}
 	if err != nil {
-		e.push(workload.Token{ID: id, Err: err, At: time.Now()})
+		e.Push(workload.Token{ID: id, Err: err, At: time.Now()})
 		return
 	}
-	e.mu.Lock()
-	e.cached[id] = cached
-	e.mu.Unlock()
+	e.SetCached(id, cached)
 	at := time.Now()
 	evs := make([]workload.Token, len(toks))
 	for i, t := range toks {
 		evs[i] = workload.Token{ID: id, Token: t, At: at, Done: i == len(toks)-1}
 	}
-	e.push(evs...)
+	e.Push(evs...)
 }
 
 // complete posts body and returns the generated tokens and

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"kvlab/common/workload"
@@ -33,35 +32,22 @@ import (
 // server answers with an error status, sends an error event, breaks the
 // stream before `data: [DONE]`, or exceeds the request timeout.
 type httpEngine struct {
+	*workload.Remote
 	base    string // the server's URL, without a trailing slash
 	model   string // sent as "model"; empty leaves the field out
 	client  *http.Client
 	timeout time.Duration // per request, headers to [DONE]
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu      sync.Mutex
-	ready   []workload.Token // events read and not yet handed to Run
-	open    int              // requests submitted whose last event Run has not taken
-	cached  map[int]int      // usage.prompt_tokens_details.cached_tokens per request
-	arrived chan struct{}    // signalled (without blocking) when ready grows
 }
 
 // newHTTPEngine returns a client of the server at base. timeout bounds each
 // request (0: none); cancelling parent aborts every stream.
 func newHTTPEngine(parent context.Context, base, model string, timeout time.Duration) *httpEngine {
-	ctx, cancel := context.WithCancel(parent)
 	return &httpEngine{
+		Remote:  workload.NewRemote(parent),
 		base:    strings.TrimRight(base, "/"),
 		model:   model,
 		client:  &http.Client{Transport: newHTTPTransport()},
 		timeout: timeout,
-		ctx:     ctx,
-		cancel:  cancel,
-		cached:  map[int]int{},
-		arrived: make(chan struct{}, 1),
 	}
 }
 
@@ -133,93 +119,20 @@ func (e *httpEngine) Submit(id int, prompt []int32, maxTokens int) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.open++
-	e.mu.Unlock()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.stream(id, body)
-	}()
+	e.Start(func(ctx context.Context) { e.stream(ctx, id, body) })
 	return nil
-}
-
-// Step hands back the events read so far without waiting.
-func (e *httpEngine) Step() []workload.Token { return e.Wait(0) }
-
-// Busy reports whether a submitted request has not ended yet.
-func (e *httpEngine) Busy() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.open > 0
-}
-
-// Wait hands back the events read so far, first waiting up to d (forever
-// when d < 0) for one to arrive.
-func (e *httpEngine) Wait(d time.Duration) []workload.Token {
-	if out := e.take(); len(out) > 0 || d == 0 {
-		return out
-	}
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case <-e.arrived:
-	case <-timeout:
-	}
-	return e.take()
-}
-
-// take removes and returns the ready events.
-func (e *httpEngine) take() []workload.Token {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := e.ready
-	e.ready = nil
-	for _, ev := range out {
-		if ev.Done || ev.Err != nil {
-			e.open--
-		}
-	}
-	return out
-}
-
-// CachedTokens reports the server's usage.prompt_tokens_details.cached_tokens
-// for request id (workload.CacheReporter); 0 when it sent none.
-func (e *httpEngine) CachedTokens(id int) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.cached[id]
 }
 
 // Close aborts the streams still open and waits for their goroutines.
 func (e *httpEngine) Close() {
-	e.cancel()
-	e.wg.Wait()
+	e.Remote.Close()
 	e.client.CloseIdleConnections()
-}
-
-// push queues events for Run and wakes a waiting Wait.
-func (e *httpEngine) push(evs ...workload.Token) {
-	if len(evs) == 0 {
-		return
-	}
-	e.mu.Lock()
-	e.ready = append(e.ready, evs...)
-	e.mu.Unlock()
-	select {
-	case e.arrived <- struct{}{}:
-	default:
-	}
 }
 
 // stream runs one request to its end and queues its events: one per token,
 // then either the last token marked Done or an error event.
-func (e *httpEngine) stream(id int, body []byte) {
-	ctx, cancel := e.ctx, context.CancelFunc(func() {})
+func (e *httpEngine) stream(ctx context.Context, id int, body []byte) {
+	cancel := context.CancelFunc(func() {})
 	if e.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, e.timeout)
 	}
@@ -230,21 +143,19 @@ func (e *httpEngine) stream(id int, body []byte) {
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			err = fmt.Errorf("no [DONE] within the request timeout (%v) after %d tokens", e.timeout, s.tokens)
-		case e.ctx.Err() != nil:
+		case e.Aborted():
 			err = fmt.Errorf("aborted after %d tokens", s.tokens)
 		}
 	}
 	if err != nil {
 		// Tokens read before the failure still count as output.
 		evs := append(append(s.released, s.held...), workload.Token{ID: id, Err: err, At: time.Now()})
-		e.push(evs...)
+		e.Push(evs...)
 		return
 	}
-	e.mu.Lock()
-	e.cached[id] = s.cached
-	e.mu.Unlock()
+	e.SetCached(id, s.cached)
 	s.held[len(s.held)-1].Done = true
-	e.push(append(s.released, s.held...)...)
+	e.Push(append(s.released, s.held...)...)
 }
 
 // sseReader is the state of one request's stream.
@@ -321,7 +232,7 @@ func (s *sseReader) run(ctx context.Context, e *httpEngine, body []byte) error {
 		if done {
 			return nil
 		}
-		e.push(s.released...)
+		e.Push(s.released...)
 		s.released = s.released[:0]
 		data = nil
 	}
