@@ -9,7 +9,10 @@
 //
 // Every tensor is a dense, row-major 2-D matrix of float32 values. Rows are
 // tokens (or KV slots); columns are features. That one shape covers every
-// operation here and keeps the interface small.
+// operation here and keeps the interface small. The exceptions hold 16-bit
+// values behind the same shape: weights a backend keeps as bfloat16, and KV
+// caches of a 16-bit KVDType (KVCacher), which only the operations that
+// take a cache accept.
 //
 // Batch invariance is part of the contract for the CPU backend: the value
 // computed for one row never depends on which other rows share the call. The
@@ -130,6 +133,12 @@ type Backend interface {
 	// negative slot skips the row: its KV is already in the cache (a prompt
 	// found whole in a prefix cache recomputes its last token only for the
 	// logits, and must not write into a block other sequences share).
+	//
+	// When kc and vc hold a 16-bit dtype (KVCacher), each value is rounded
+	// to it (nearest, ties to even), and every row of k and v, skipped or
+	// not, is overwritten with its rounded values: AttendLocal over k and v
+	// then sees what Attend over the cache sees, so a whole-prompt prefill
+	// and a chunked one still agree.
 	WriteKV(kc, vc, k, v Tensor, slots []int32)
 	// CopyBlock copies the blockSize rows of block src to block dst in both
 	// kc and vc (copy-on-write).

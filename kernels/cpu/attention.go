@@ -33,12 +33,26 @@ type attnScratch struct {
 type attnCall struct {
 	queries []attnQuery
 	scratch []attnScratch // per worker
+	// The kernels of the call, for a float32 or a 16-bit cache: kept
+	// here so that handing them to the workers allocates nothing.
+	k32 kvKern[float32]
+	k16 kvKern[uint16]
 }
 
 // Attend computes causal attention, reading keys and values through each
 // sequence's page table.
+// A 16-bit cache (NewKV) is widened as its keys and values are loaded.
 func (b *Backend) Attend(out, q, kc, vc kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
-	b.attend("Attend", asCPU(out), asCPU(q), asCPU(kc), asCPU(vc), seqs, shape, false)
+	k, v, dt := kvCaches("Attend", kc, vc)
+	call := b.attnCall()
+	defer b.attn.Put(call)
+	if dt == kernels.KVF32 {
+		call.k32 = kvKernF32(&kern)
+		attend(b, call, "Attend", asCPU(out), asCPU(q), k, v, k.Data, v.Data, &call.k32, seqs, shape, false)
+		return
+	}
+	call.k16 = kvKern16(&kern, dt)
+	attend(b, call, "Attend", asCPU(out), asCPU(q), k, v, k.kv16, v.kv16, &call.k16, seqs, shape, false)
 }
 
 // AttendLocal computes causal attention within each sequence's own chunk,
@@ -46,23 +60,32 @@ func (b *Backend) Attend(out, q, kc, vc kernels.Tensor, seqs []kernels.AttnSeq, 
 // same per-query arithmetic as Attend, so when a chunk is a whole prompt
 // (CtxLen == QLen) the two agree bit for bit.
 func (b *Backend) AttendLocal(out, q, k, v kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
-	b.attend("AttendLocal", asCPU(out), asCPU(q), asCPU(k), asCPU(v), seqs, shape, true)
+	kt, vt := asCPU(k), asCPU(v)
+	call := b.attnCall()
+	defer b.attn.Put(call)
+	call.k32 = kvKernF32(&kern)
+	attend(b, call, "AttendLocal", asCPU(out), asCPU(q), kt, vt, kt.Data, vt.Data, &call.k32, seqs, shape, true)
 }
 
-// attend is the driver shared by Attend and AttendLocal. The only difference
-// between them is how a key's index maps to a row of k and v (keyRows);
-// everything after that is common, so they cannot drift apart numerically.
-func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
-	if err := kernels.CheckAttend(out, q, k, v, seqs, sh, local); err != nil {
-		panic(fmt.Sprintf("cpu: %s: %v", op, err))
-	}
-	hd := sh.HeadDim
-
+// attnCall returns a pooled attnCall; the caller puts it back.
+func (b *Backend) attnCall() *attnCall {
 	call, _ := b.attn.Get().(*attnCall)
 	if call == nil {
 		call = new(attnCall)
 	}
-	defer b.attn.Put(call)
+	return call
+}
+
+// attend is the driver shared by Attend and AttendLocal, over keys kd and
+// values vd (the data of k and v) of element type E through the kernels
+// kk. The only difference between Attend and AttendLocal is how a key's
+// index maps to a row of k and v (keyRows); everything after that is
+// common, so they cannot drift apart numerically.
+func attend[E float32 | uint16](b *Backend, call *attnCall, op string, out, q, k, v *Tensor, kd, vd []E, kk *kvKern[E], seqs []kernels.AttnSeq, sh kernels.AttnShape, local bool) {
+	if err := kernels.CheckAttend(out, q, k, v, seqs, sh, local); err != nil {
+		panic(fmt.Sprintf("cpu: %s: %v", op, err))
+	}
+	hd := sh.HeadDim
 
 	call.queries = call.queries[:0]
 	for s, seq := range seqs {
@@ -124,11 +147,11 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		if qu.n == 1 {
 			// Only a decode row prefetches: the rows of a longer chunk
 			// share their keys, which the first of them brings into cache.
-			attendRow(out.Row(row), q.Row(row), k.Data, v.Data, k.cols, kr, j0[0], j1[0],
+			attendRow(kk, out.Row(row), q.Row(row), kd, vd, k.cols, kr, j0[0], j1[0],
 				kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, seq.QLen == 1, sc)
 			return
 		}
-		attendRows(out, q, row, int(qu.n), k.Data, v.Data, k.cols, kr, &j0, &j1,
+		attendRows(kk, out, q, row, int(qu.n), kd, vd, k.cols, kr, &j0, &j1,
 			kv0*group, kv1*group, group, hd, sh.Scale, sh.SoftCap, sc)
 	})
 }
@@ -206,9 +229,9 @@ func headStride(hd int) int {
 // the visited keys and their indices: not on where they are stored, nor on
 // which other heads or rows share the call (attendRows does the same
 // arithmetic for several rows at once).
-func attendRow(dst, q, k, v []float32, ld int, kr keyRows, j0, j1, h0, h1, group, hd int, scale, limit float32, pf bool, sc *attnScratch) {
+func attendRow[E float32 | uint16](kk *kvKern[E], dst, q []float32, k, v []E, ld int, kr keyRows, j0, j1, h0, h1, group, hd int, scale, limit float32, pf bool, sc *attnScratch) {
 	st := sc.state(0, h1-h0, hd)
-	st.attendSpan(q, k, v, ld, kr, j0, j1, h0, group, hd, scale, limit, pf, sc)
+	attendSpan(kk, &st, q, k, v, ld, kr, j0, j1, h0, group, hd, scale, limit, pf, sc)
 	st.finish(dst, h0, hd)
 }
 
@@ -249,9 +272,9 @@ func (st *rowState) finish(dst []float32, h0, hd int) {
 	}
 }
 
-// attendSpan folds the keys j0..j1-1 into the row's state, block by block
-// as attendRow describes; j0 and j1 need not be block boundaries.
-func (st *rowState) attendSpan(q, k, v []float32, ld int, kr keyRows, j0, j1, h0, group, hd int, scale, limit float32, pf bool, sc *attnScratch) {
+// attendSpan folds the keys j0..j1-1 into the row's state st, block by
+// block as attendRow describes; j0 and j1 need not be block boundaries.
+func attendSpan[E float32 | uint16](kk *kvKern[E], st *rowState, q []float32, k, v []E, ld int, kr keyRows, j0, j1, h0, group, hd int, scale, limit float32, pf bool, sc *attnScratch) {
 	ks := &kern
 	// While one head works on a block, the keys and values the next head
 	// (or, after the last head, the first head of the next block) will
@@ -263,8 +286,8 @@ func (st *rowState) attendSpan(q, k, v []float32, ld int, kr keyRows, j0, j1, h0
 		if !pf {
 			return
 		}
-		ks.attn.prefetchRows(k, at(i), rows, ld, hd)
-		ks.attn.prefetchRows(v, at(i), rows, ld, hd)
+		kk.prefetchRows(k, at(i), rows, ld, hd)
+		kk.prefetchRows(v, at(i), rows, ld, hd)
 	}
 	blockEnd := func(b0 int) int { return min(j1, (b0/attnBlock+1)*attnBlock) }
 	cur, next := sc.rows[0][:], sc.rows[1][:]
@@ -290,9 +313,9 @@ func (st *rowState) attendSpan(q, k, v []float32, ld int, kr keyRows, j0, j1, h0
 			} else if len(next) > 0 {
 				prefetch(next, 0)
 			}
-			scoresRow(ks, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at(i), rows, ld, hd)
+			scoresRowKV(kk, hs, q[(h0+i)*hd:(h0+i+1)*hd], k, at(i), rows, ld, hd)
 			st.softmaxStep(ks, i, hs, scale, limit, hd)
-			accumulateRow(ks, st.head(i, hd), hs, v, at(i), rows, ld, hd)
+			accumulateRowKV(kk, st.head(i, hd), hs, v, at(i), rows, ld, hd)
 		}
 		b0 = b1
 		cur, next = next, cur[:cap(cur)]

@@ -96,37 +96,51 @@ func axpyRowsGo(acc, p, v []float32, off int, rows []int32, ld int) {
 	}
 }
 
-// scoresRow sets dst[t] = dot(q, k[rows[t]*ld+off:]) (hd long) for every t:
-// eight keys at a time, then one at a time, each a whole dot product.
+// scoresRow sets dst[t] = dot(q, k[rows[t]*ld+off:]) (hd long) for every t,
+// over a float32 cache with ks's kernels (scoresRowKV).
 func scoresRow(ks *kernelSet, dst, q, k []float32, off int, rows []int32, ld, hd int) {
+	kk := kvKernF32(ks)
+	scoresRowKV(&kk, dst, q, k, off, rows, ld, hd)
+}
+
+// scoresRowKV sets dst[t] = dot(q, k[rows[t]*ld+off:]) (hd long) for every
+// t: eight keys at a time, then one at a time, each a whole dot product.
+func scoresRowKV[E float32 | uint16](kk *kvKern[E], dst, q []float32, k []E, off int, rows []int32, ld, hd int) {
 	nb := hd / 8
 	t := 0
 	for ; t+8 <= len(rows); t += 8 {
-		ks.attn.dotsRows8(q, k, off, rows[t:t+8], ld, nb, dst[t:t+8])
+		kk.dotsRows8(q, k, off, rows[t:t+8], ld, nb, dst[t:t+8])
 	}
 	for ; t < len(rows); t++ {
 		at := int(rows[t])*ld + off
-		dst[t] = ks.f32.dots1x1(q, k[at:at+hd], nb)
+		dst[t] = kk.dots1x1(q, k[at:at+hd], nb)
 	}
 	if hd%8 != 0 {
 		for t, r := range rows {
 			at := int(r)*ld + off
-			dst[t] = dotTail(dst[t], q[:hd], k[at:at+hd], 8*nb)
+			dst[t] = kk.dotTail(dst[t], q[:hd], k[at:at+hd], 8*nb)
 		}
 	}
 }
 
 // accumulateRow adds p[t]·v[rows[t]*ld+off:] (hd long) to acc for every t,
-// in position order: the widest of axpyWidths that fits at a time, then
-// one column at a time.
+// over a float32 cache with ks's kernels (accumulateRowKV).
 func accumulateRow(ks *kernelSet, acc, p, v []float32, off int, rows []int32, ld, hd int) {
+	kk := kvKernF32(ks)
+	accumulateRowKV(&kk, acc, p, v, off, rows, ld, hd)
+}
+
+// accumulateRowKV adds p[t]·v[rows[t]*ld+off:] (hd long) to acc for every
+// t, in position order: the widest of axpyWidths that fits at a time, then
+// one column at a time.
+func accumulateRowKV[E float32 | uint16](kk *kvKern[E], acc, p []float32, v []E, off int, rows []int32, ld, hd int) {
 	d := 0
 	for _, w := range axpyWidths {
 		for ; d+w <= hd; d += w {
-			ks.attn.axpyRows(acc[d:d+w], p, v, off+d, rows, ld)
+			kk.axpyRows(acc[d:d+w], p, v, off+d, rows, ld)
 		}
 	}
 	if d < hd {
-		axpyRowsGo(acc[d:hd], p, v, off+d, rows, ld)
+		kk.axpyRowsGo(acc[d:hd], p, v, off+d, rows, ld)
 	}
 }

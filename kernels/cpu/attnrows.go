@@ -16,7 +16,7 @@ const attnRows = 6
 // rows), and each value row is read once for all n accumulators
 // (axpyRows6). Blocks that only some rows see (the diagonal of the causal
 // mask, the edge of a window) are done row by row before and after.
-func attendRows(out, q *Tensor, row0, n int, k, v []float32, ld int, kr keyRows, j0, j1 *[attnRows]int, h0, h1, group, hd int, scale, limit float32, sc *attnScratch) {
+func attendRows[E float32 | uint16](kk *kvKern[E], out, q *Tensor, row0, n int, k, v []E, ld int, kr keyRows, j0, j1 *[attnRows]int, h0, h1, group, hd int, scale, limit float32, sc *attnScratch) {
 	// The shared blocks: [s0, s1), both multiples of attnBlock.
 	s0, s1 := 0, j1[0]
 	for r := range n {
@@ -25,7 +25,7 @@ func attendRows(out, q *Tensor, row0, n int, k, v []float32, ld int, kr keyRows,
 	}
 	if s0 >= s1 {
 		for r := range n {
-			attendRow(out.Row(row0+r), q.Row(row0+r), k, v, ld, kr, j0[r], j1[r], h0, h1, group, hd, scale, limit, false, sc)
+			attendRow(kk, out.Row(row0+r), q.Row(row0+r), k, v, ld, kr, j0[r], j1[r], h0, h1, group, hd, scale, limit, false, sc)
 		}
 		return
 	}
@@ -34,7 +34,7 @@ func attendRows(out, q *Tensor, row0, n int, k, v []float32, ld int, kr keyRows,
 	var sts [attnRows]rowState
 	for r := range n {
 		sts[r] = sc.state(r, nh, hd)
-		sts[r].attendSpan(q.Row(row0+r), k, v, ld, kr, j0[r], s0, h0, group, hd, scale, limit, false, sc)
+		attendSpan(kk, &sts[r], q.Row(row0+r), k, v, ld, kr, j0[r], s0, h0, group, hd, scale, limit, false, sc)
 	}
 	ks := &kern
 	rows := sc.rows[0][:]
@@ -42,15 +42,15 @@ func attendRows(out, q *Tensor, row0, n int, k, v []float32, ld int, kr keyRows,
 		kr.fill(rows, b0)
 		for i := range nh {
 			at := ((h0 + i) / group) * hd
-			scoresRows(ks, sc.scores[:], n, q.Data[row0*q.cols+(h0+i)*hd:], q.cols, k, at, rows, ld, hd)
+			scoresRows(kk, sc.scores[:], n, q.Data[row0*q.cols+(h0+i)*hd:], q.cols, k, at, rows, ld, hd)
 			for r := range n {
 				sts[r].softmaxStep(ks, i, sc.scores[r*attnBlock:(r+1)*attnBlock], scale, limit, hd)
 			}
-			accumulateRows(ks, sts[:n], i, sc.scores[:], v, at, rows, ld, hd)
+			accumulateRows(kk, sts[:n], i, sc.scores[:], v, at, rows, ld, hd)
 		}
 	}
 	for r := range n {
-		sts[r].attendSpan(q.Row(row0+r), k, v, ld, kr, s1, j1[r], h0, group, hd, scale, limit, false, sc)
+		attendSpan(kk, &sts[r], q.Row(row0+r), k, v, ld, kr, s1, j1[r], h0, group, hd, scale, limit, false, sc)
 		sts[r].finish(out.Row(row0+r), h0, hd)
 	}
 }
@@ -58,16 +58,17 @@ func attendRows(out, q *Tensor, row0, n int, k, v []float32, ld int, kr keyRows,
 // scoresRows sets dst[r*attnBlock+t] = dot(x[r*ldx:], k[rows[t]*ld+off:])
 // (hd long) for r < n and t < attnBlock, each a whole dot product in the
 // order of dot.go. Eight keys in consecutive cache rows (a page of eight or
-// more holds them) form an n×8 product that MatMulT's tiles compute;
-// otherwise each row takes its eight keys with dotsRows8.
-func scoresRows(ks *kernelSet, dst []float32, n int, x []float32, ldx int, k []float32, off int, rows []int32, ld, hd int) {
+// more holds them) form an n×8 product that MatMulT's tiles compute
+// (where kk has tiles); otherwise each row takes its eight keys with
+// dotsRows8.
+func scoresRows[E float32 | uint16](kk *kvKern[E], dst []float32, n int, x []float32, ldx int, k []E, off int, rows []int32, ld, hd int) {
 	nb := hd / 8
-	f := &ks.f32
+	f := kk.tiles
 	for t := 0; t < attnBlock; t += 8 {
 		d := dst[t:]
-		if !consecutive(rows[t : t+8]) {
+		if f == nil || !consecutive(rows[t:t+8]) {
 			for r := range n {
-				ks.attn.dotsRows8(x[r*ldx:], k, off, rows[t:t+8], ld, nb, d[r*attnBlock:])
+				kk.dotsRows8(x[r*ldx:], k, off, rows[t:t+8], ld, nb, d[r*attnBlock:])
 			}
 			continue
 		}
@@ -85,7 +86,7 @@ func scoresRows(ks *kernelSet, dst []float32, n int, x []float32, ldx int, k []f
 		for r := range n {
 			for t, kr := range rows[:attnBlock] {
 				at := int(kr)*ld + off
-				dst[r*attnBlock+t] = dotTail(dst[r*attnBlock+t], x[r*ldx:r*ldx+hd], k[at:at+hd], 8*nb)
+				dst[r*attnBlock+t] = kk.dotTail(dst[r*attnBlock+t], x[r*ldx:r*ldx+hd], k[at:at+hd], 8*nb)
 			}
 		}
 	}
@@ -107,21 +108,21 @@ func consecutive(rows []int32) bool {
 // rows goes through axpyRows6 where the kernel set has it, in widths of
 // 64, 32 and 16 columns; the rest row by row (accumulateRow). Each
 // element is the same chain of fused multiply-adds either way.
-func accumulateRows(ks *kernelSet, sts []rowState, i int, p, v []float32, off int, rows []int32, ld, hd int) {
+func accumulateRows[E float32 | uint16](kk *kvKern[E], sts []rowState, i int, p []float32, v []E, off int, rows []int32, ld, hd int) {
 	d := 0
-	if len(sts) == attnRows && ks.attn.axpyRows6 != nil {
+	if len(sts) == attnRows && kk.axpyRows6 != nil {
 		acc := sts[0].head(i, hd)
 		step := len(sts[0].acc) // one row's state to the next: they sit back to back
 		acc = acc[:cap(acc)]
 		for _, w := range [...]int{64, 32, 16} {
 			for ; d+w <= hd; d += w {
-				ks.attn.axpyRows6(acc[d:], step, p, v, off+d, rows, ld, w)
+				kk.axpyRows6(acc[d:], step, p, v, off+d, rows, ld, w)
 			}
 		}
 	}
 	if d < hd {
 		for r := range sts {
-			accumulateRow(ks, sts[r].head(i, hd)[d:], p[r*attnBlock:], v, off+d, rows, ld, hd-d)
+			accumulateRowKV(kk, sts[r].head(i, hd)[d:], p[r*attnBlock:], v, off+d, rows, ld, hd-d)
 		}
 	}
 }

@@ -67,6 +67,10 @@ type Tensor struct {
 	// bf16 holds a bf16 weight's values as bfloat16 bits, row after row;
 	// nil for every other tensor.
 	bf16 []uint16
+	// kv16 holds a 16-bit KV cache's values (NewKV), of dtype kvdt, row
+	// after row; nil for every other tensor.
+	kv16 []uint16
+	kvdt kernels.KVDType
 }
 
 // Rows returns the number of rows.
@@ -112,6 +116,9 @@ func asCPU(t kernels.Tensor) *Tensor {
 	if c.bf16 != nil {
 		panic("cpu: a bf16 weight can only be the weight of MatMulT or the table of Embed")
 	}
+	if c.kv16 != nil {
+		panic("cpu: a 16-bit KV cache can only be the cache of WriteKV, CopyBlock and Attend")
+	}
 	return c
 }
 
@@ -121,7 +128,7 @@ func asWeight(t kernels.Tensor) *Tensor {
 	if !ok {
 		panic(fmt.Sprintf("cpu: tensor of type %T is not a CPU tensor", t))
 	}
-	if c.Data == nil && c.bf16 == nil && c.rows*c.cols != 0 {
+	if c.Data == nil && c.bf16 == nil && c.kv16 == nil && c.rows*c.cols != 0 {
 		panic("cpu: use of a freed tensor")
 	}
 	return c
@@ -183,6 +190,10 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 		}
 		return dst
 	}
+	if c.kv16 != nil {
+		widenKV(dst, c.kv16, c.kvdt)
+		return dst
+	}
 	copy(dst, c.Data)
 	return dst
 }
@@ -194,7 +205,7 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 // freed: views of such a tensor must not outlive it.
 func (b *Backend) Free(t kernels.Tensor) {
 	c := asWeight(t)
-	c.Data, c.bf16 = nil, nil
+	c.Data, c.bf16, c.kv16 = nil, nil, nil
 }
 
 // View returns rows [from, from+n) of t, sharing its memory.
@@ -206,6 +217,9 @@ func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
 	lo, hi := from*c.cols, (from+n)*c.cols
 	if c.bf16 != nil {
 		return &Tensor{rows: n, cols: c.cols, bf16: c.bf16[lo:hi:hi]}
+	}
+	if c.kv16 != nil {
+		return &Tensor{rows: n, cols: c.cols, kv16: c.kv16[lo:hi:hi], kvdt: c.kvdt}
 	}
 	return &Tensor{rows: n, cols: c.cols, Data: c.Data[lo:hi:hi]}
 }

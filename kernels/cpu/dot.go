@@ -56,6 +56,9 @@ type kernelSet struct {
 	f32  dotKernels[float32]
 	bf16 dotKernels[uint16]
 	attn attnKernels // attnkern.go
+	// kvBF16 and kvF16 are attention's kernels over a 16-bit KV cache
+	// (kv16.go); a set without them runs the Go ones.
+	kvBF16, kvF16 kv16Kernels
 
 	siluMul func(dst, g, u []float32) // dst = silu(g)·u, as siluMulGo (exp.go)
 }

@@ -162,35 +162,57 @@ func gatherRows(op string, d, s *Tensor, idx []int32) {
 	}
 }
 
-// WriteKV stores row r of k and v into row slots[r] of kc and vc.
+// WriteKV stores row r of k and v into row slots[r] of kc and vc. Into a
+// 16-bit cache it rounds each value, and leaves k and v holding the
+// rounded values (see kernels.Backend.WriteKV).
 func (b *Backend) WriteKV(kc, vc, k, v kernels.Tensor, slots []int32) {
-	kct, vct, kt, vt := asCPU(kc), asCPU(vc), asCPU(k), asCPU(v)
+	kct, vct, dt := kvCaches("WriteKV", kc, vc)
+	kt, vt := asCPU(k), asCPU(v)
 	sameShape("WriteKV", kct, vct)
 	sameShape("WriteKV", kt, vt)
 	if kt.cols != kct.cols || kt.rows != len(slots) {
 		panic(fmt.Sprintf("cpu: WriteKV of %d slots from %d×%d into %d×%d",
 			len(slots), kt.rows, kt.cols, kct.rows, kct.cols))
 	}
-	for r, s := range slots {
-		if s < 0 {
-			continue // KV already cached; see kernels.Backend.WriteKV
-		}
+	for _, s := range slots {
 		if int(s) >= kct.rows {
 			panic(fmt.Sprintf("cpu: WriteKV: slot %d out of %d", s, kct.rows))
 		}
-		copy(kct.Row(int(s)), kt.Row(r))
-		copy(vct.Row(int(s)), vt.Row(r))
+	}
+	// A negative slot's KV is already cached (see kernels.Backend.WriteKV).
+	if dt != kernels.KVF32 {
+		for r, s := range slots {
+			if s < 0 {
+				roundKV(kt.Row(r), dt)
+				roundKV(vt.Row(r), dt)
+				continue
+			}
+			narrowKV(kct.kvRow(int(s)), kt.Row(r), dt)
+			narrowKV(vct.kvRow(int(s)), vt.Row(r), dt)
+		}
+		return
+	}
+	for r, s := range slots {
+		if s >= 0 {
+			copy(kct.Row(int(s)), kt.Row(r))
+			copy(vct.Row(int(s)), vt.Row(r))
+		}
 	}
 }
 
 // CopyBlock copies block src to block dst in both caches.
 func (b *Backend) CopyBlock(kc, vc kernels.Tensor, src, dst int32, blockSize int) {
-	kct, vct := asCPU(kc), asCPU(vc)
+	kct, vct, dt := kvCaches("CopyBlock", kc, vc)
 	if err := kernels.CheckCopyBlock(kc, vc, src, dst, blockSize); err != nil {
 		panic(fmt.Sprintf("cpu: CopyBlock: %v", err))
 	}
 	n := blockSize * kct.cols
 	so, do := int(src)*n, int(dst)*n
+	if dt != kernels.KVF32 {
+		copy(kct.kv16[do:do+n], kct.kv16[so:so+n])
+		copy(vct.kv16[do:do+n], vct.kv16[so:so+n])
+		return
+	}
 	copy(kct.Data[do:do+n], kct.Data[so:so+n])
 	copy(vct.Data[do:do+n], vct.Data[so:so+n])
 }

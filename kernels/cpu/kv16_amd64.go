@@ -1,0 +1,137 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "unsafe"
+
+// Implemented in kv16_amd64.s.
+//
+//go:noescape
+func dotsRows8BF16AVX2(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32)
+
+//go:noescape
+func dotsRows8F16AVX2(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32)
+
+//go:noescape
+func dots1x1F16AVX2(x *float32, w *uint16, nb int) float32
+
+//go:noescape
+func axpyRows1BF16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows2BF16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows4BF16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows6BF16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows8BF16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows1F16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows2F16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows4F16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows6F16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows8F16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func prefetchRows16AVX2(w *uint16, rows *int32, n, ld, lines int)
+
+// kvBF16AVX2 and kvF16AVX2 are the AVX2 kernels over a 16-bit cache, for
+// avx2Kernels (and avx512Kernels, which copies it). A CPU without F16C
+// runs float16's in Go.
+var (
+	kvBF16AVX2 = asmKV16(dotsRows8BF16AVX2, dots1x1BF16AVX2, [9]axpy16{
+		1: axpyRows1BF16AVX2, 2: axpyRows2BF16AVX2, 4: axpyRows4BF16AVX2, 6: axpyRows6BF16AVX2, 8: axpyRows8BF16AVX2,
+	}, true)
+	kvF16AVX2 = func() kv16Kernels {
+		if !hasF16C() {
+			return kv16Kernels{}
+		}
+		return asmKV16(dotsRows8F16AVX2, dots1x1F16AVX2, [9]axpy16{
+			1: axpyRows1F16AVX2, 2: axpyRows2F16AVX2, 4: axpyRows4F16AVX2, 6: axpyRows6F16AVX2, 8: axpyRows8F16AVX2,
+		}, false)
+	}()
+)
+
+// axpy16 is an assembly axpy kernel over 16-bit values.
+type axpy16 func(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+// asmKV16 wraps one dtype's assembly, bounds-checking the slices once per
+// call as avx2Kernels' wrappers do. axpy holds the axpy kernels by the
+// number of YMM accumulators (len(acc)/8).
+func asmKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32),
+	dot1 func(x *float32, w *uint16, nb int) float32, axpy [9]axpy16, tiles bool) kv16Kernels {
+	return kv16Kernels{
+		dotsRows8: func(x []float32, w []uint16, off int, rows []int32, ld, nb int, dst []float32) {
+			_ = x[:8*nb]
+			_ = dst[7]
+			checkRows16(w, off, rows[:8], ld, 8*nb)
+			if nb == 0 {
+				clear(dst[:8])
+				return
+			}
+			rows8(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
+		},
+		dots1x1: func(x []float32, w []uint16, nb int) float32 {
+			_ = x[:8*nb]
+			_ = w[:8*nb]
+			return dot1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
+		},
+		axpyRows: func(acc, p []float32, v []uint16, off int, rows []int32, ld int) {
+			w := len(acc)
+			if w%8 != 0 || w > 64 || axpy[w/8] == nil {
+				panic("cpu: axpyRows: no kernel for this width")
+			}
+			_ = p[:len(rows)]
+			if checkRows16(v, off, rows, ld, w) {
+				axpy[w/8](unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			}
+		},
+		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {
+			if width > 0 && len(rows) > 0 && off < len(w) {
+				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
+				lines := (skew + 2*width + 63) / 64
+				if (2*ld)%64 != 0 {
+					lines++
+				}
+				prefetchRows16AVX2(&w[off], unsafe.SliceData(rows), len(rows), ld, lines)
+			}
+		},
+		tiles: tiles,
+	}
+}
+
+// checkRows16 is checkRows for a 16-bit cache.
+func checkRows16(w []uint16, off int, rows []int32, ld, width int) bool {
+	if off < 0 || width < 0 || off+width > ld {
+		panic("cpu: attention kernel reads past a row")
+	}
+	for _, r := range rows {
+		if r < 0 || (int(r)+1)*ld > len(w) {
+			panic("cpu: attention kernel row out of range")
+		}
+	}
+	return len(rows) > 0
+}
+
+// hasF16C reports whether the CPU converts float16 (VCVTPH2PS).
+func hasF16C() bool {
+	if !hasAVX2FMA() {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const f16c = 1 << 29
+	return ecx1&f16c != 0
+}
