@@ -117,6 +117,10 @@ bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f
 bench-decode: ## CPU decode tok/s on llama2.c's stories15M shape (hidden 288, 6 layers), f32 and bf16, 511 tokens, 2 threads (ARGS=-runs 9 ...); LLAMA2C_DIR=<dir with a built llama2.c run> adds run.c's on the same weights
 	$(GO) run ./cmd/benchdecode $(ARGS)
 
+.PHONY: bench-real
+bench-real: ## serve on synthetic Llama-3.2-1B, Qwen3-0.6B and Gemma-3-1B checkpoints (GBs; out/bench-real): TTFT, decode, a serving run, start-up; LLAMA_CPP_DIR=<llama.cpp build> runs llama-server beside it (ARGS=-small ...)
+	$(GO) run ./cmd/benchreal $(ARGS)
+
 .PHONY: phase08-router
 phase08-router: build ## the router's four policies, each over three fresh replicas, on the routing workload: TTFT, cached tokens, imbalance; LLAMA_CPP_DIR=<llama.cpp build> adds the prefix policy with and without id_slot over three llama-server -np 2 (LLAMA_ARGS=...)
 	$(BIN)/phase08_router bench $(ARGS)

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"kvlab/common/cli"
+)
+
+// side is one of the two servers under test.
+type side struct {
+	name string
+	// argv returns the command line that serves model m on port
+	// (port < 0: without the port flag, for benchstartup, which appends
+	// its own "-port N").
+	argv func(m *prepared, port int) []string
+}
+
+// prepared is a model written to disk and ready to serve.
+type prepared struct {
+	shape
+	dir  string // the HF checkpoint
+	gguf string // its GGUF export ("" without llama.cpp)
+}
+
+// settings are the flags both servers' command lines come from.
+type settings struct {
+	bin         string // this project's runnable (phase08_prefix)
+	llamaServer string // llama-server, or ""
+	threads     int
+	ctx         int    // tokens of KV cache each server holds
+	slots       int    // llama-server's -np: the serving run's concurrency
+	kv          string // llama-server's KV dtype
+	serveKV     string // serve's -kv-cache-dtype, or "" when serve has no such flag (f32)
+	swaFull     bool   // llama-server --swa-full
+	serveArgs   []string
+	llamaArgs   []string
+}
+
+// serveSide is `phase08_prefix serve` with its radix-tree prefix cache,
+// a KV pool of s.ctx tokens and GOMAXPROCS (set in the environment by
+// run) as its threads.
+func (s *settings) serveSide() side {
+	return side{name: "serve", argv: func(m *prepared, port int) []string {
+		a := []string{s.bin, "serve", "-model", m.dir, "-prefix-caching", "-blocks", strconv.Itoa(s.ctx / 16), "-block-size", "16"}
+		if s.serveKV != "" {
+			a = append(a, "-kv-cache-dtype", s.serveKV)
+		}
+		a = append(a, s.serveArgs...)
+		if port >= 0 {
+			a = append(a, "-host", "127.0.0.1", "-port", strconv.Itoa(port))
+		}
+		return a
+	}}
+}
+
+// llamaSide is llama-server with the settings that match serve's: -np
+// slots (one per request in flight), one KV cache of s.ctx tokens shared
+// by them (-kvu), the KV dtype, flash attention on, -t threads for decode
+// and prompt batches alike.
+func (s *settings) llamaSide() side {
+	return side{name: "llama-server", argv: func(m *prepared, port int) []string {
+		a := []string{s.llamaServer, "-m", m.gguf, "-t", strconv.Itoa(s.threads), "-tb", strconv.Itoa(s.threads),
+			"-c", strconv.Itoa(s.ctx), "-np", strconv.Itoa(s.slots), "-kvu", "-fa", "on", "-ctk", s.kv, "-ctv", s.kv, "--no-webui"}
+		if s.swaFull && m.opts.SlidingWindow > 0 {
+			a = append(a, "--swa-full")
+		}
+		a = append(a, s.llamaArgs...)
+		if port >= 0 {
+			a = append(a, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+		}
+		return a
+	}}
+}
+
+// running is a server started for the measurements.
+type running struct {
+	side
+	url   string
+	child *cli.Child
+}
+
+// start starts sd on model m, its output in logPath, and waits for its
+// /health.
+func start(ctx context.Context, sd side, m *prepared, logPath string) (*running, error) {
+	port, err := cli.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	argv := sd.argv(m, port)
+	c, err := cli.StartChild(argv[0], argv[1:], logPath)
+	if err != nil {
+		return nil, err
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := c.WaitHealthy(ctx, url, 10*time.Minute); err != nil {
+		c.Kill()
+		return nil, fmt.Errorf("%s: %w", sd.name, err)
+	}
+	return &running{side: sd, url: url, child: c}, nil
+}
+
+// portScript is the wrapper benchstartup runs llama-server through: it
+// appends "-port N", which llama-server spells --port. exec keeps the
+// process id, so the RSS benchstartup reads is llama-server's.
+const portScript = `#!/bin/sh
+# benchreal: pass benchstartup's "-port N" to llama-server as "--port N".
+bin=$1
+shift
+for a; do
+	shift
+	if [ "$a" = -port ]; then a=--port; fi
+	set -- "$@" "$a"
+done
+exec "$bin" "$@"
+`
+
+// startup is one start of a server, as benchstartup reports it.
+type startup struct {
+	listening, first time.Duration
+	rss              float64 // MiB, after its second request
+}
+
+var startupLine = regexp.MustCompile(`listening ([0-9.]+) s, first answer ([0-9.]+) s, second request [0-9.]+ s; RSS ([0-9.]+) MiB`)
+
+// parseStartup reads benchstartup's "run 0: ..." line.
+func parseStartup(out []byte) (startup, error) {
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("run ")) {
+			continue
+		}
+		m := startupLine.FindSubmatch(line)
+		if m == nil {
+			return startup{}, fmt.Errorf("benchstartup printed %q", line)
+		}
+		l, _ := strconv.ParseFloat(string(m[1]), 64)
+		f, _ := strconv.ParseFloat(string(m[2]), 64)
+		r, _ := strconv.ParseFloat(string(m[3]), 64)
+		return startup{listening: seconds(l), first: seconds(f), rss: r}, nil
+	}
+	return startup{}, fmt.Errorf("no run line in benchstartup's output:\n%s", out)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// measureStartup runs cmd/benchstartup once on sd serving m: exec to the
+// first answer, and the RSS then.
+func measureStartup(benchstartup, work string, sd side, m *prepared) (startup, error) {
+	argv := sd.argv(m, -1)
+	if sd.name == "llama-server" {
+		script := filepath.Join(work, "llama-server-port.sh")
+		if err := os.WriteFile(script, []byte(portScript), 0o755); err != nil {
+			return startup{}, err
+		}
+		argv = append([]string{script}, argv...)
+	}
+	cmd := exec.Command(benchstartup, append([]string{"-runs", "1", "--"}, argv...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return startup{}, fmt.Errorf("benchstartup on %s: %v\n%s", sd.name, err, strings.TrimSpace(errb.String()))
+	}
+	return parseStartup(out.Bytes())
+}

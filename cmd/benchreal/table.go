@@ -1,0 +1,235 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"kvlab/common/metrics"
+)
+
+// markdown lays rows out as a markdown table under header, each column
+// padded to its widest cell (the first column left-aligned, the others
+// right-aligned, as numbers read best).
+func markdown(header []string, rows [][]string) string {
+	width := make([]int, len(header))
+	for i, h := range header {
+		width[i] = len([]rune(h))
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			if i < len(width) {
+				width[i] = max(width[i], len([]rune(c)))
+			}
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string, sep bool) {
+		b.WriteString("|")
+		for i := range header {
+			c := ""
+			if i < len(cells) {
+				c = cells[i]
+			}
+			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
+			switch {
+			case sep:
+				dash := strings.Repeat("-", width[i])
+				if i > 0 {
+					dash = dash[:width[i]-1] + ":"
+				}
+				b.WriteString(" " + dash + " |")
+			case i == 0:
+				b.WriteString(" " + c + pad + " |")
+			default:
+				b.WriteString(" " + pad + c + " |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	line(header, false)
+	line(nil, true)
+	for _, r := range rows {
+		line(r, false)
+	}
+	return b.String()
+}
+
+// commas writes n with thousands separators: 1,000.
+func commas(n int) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// num writes x with the digits its size needs: 1,234 / 123 / 12.3 / 1.23
+// / 0.123.
+func num(x float64) string {
+	switch a := math.Abs(x); {
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		return commas(int(math.Round(x)))
+	case a >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", x)
+	case a >= 0.1:
+		return fmt.Sprintf("%.2f", x)
+	default:
+		return fmt.Sprintf("%.3f", x)
+	}
+}
+
+// spread writes the median of xs, and with more than one sample their
+// range: "12.3 (11.9–13.0)".
+func spread(xs []float64) string {
+	if len(xs) == 0 {
+		return "–"
+	}
+	s := num(medianF(xs))
+	if len(xs) > 1 {
+		s += fmt.Sprintf(" (%s–%s)", num(slices.Min(xs)), num(slices.Max(xs)))
+	}
+	return s
+}
+
+func secs(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Seconds()
+	}
+	return out
+}
+
+// pick maps the serving summaries to one figure each.
+func pick(ss []metrics.Summary, f func(metrics.Summary) float64) []float64 {
+	out := make([]float64, len(ss))
+	for i, s := range ss {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// figuresTable is the table of what each server measured on each model.
+func figuresTable(results []*result, o options) string {
+	header := []string{"model", "server",
+		fmt.Sprintf("(a) TTFT, cold %s tok, s", commas(o.prompt)), "(a) TTFT, cached, s (tok cached)",
+		"(b) decode tok/s", fmt.Sprintf("(c) out tok/s, %d×%d", o.requests, o.concurrency),
+		"(c) TTFT p50 / p99, s", "(c) ITL p50, ms", "(c) tok cached", "(d) first answer, s", "(d) RSS, MiB"}
+	var rows [][]string
+	var notes []string
+	for _, r := range results {
+		for _, name := range r.sides {
+			s := r.s[name]
+			var starts, rss []float64
+			for _, st := range s.starts {
+				starts = append(starts, st.first.Seconds())
+				rss = append(rss, st.rss)
+			}
+			hits := make([]float64, len(s.cachedHit))
+			for i, h := range s.cachedHit {
+				hits[i] = float64(h)
+			}
+			cached := "–"
+			if len(s.serving) > 0 {
+				cached = fmt.Sprintf("%s of %s", commas(int(medianF(pick(s.serving, func(x metrics.Summary) float64 { return float64(x.CachedTokens) })))),
+					commas(s.serving[0].PromptTokens))
+			}
+			rows = append(rows, []string{r.m.name, name,
+				spread(secs(s.ttftCold)),
+				fmt.Sprintf("%s (%s)", spread(secs(s.ttftCached)), commas(int(medianF(hits)))),
+				spread(s.decode),
+				spread(pick(s.serving, func(x metrics.Summary) float64 { return x.OutputTokensPerSec })),
+				fmt.Sprintf("%s / %s", num(medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.TTFT.P50.Seconds() }))),
+					num(medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.TTFT.P99.Seconds() })))),
+				num(medianF(pick(s.serving, func(x metrics.Summary) float64 { return ms(x.ITL.P50) }))),
+				cached,
+				spread(starts),
+				spread(rss),
+			})
+		}
+		if r.greedy != "" {
+			notes = append(notes, fmt.Sprintf("%s: greedy tokens of the two servers on one 32-token prompt: %s.", r.m.name, r.greedy))
+		}
+	}
+	out := markdown(header, rows)
+	if len(notes) > 0 {
+		out += "\n" + strings.Join(notes, "\n") + "\n"
+	}
+	return out
+}
+
+// bound is the arithmetic behind one server's figures on one model.
+type bound struct {
+	prefillFLOPs float64 // of the cold prompt
+	prefillRate  float64 // FLOP/s achieved
+	decodeBytes  float64 // read per decode token
+	decodeRate   float64 // bytes/s achieved
+	serveEst     float64 // s: the serving run's work at the single-request rates
+	serveWall    float64 // s: measured
+	computed     int     // serving: prompt tokens computed (not cached)
+	steps        int     // serving: decode steps, at concurrency per step
+}
+
+// bounds computes b for one server's sample on model r, whose KV cache
+// holds kvElem-byte elements.
+func bounds(r *result, s *sample, o options, kvElem float64) bound {
+	cfg, _ := r.m.opts.Config()
+	var b bound
+	b.prefillFLOPs = prefillFLOPs(cfg, o.prompt)
+	if t := medianDur(s.ttftCold).Seconds(); t > 0 {
+		b.prefillRate = b.prefillFLOPs / t
+	}
+	b.decodeBytes = decodeBytes(cfg, dtypeSize(r.m.opts.DType), kvElem, o.prompt, o.decode)
+	dec := medianF(s.decode)
+	b.decodeRate = b.decodeBytes * dec
+	if len(s.serving) > 0 {
+		sv := s.serving[0]
+		b.computed = sv.PromptTokens - int(medianF(pick(s.serving, func(x metrics.Summary) float64 { return float64(x.CachedTokens) })))
+		b.steps = (sv.OutputTokens + o.concurrency - 1) / o.concurrency
+		b.serveWall = medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.Wall.Seconds() }))
+		if dec > 0 {
+			b.serveEst = float64(b.computed)*medianDur(s.ttftCold).Seconds()/float64(o.prompt) + float64(b.steps)/dec
+		}
+	}
+	return b
+}
+
+// boundsTable is the table of what bounds each figure.
+func boundsTable(results []*result, o options, kvServe string, copyBW float64) string {
+	header := []string{"model", "server", fmt.Sprintf("prefill: GFLOP in %s tok", commas(o.prompt)), "GFLOP/s", "of peak",
+		"decode: MB read a token", "GB/s", "of copy", "serving: prompt tok computed", "decode steps", "est. s", "measured s"}
+	var rows [][]string
+	for _, r := range results {
+		for _, name := range r.sides {
+			kv := kvSize(o.kv)
+			if name == "serve" {
+				kv = kvSize(kvServe)
+			}
+			b := bounds(r, r.s[name], o, kv)
+			peak := "–"
+			if o.peakGFLOPs > 0 {
+				peak = fmt.Sprintf("%.0f %%", 100*b.prefillRate/1e9/o.peakGFLOPs)
+			}
+			rows = append(rows, []string{r.m.name, name,
+				num(b.prefillFLOPs / 1e9), num(b.prefillRate / 1e9), peak,
+				num(b.decodeBytes / 1e6), num(b.decodeRate / 1e9), fmt.Sprintf("%.0f %%", 100*b.decodeRate/copyBW),
+				commas(b.computed), commas(b.steps), num(b.serveEst), num(b.serveWall)})
+		}
+	}
+	return markdown(header, rows) + fmt.Sprintf(
+		"\nPrefill: 2 FLOPs per projection weight per token, the LM head once, attention 4·heads·head_dim per (query, visible key). "+
+			"Decode: every projection weight and the LM head at the checkpoint's dtype, plus the KV the layers see, averaged over the %d steps after the %s-token prompt; "+
+			"copy bandwidth %.1f GB/s (read + written). Serving est.: the prompt tokens computed at the cold prefill's rate, "+
+			"plus one decode step per %d output tokens at the single-stream decode's rate.\n", o.decode, commas(o.prompt), copyBW/1e9, o.concurrency)
+}
