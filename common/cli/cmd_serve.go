@@ -305,7 +305,7 @@ func openCacheFile(cacheDir, modelDir string, pool *kvcache.Pool, obs *kvcache.O
 	}
 	return &server.CacheFile{
 		Path:     filepath.Join(cacheDir, server.CacheFileName),
-		Identity: server.CacheIdentity{Model: fp, BlockSize: pool.BlockSize(), Layers: pool.Layers(), KVDim: pool.KVDim(), DType: "float32", HashAlgo: h.Algo(), LoRA: h.LoRA()},
+		Identity: server.CacheIdentity{Model: fp, BlockSize: pool.BlockSize(), Layers: pool.Layers(), KVDim: pool.KVDim(), DType: pool.DType().Name(), HashAlgo: h.Algo(), LoRA: h.LoRA()},
 		Pool:     pool,
 		Observer: obs,
 		Seed:     seed,

@@ -35,6 +35,8 @@ type runtimeFlags struct {
 
 	// weights is -mlock and -no-mmap, and the load line serve prints.
 	weights weightFlags
+	// kvDType is -kv-cache-dtype, -ctk and -ctv (kvdtype.go).
+	kvDType kvDTypeFlags
 	// trace is -trace and -trace-dump, which only generate and bench register.
 	trace traceFlags
 	// cacheFlags builds the cache the variant's own flags chose (Variant.CacheFlags).
@@ -55,6 +57,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	f.weights.register(fs)
 	fs.IntVar(&f.eng.BlockSize, "block-size", f.eng.BlockSize, "tokens per KV block")
 	fs.IntVar(&f.eng.NumBlocks, "blocks", f.eng.NumBlocks, "KV pool size in blocks")
+	f.kvDType.register(fs, &f.eng.KVCacheDType)
 	fs.IntVar(&f.eng.MaxBatchTokens, "max-batch-tokens", f.eng.MaxBatchTokens, "per-step token budget (decodes + prefill chunks)")
 	fs.IntVar(&f.eng.MaxRunning, "max-running", f.eng.MaxRunning, "most sequences admitted at once")
 	fs.IntVar(&f.eng.MaxContext, "max-context", 0, "context limit in tokens; 0: the model's max_position_embeddings")
@@ -82,6 +85,9 @@ func (f *runtimeFlags) registerCacheFlags(fs *flag.FlagSet, v Variant) {
 
 // engineConfig returns the engine settings the flags describe.
 func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
+	if err := f.kvDType.apply(); err != nil {
+		return f.eng, err
+	}
 	c := f.eng
 	f.trace.apply(&c)
 	if v.PrefixCache != nil && !f.noCache {
@@ -216,6 +222,11 @@ func (f *runtimeFlags) loadModel() (*model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dt := f.eng.KVCacheDType; dt != kernels.KVF32 {
+		if _, ok := be.(kernels.KVCacher); !ok {
+			return nil, fmt.Errorf("-kv-cache-dtype %v: the %s backend keeps its KV pool in float32 only; use -kv-cache-dtype f32 (or -device cpu)", dt, be.Name())
+		}
+	}
 	return f.weights.load(dir, be)
 }
 
@@ -226,17 +237,25 @@ var engineFlags = map[string]string{
 	"Admission": "-admission", "PrefixCache": "-no-cache", "Commit": "-commit",
 	"WindowFree": "-window-free", "LocalBlocks": "-local-blocks",
 	"Order": "-order", "MaxWaitSteps": "-max-wait-steps",
+	"KVCacheDType": "-kv-cache-dtype",
 }
 
 // preflight checks the engine flags against the model's config mc.
 func (f *runtimeFlags) preflight(mc *model.Config) error {
+	if err := f.kvDType.apply(); err != nil {
+		return err
+	}
 	if err := f.eng.Validate(mc.MaxPositionEmbeddings); err != nil {
 		return flagErrors(err)
 	}
 	need := f.eng.PoolBytes(mc.NumHiddenLayers, mc.KVDim())
 	if limit := memoryLimit(); limit > 0 && need > limit {
-		return fmt.Errorf("-blocks %d × -block-size %d: the KV pool would take %s (%d layers × K and V × %d features × 4 bytes a token), over half of this machine's %s of memory; lower -blocks or -block-size",
-			f.eng.NumBlocks, f.eng.BlockSize, byteSize(need), mc.NumHiddenLayers, mc.KVDim(), byteSize(2*limit))
+		hint := "lower -blocks or -block-size"
+		if f.eng.KVCacheDType == kernels.KVF32 {
+			hint += ", or halve it with -kv-cache-dtype bf16 or f16"
+		}
+		return fmt.Errorf("-blocks %d × -block-size %d: the KV pool would take %s (%d layers × K and V × %d features × %d bytes (%v) a token), over half of this machine's %s of memory; %s",
+			f.eng.NumBlocks, f.eng.BlockSize, byteSize(need), mc.NumHiddenLayers, mc.KVDim(), f.eng.KVCacheDType.Bytes(), f.eng.KVCacheDType, byteSize(2*limit), hint)
 	}
 	return nil
 }

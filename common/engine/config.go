@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"kvlab/common/kvcache"
+	"kvlab/kernels"
 )
 
 // Config holds the engine's settings. The zero value is not usable; start
@@ -14,6 +15,13 @@ type Config struct {
 	BlockSize int
 	// NumBlocks is the size of the KV pool in blocks.
 	NumBlocks int
+	// KVCacheDType is what the pool holds keys and values as: float32 (the
+	// zero value and the default), or bfloat16 or float16, which halve the
+	// pool's bytes per token and round every cached value once (see
+	// kernels.KVDType). Greedy output then follows the float32 run closely
+	// but not bit for bit; every "same output with and without X" property
+	// still holds within one dtype.
+	KVCacheDType kernels.KVDType
 	// MaxBatchTokens is the per-step token budget: decodes plus prefill
 	// chunks. It bounds the work (and so the latency) of one step.
 	MaxBatchTokens int
@@ -138,6 +146,7 @@ var configWords = map[string]string{
 	"Admission": "admission policy", "PrefixCache": "prefix cache", "Commit": "commit policy",
 	"WindowFree": "freeing out-of-window blocks", "LocalBlocks": "local-layer blocks",
 	"Order": "admission order", "MaxWaitSteps": "max wait steps",
+	"KVCacheDType": "KV cache dtype",
 }
 
 // Validate reports settings the engine cannot run with. modelMaxPos is the
@@ -181,6 +190,9 @@ func (c Config) Validate(modelMaxPos int) error {
 	if c.Order != OrderFCFS && c.Order != OrderLongestPrefix {
 		bad("Order", "%d is unknown", c.Order)
 	}
+	if c.KVCacheDType != kernels.KVF32 && c.KVCacheDType != kernels.KVBF16 && c.KVCacheDType != kernels.KVF16 {
+		bad("KVCacheDType", "%v is unknown (want f32, bf16 or f16)", c.KVCacheDType)
+	}
 	if c.MaxWaitSteps < 0 {
 		bad("MaxWaitSteps", "must not be negative, have %d", c.MaxWaitSteps)
 	}
@@ -203,9 +215,10 @@ func (c Config) Validate(modelMaxPos int) error {
 }
 
 // PoolBytes returns the memory the KV pool takes for a model with layers
-// layers and kvDim key (and value) features per token: K and V, float32.
+// layers and kvDim key (and value) features per token: K and V, each
+// feature in KVCacheDType (4 bytes, or 2).
 func (c Config) PoolBytes(layers, kvDim int) int64 {
-	return 2 * int64(layers) * int64(c.NumBlocks) * int64(c.BlockSize) * int64(kvDim) * 4
+	return 2 * int64(layers) * int64(c.NumBlocks) * int64(c.BlockSize) * int64(kvDim) * int64(c.KVCacheDType.Bytes())
 }
 
 // RunningSlots returns how many sequences may run at once: MaxRunning, but

@@ -92,6 +92,7 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 		KVDim:     mc.NumKeyValueHeads * mc.HeadDim,
 		Blocks:    cfg.NumBlocks,
 		BlockSize: cfg.BlockSize,
+		DType:     cfg.KVCacheDType,
 		NewCache:  cfg.PrefixCache,
 		// With WindowFree, the local layers' storage and their windows.
 		Windows:     windowsOf(&mc, cfg.WindowFree),

@@ -1,6 +1,12 @@
 package kvcache
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"kvlab/kernels"
+)
 
 // Layers returns the number of layers the pool stores KV for.
 func (p *Pool) Layers() int { return len(p.k) }
@@ -14,8 +20,8 @@ func (p *Pool) KVDim() int {
 }
 
 // ReadBlock copies layer l's K and V rows of block b to the host; k and v
-// each hold BlockSize×KVDim values. It is how the persistent tier saves a
-// cached block: the caller makes sure b is not freed meanwhile.
+// each hold BlockSize×KVDim values, widened exactly from a 16-bit pool.
+// The caller makes sure b is not freed meanwhile.
 func (p *Pool) ReadBlock(l int, b int32, k, v []float32) {
 	from := int(b) * p.blockSize
 	p.be.ToHost(p.be.View(p.k[l], from, p.blockSize), k)
@@ -24,7 +30,9 @@ func (p *Pool) ReadBlock(l int, b int32, k, v []float32) {
 
 // WriteBlock stores k and v (BlockSize×KVDim values each, from ReadBlock)
 // as layer l's KV of block b, through the same kernel the forward pass
-// writes KV with. The block must be one PrepareWrite made private.
+// writes KV with (which rounds to a 16-bit pool's dtype: values ReadBlock
+// widened come back exactly). The block must be one PrepareWrite made
+// private.
 func (p *Pool) WriteBlock(l int, b int32, k, v []float32) error {
 	n := p.blockSize * p.KVDim()
 	if len(k) != n || len(v) != n {
@@ -40,4 +48,55 @@ func (p *Pool) WriteBlock(l int, b int32, k, v []float32) error {
 	}
 	p.be.WriteKV(p.k[l], p.v[l], kt, vt, slots)
 	return nil
+}
+
+// BlockBytes returns the size of one layer's K and V of one block in the
+// pool's dtype: 2 × BlockSize × KVDim × (4 or 2) bytes, what AppendBlock
+// appends.
+func (p *Pool) BlockBytes() int { return 2 * p.blockSize * p.KVDim() * p.dtype.Bytes() }
+
+// AppendBlock appends layer l's K then V rows of block b to dst, in the
+// pool's dtype, little-endian: float32 bits, or the 16-bit patterns the
+// cache holds. A 16-bit pool's block is half the bytes of a float32 one,
+// and no value is rounded on the way (ReadBlock's widening is exact, and
+// narrowing a widened value gives it back). The caller makes sure b is not
+// freed meanwhile.
+func (p *Pool) AppendBlock(dst []byte, l int, b int32) []byte {
+	n := p.blockSize * p.KVDim()
+	k, v := make([]float32, n), make([]float32, n)
+	p.ReadBlock(l, b, k, v)
+	for _, half := range [][]float32{k, v} {
+		for _, f := range half {
+			switch p.dtype {
+			case kernels.KVF32:
+				dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
+			case kernels.KVBF16:
+				dst = binary.LittleEndian.AppendUint16(dst, kernels.F32ToBF16(f))
+			case kernels.KVF16:
+				dst = binary.LittleEndian.AppendUint16(dst, kernels.F32ToF16(f))
+			}
+		}
+	}
+	return dst
+}
+
+// WriteBlockBytes stores raw, BlockBytes bytes from AppendBlock on a pool
+// of the same dtype, as layer l's KV of block b (see WriteBlock).
+func (p *Pool) WriteBlockBytes(l int, b int32, raw []byte) error {
+	if len(raw) != p.BlockBytes() {
+		return fmt.Errorf("kvcache: a block of layer %d holds %d bytes of %s KV, have %d", l, p.BlockBytes(), p.dtype.Name(), len(raw))
+	}
+	n := p.blockSize * p.KVDim()
+	kv := make([]float32, 2*n)
+	for i := range kv {
+		switch p.dtype {
+		case kernels.KVF32:
+			kv[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		case kernels.KVBF16:
+			kv[i] = kernels.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+		case kernels.KVF16:
+			kv[i] = kernels.F16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	}
+	return p.WriteBlock(l, b, kv[:n], kv[n:])
 }

@@ -22,6 +22,10 @@ type Config struct {
 	KVDim     int // KV heads × head dim: the width of one slot
 	Blocks    int // number of blocks
 	BlockSize int // token slots per block
+	// DType is what the K and V tensors hold each feature as: float32 (the
+	// zero value), or bfloat16 or float16 for half the memory, on a
+	// backend that has 16-bit caches (kernels.KVCacher).
+	DType kernels.KVDType
 	// NewCache, when set, builds the prefix cache the pool consults. Nil is
 	// the phase-7 baseline: no reuse.
 	NewCache func(a *Allocator, blockSize int) PrefixCache
@@ -50,6 +54,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kvcache: block size must be positive, have %d", c.BlockSize)
 	case c.LocalBlocks < 0:
 		return fmt.Errorf("kvcache: local blocks must not be negative, have %d", c.LocalBlocks)
+	case c.DType != kernels.KVF32 && c.DType != kernels.KVBF16 && c.DType != kernels.KVF16:
+		return fmt.Errorf("kvcache: unknown KV dtype %v", c.DType)
 	case c.LocalBlocks > 0 && len(c.Windows) != c.Layers:
 		return fmt.Errorf("kvcache: local blocks need a window for each of the %d layers, have %d", c.Layers, len(c.Windows))
 	}
@@ -63,6 +69,7 @@ type Pool struct {
 	alloc     *Allocator
 	cache     PrefixCache // nil: no prefix reuse
 	be        kernels.Backend
+	dtype     kernels.KVDType
 	k, v      []kernels.Tensor // per layer; rows are slots
 	seqs      map[int]*seqPages
 	copies    int       // blocks copied by PrepareWrite
@@ -95,6 +102,7 @@ func NewPool(be kernels.Backend, c Config) (*Pool, error) {
 		blockSize: c.BlockSize,
 		alloc:     NewAllocator(c.Blocks),
 		be:        be,
+		dtype:     c.DType,
 		seqs:      make(map[int]*seqPages),
 	}
 	if c.LocalBlocks > 0 {
@@ -108,8 +116,13 @@ func NewPool(be kernels.Backend, c Config) (*Pool, error) {
 		if p.LocalLayer(l) {
 			rows = c.LocalBlocks * c.BlockSize
 		}
-		p.k = append(p.k, be.New(rows, c.KVDim))
-		p.v = append(p.v, be.New(rows, c.KVDim))
+		k, err := kernels.NewKV(be, rows, c.KVDim, c.DType)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("kvcache: %w", err)
+		}
+		v, _ := kernels.NewKV(be, rows, c.KVDim, c.DType)
+		p.k, p.v = append(p.k, k), append(p.v, v)
 	}
 	if c.NewCache != nil {
 		p.cache = c.NewCache(p.alloc, c.BlockSize)
@@ -128,6 +141,9 @@ func (p *Pool) Close() {
 
 // Layer returns layer l's K and V tensors (rows are slots).
 func (p *Pool) Layer(l int) (k, v kernels.Tensor) { return p.k[l], p.v[l] }
+
+// DType returns the dtype the pool holds KV in.
+func (p *Pool) DType() kernels.KVDType { return p.dtype }
 
 // BlockSize returns the number of token slots per block.
 func (p *Pool) BlockSize() int { return p.blockSize }

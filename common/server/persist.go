@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
+	"kvlab/kernels"
 )
 
 // CacheFile is the persistent tier, the analogue of llama-server's slot
@@ -34,7 +34,9 @@ import (
 //	one record per block, parents before children:
 //	  hash, has parent, parent hash  32 + 1 + 32 bytes (vLLM block hashes)
 //	  token ids                      BlockSize × int32
-//	  K then V of each layer         Layers × 2 × BlockSize × KVDim × float32
+//	  K then V of each layer         Layers × 2 × BlockSize × KVDim values
+//	                                 of the pool's dtype (float32, bfloat16
+//	                                 or float16: 4 or 2 bytes)
 //	SHA-256 of everything above      32 bytes
 //
 // A file is refused whole — the server then starts with an empty cache —
@@ -125,7 +127,8 @@ func fingerprintFile(h io.Writer, path string) error {
 
 func (c *CacheFile) blockBytes() int {
 	id := c.Identity
-	return 32 + 1 + 32 + 4*id.BlockSize + id.Layers*2*id.BlockSize*id.KVDim*4
+	dt, _ := kernels.ParseKVDType(id.DType) // the identity was matched: the pool's own
+	return 32 + 1 + 32 + 4*id.BlockSize + id.Layers*2*id.BlockSize*id.KVDim*dt.Bytes()
 }
 
 // Save writes what the cache holds now to Path (through a temporary file
@@ -147,9 +150,11 @@ func (c *CacheFile) Save() (int, error) {
 func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool) (blocks, size int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if have, want := c.Identity.DType, c.Pool.DType().Name(); have != want {
+		return 0, 0, fmt.Errorf("the identity names KV of dtype %s, the pool holds %s", have, want)
+	}
 	var body bytes.Buffer
-	n := c.Identity.BlockSize * c.Identity.KVDim
-	k, v := make([]float32, n), make([]float32, n)
+	var kv []byte
 	err = c.Observer.Visit(func(b kvcache.CachedBlock) error {
 		if !keep(b) {
 			return nil
@@ -166,9 +171,8 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool) (bl
 			body.Write(binary.LittleEndian.AppendUint32(nil, uint32(t)))
 		}
 		for l := range c.Identity.Layers {
-			c.Pool.ReadBlock(l, b.Block, k, v)
-			writeFloats(&body, k)
-			writeFloats(&body, v)
+			kv = c.Pool.AppendBlock(kv[:0], l, b.Block)
+			body.Write(kv)
 		}
 		blocks++
 		return nil
@@ -207,14 +211,6 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool) (bl
 	return blocks, file.Len(), os.Rename(tmp.Name(), path)
 }
 
-func writeFloats(w *bytes.Buffer, fs []float32) {
-	b := w.AvailableBuffer()
-	for _, f := range fs {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
-	}
-	w.Write(b)
-}
-
 // ErrNoCacheFile is Restore's error when there is no file to restore.
 var ErrNoCacheFile = errors.New("no saved cache")
 
@@ -223,7 +219,7 @@ type savedBlock struct {
 	hash, parent kvevents.Hash
 	hasParent    bool
 	tokens       []int32
-	kv           []byte // Layers × (K, V), little-endian float32
+	kv           []byte // Layers × (K, V), little-endian, in the identity's dtype
 }
 
 // Restore reads Path and commits its blocks into the pool, which must have
@@ -333,8 +329,7 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, []int32, error) {
 		}
 	}
 	bs := c.Identity.BlockSize
-	n := bs * c.Identity.KVDim
-	k, v := make([]float32, n), make([]float32, n)
+	size := c.Pool.BlockBytes()
 	restored, skipped := 0, 0
 	var longest []int32
 	for i := range blocks {
@@ -378,9 +373,7 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, []int32, error) {
 		for j := cached / bs; j < len(chain); j++ {
 			kv := chain[j].kv
 			for l := range c.Identity.Layers {
-				readFloats(kv[(2*l)*4*n:], k)
-				readFloats(kv[(2*l+1)*4*n:], v)
-				if err := c.Pool.WriteBlock(l, pages[j], k, v); err != nil {
+				if err := c.Pool.WriteBlockBytes(l, pages[j], kv[l*size:(l+1)*size]); err != nil {
 					c.Pool.Release(id)
 					return restored, longest, err
 				}
@@ -397,12 +390,6 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, []int32, error) {
 		return restored, longest, fmt.Errorf("restored %d blocks; %d chains had lost their first blocks and were left out", restored, skipped)
 	}
 	return restored, longest, nil
-}
-
-func readFloats(b []byte, dst []float32) {
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
 }
 
 // saveCache serves POST /cache/save.
