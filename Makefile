@@ -25,8 +25,8 @@ build: ## build every runnable into bin/
 .PHONY: test
 # The experiments that measure rather than prove (internal/testgate):
 # skipped by `make test`, run by `make test-long` (CI runs both).
-LONG_TESTS := TestWindowFreeTradeOff
-LONG_PKGS  := ./common/engine/
+LONG_TESTS := TestWindowFreeTradeOff TestKVCacheDTypeParityLong
+LONG_PKGS  := ./common/engine/ ./phase08/
 
 test: ## run every test that proves behaviour (CPU only; no GPU, no downloads; a few minutes on 2 cores)
 	$(GOTEST) -count=1 -timeout 20m ./...
