@@ -1,0 +1,199 @@
+//go:build !purego
+
+package cpu
+
+import (
+	"math"
+	"unsafe"
+)
+
+// Implemented in dot_arm64.s.
+//
+//go:noescape
+func dots3x4NEON(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots1x8NEON(x, w *float32, ldw, nb int, dst *float32)
+
+//go:noescape
+func dots1x1NEON(x, w *float32, nb int) float32
+
+//go:noescape
+func dots3x4BF16NEON(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots1x8BF16NEON(x *float32, w *uint16, ldw, nb int, dst *float32)
+
+//go:noescape
+func dots1x1BF16NEON(x *float32, w *uint16, nb int) float32
+
+//go:noescape
+func dotsRows8NEON(x, w *float32, rows *int32, ld, nb int, dst *float32)
+
+//go:noescape
+func axpyRows2NEON(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows4NEON(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows8NEON(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows12NEON(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows16NEON(acc, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
+func prefetchRowsNEON(w *float32, rows *int32, n, ld, lines int)
+
+//go:noescape
+func expShiftNEON(x *float32, n int, m float32)
+
+//go:noescape
+func scaleMaxNEON(x *float32, n int, s float32) float32
+
+//go:noescape
+func siluMulNEON(dst, gate, up *float32, n int)
+
+// axpyNEON holds the assembly axpy kernels by the number of NEON
+// accumulators (len(acc)/4).
+var axpyNEON = [17]func(acc, p, v *float32, rows *int32, n, ld int){
+	2: axpyRows2NEON, 4: axpyRows4NEON, 8: axpyRows8NEON, 12: axpyRows12NEON, 16: axpyRows16NEON,
+}
+
+// neonKernels is the arm64 kernel set: every kernel of avx2Kernels, in
+// NEON. Each dot product keeps its eight lane sums in two four-lane
+// registers and reduces them in dot.go's tree, so the bits are those of
+// the Go kernels. There is no 6×8 tile: its 48 eight-lane accumulators
+// would need 96 of NEON's 32 registers, so MatMulT tiles 3×4 (24). The
+// slice arguments are bounds-checked here, once per call, so the assembly
+// can trust its pointers. Advanced SIMD is part of every arm64 CPU Go runs
+// on, so the set needs no feature check.
+var neonKernels = kernelSet{
+	name: "neon",
+	f32:  asmDotKernels(dots3x4NEON, dots1x8NEON, dots1x1NEON),
+	bf16: asmDotKernels(dots3x4BF16NEON, dots1x8BF16NEON, dots1x1BF16NEON),
+	siluMul: func(dst, g, u []float32) {
+		n8 := len(g) / 8
+		if n8 > 0 {
+			_, _ = dst[8*n8-1], u[8*n8-1]
+			siluMulNEON(unsafe.SliceData(dst), unsafe.SliceData(g), unsafe.SliceData(u), n8)
+		}
+		siluMulGo(dst[8*n8:], g[8*n8:], u[8*n8:])
+	},
+	attn: attnKernels{
+		dotsRows8: func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32) {
+			_ = x[:8*nb]
+			_ = dst[7]
+			checkRows(w, off, rows[:8], ld, 8*nb)
+			if nb == 0 {
+				clear(dst[:8])
+				return
+			}
+			dotsRows8NEON(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
+		},
+		axpyRows: func(acc, p, v []float32, off int, rows []int32, ld int) {
+			w := len(acc)
+			if w%4 != 0 || w > 64 || axpyNEON[w/4] == nil {
+				panic("cpu: axpyRows: no kernel for this width")
+			}
+			k := axpyNEON[w/4]
+			_ = p[:len(rows)]
+			if checkRows(v, off, rows, ld, w) {
+				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			}
+		},
+		scaleMax: func(x []float32, s float32) float32 {
+			n8 := len(x) / 8
+			m := float32(math.Inf(-1))
+			if n8 > 0 {
+				m = scaleMaxNEON(unsafe.SliceData(x), n8, s)
+			}
+			return max(m, scaleMaxGo(x[8*n8:], s))
+		},
+		expShift: func(x []float32, m float32) {
+			n8 := len(x) / 8
+			if n8 > 0 {
+				expShiftNEON(unsafe.SliceData(x), n8, m)
+			}
+			expShiftGo(x[8*n8:], m)
+		},
+		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
+			// A prefetch never faults, so the rows need no bounds check
+			// (they are checked where they are read).
+			if width > 0 && len(rows) > 0 && off < len(w) {
+				// The 64-byte lines the first row's span touches; one more
+				// when rows differ in alignment.
+				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
+				lines := (skew + 4*width + 63) / 64
+				if (4*ld)%64 != 0 {
+					lines++
+				}
+				prefetchRowsNEON(&w[off], unsafe.SliceData(rows), len(rows), ld, lines)
+			}
+		},
+	},
+}
+
+// checkRows panics unless w[r*ld+off : r*ld+off+width] is in bounds for
+// every r in rows, and reports whether rows is non-empty.
+func checkRows(w []float32, off int, rows []int32, ld, width int) bool {
+	if off < 0 || width < 0 || off+width > ld {
+		panic("cpu: attention kernel reads past a row")
+	}
+	for _, r := range rows {
+		if r < 0 || (int(r)+1)*ld > len(w) {
+			panic("cpu: attention kernel row out of range")
+		}
+	}
+	return len(rows) > 0
+}
+
+func asmDotKernels[W float32 | uint16](
+	k3x4 func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int),
+	k1x8 func(x *float32, w *W, ldw, nb int, dst *float32),
+	k1x1 func(x *float32, w *W, nb int) float32,
+) dotKernels[W] {
+	return dotKernels[W]{
+		dots3x4: asmTile(3, 4, k3x4),
+		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
+			if nb == 0 {
+				clear(dst[:8])
+				return
+			}
+			_ = x[8*nb-1]
+			_ = w[7*ldw+8*nb-1]
+			_ = dst[7]
+			k1x8(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
+		},
+		dots1x1: func(x []float32, w []W, nb int) float32 {
+			_ = x[:8*nb]
+			_ = w[:8*nb]
+			return k1x1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
+		},
+	}
+}
+
+// asmTile wraps a th×tw tile kernel, bounds-checking its slices once per
+// call so the assembly can trust its pointers.
+func asmTile[W float32 | uint16](th, tw int, k func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int)) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+	return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+		if nb == 0 {
+			for i := range th {
+				clear(dst[i*ldd : i*ldd+tw])
+			}
+			return
+		}
+		_ = x[(th-1)*ldx+8*nb-1]
+		_ = w[(tw-1)*ldw+8*nb-1]
+		_ = dst[(th-1)*ldd+tw-1]
+		k(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
+	}
+}
+
+func init() {
+	kern = neonKernels
+	runnable = append(runnable, &neonKernels)
+}
