@@ -21,7 +21,7 @@ type kvDTypeFlags struct {
 
 func (f *kvDTypeFlags) register(fs *flag.FlagSet, dtype *kernels.KVDType) {
 	f.dtype = dtype
-	fs.Func("kv-cache-dtype", "what the KV pool holds keys and values as: f32, bf16 or f16 (16 bits: half the memory a token, each value rounded once; see docs/phase07.md) (default f32)", func(s string) error {
+	fs.Func("kv-cache-dtype", "the `dtype` the KV pool holds keys and values in: f32, bf16 or f16 (16 bits: half the memory a token, each value rounded once; see docs/phase07.md) (default f32)", func(s string) error {
 		d, err := kernels.ParseKVDType(s)
 		if err != nil {
 			return err

@@ -31,8 +31,11 @@ type attnPlan struct {
 // Attend computes causal attention, reading keys and values through each
 // sequence's page table, with AttnShape's sliding window and soft cap when
 // set (see src/attention.cu).
+// A cache held in 16 bits (NewKV) runs the kernel's instantiation that
+// widens its keys and values as it loads them.
 func (b *Backend) Attend(out, q, kc, vc kernels.Tensor, seqs []kernels.AttnSeq, shape kernels.AttnShape) {
-	b.attend("Attend", asCUDA(out), asCUDA(q), asCUDA(kc), asCUDA(vc), seqs, shape, false)
+	k, v, _ := asKV("Attend", kc, vc)
+	b.attend("Attend", asCUDA(out), asCUDA(q), k, v, seqs, shape, false)
 }
 
 // AttendLocal computes causal attention within each sequence's own chunk,
@@ -75,10 +78,17 @@ func (b *Backend) attend(op string, out, q, k, v *Tensor, seqs []kernels.AttnSeq
 		return
 	}
 
-	fn := b.fn.attention[len(attnHeadDims)-1]
+	fns := &b.fn.attention
+	switch k.kv {
+	case kernels.KVBF16:
+		fns = &b.fn.attentionBF16
+	case kernels.KVF16:
+		fns = &b.fn.attentionF16
+	}
+	fn := fns[len(attnHeadDims)-1]
 	for i, d := range attnHeadDims {
 		if hd <= d {
-			fn = b.fn.attention[i]
+			fn = fns[i]
 			break
 		}
 	}

@@ -27,6 +27,9 @@ type Tensor struct {
 	view       bool
 	freed      bool
 	bf16       bool // elements are bf16 bit patterns (FromHostBF16)
+	// kv is the dtype of a KV cache made by NewKV: KVF32 for every other
+	// tensor; a 16-bit one holds bit patterns of that dtype.
+	kv kernels.KVDType
 }
 
 // allocation is one device allocation, shared by a tensor and its views so
@@ -48,9 +51,10 @@ func (t *Tensor) Ptr() uint64 { return uint64(t.ptr) }
 
 func (t *Tensor) elems() int { return t.rows * t.cols }
 
-// elemBytes is the size of one element: 4, or 2 for a bf16 weight.
+// elemBytes is the size of one element: 4, or 2 for a bf16 weight or a
+// 16-bit KV cache.
 func (t *Tensor) elemBytes() int {
-	if t.bf16 {
+	if t.bf16 || t.kv != kernels.KVF32 {
 		return 2
 	}
 	return 4
@@ -167,7 +171,23 @@ func asCUDA(t kernels.Tensor) *Tensor {
 	if c.bf16 {
 		panic("cuda: a bf16 weight (FromHostBF16) can only be MatMulT's w, Embed's table, or copied to the host")
 	}
+	if c.kv != kernels.KVF32 {
+		panic("cuda: a 16-bit KV cache (NewKV) can only be the cache of WriteKV, CopyBlock and Attend, or copied to the host")
+	}
 	return c
+}
+
+// asKV returns the caches kc and vc of op and their dtype, which they
+// must share; a bf16 weight is no cache.
+func asKV(op string, kc, vc kernels.Tensor) (k, v *Tensor, dt kernels.KVDType) {
+	k, v = asWeight(kc), asWeight(vc)
+	if k.bf16 || v.bf16 {
+		panic(fmt.Sprintf("cuda: %s: a bf16 weight is not a KV cache", op))
+	}
+	if k.kv != v.kv {
+		panic(fmt.Sprintf("cuda: %s: K cache of %v, V cache of %v", op, k.kv, v.kv))
+	}
+	return k, v, k.kv
 }
 
 func asWeight(t kernels.Tensor) *Tensor {
@@ -204,7 +224,7 @@ func (b *Backend) alloc(rows, cols int, bf16 bool) *Tensor {
 }
 
 // memsetZero clears t's memory; the caller holds the lock.
-func memsetZero(t *Tensor) error { return devZero(t.ptr, 4*int64(t.elems())) }
+func memsetZero(t *Tensor) error { return devZero(t.ptr, int64(t.elemBytes())*int64(t.elems())) }
 
 // copyToHost copies len(dst) int32 values from device address p; the caller
 // holds the lock.
@@ -218,6 +238,33 @@ func (b *Backend) New(rows, cols int) kernels.Tensor {
 	t := b.alloc(rows, cols, false)
 	if n := t.elems(); n > 0 {
 		check("New", memsetZero(t))
+	}
+	return t
+}
+
+var _ kernels.KVCacher = (*Backend)(nil)
+
+// NewKV returns a zeroed rows×cols KV cache of dtype dt: New for KVF32,
+// otherwise two bytes a value, which WriteKV rounds to and the attention
+// kernels widen from (src/write_kv.cu, src/attention.cu).
+func (b *Backend) NewKV(rows, cols int, dt kernels.KVDType) kernels.Tensor {
+	switch dt {
+	case kernels.KVF32:
+		return b.New(rows, cols)
+	case kernels.KVBF16, kernels.KVF16:
+	default:
+		panic(fmt.Sprintf("cuda: NewKV of unknown dtype %v", dt))
+	}
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("cuda: NewKV(%d, %d)", rows, cols))
+	}
+	defer b.enter()()
+	t := &Tensor{rows: rows, cols: cols, mem: &allocation{}, kv: dt}
+	if n := int64(rows) * int64(cols); n > 0 {
+		p, err := devAlloc(2 * n)
+		check(fmt.Sprintf("allocating a %d×%d %v KV cache", rows, cols, dt), err)
+		t.ptr, t.mem.ptr = p, p
+		check("NewKV", memsetZero(t))
 	}
 	return t
 }
@@ -270,11 +317,15 @@ func (b *Backend) ToHost(t kernels.Tensor, dst []float32) []float32 {
 		return dst
 	}
 	defer b.enter()()
-	if c.bf16 {
+	if c.bf16 || c.kv != kernels.KVF32 {
 		h := make([]uint16, len(dst))
 		check("ToHost", devDtoH(unsafe.Pointer(&h[0]), c.ptr, int64(2*len(h))))
 		for i, v := range h {
-			dst[i] = math.Float32frombits(uint32(v) << 16)
+			if c.kv == kernels.KVF16 {
+				dst[i] = kernels.F16ToF32(v)
+			} else {
+				dst[i] = math.Float32frombits(uint32(v) << 16)
+			}
 		}
 	} else {
 		check("ToHost", devDtoH(unsafe.Pointer(&dst[0]), c.ptr, int64(4*len(dst))))
@@ -310,7 +361,7 @@ func (b *Backend) View(t kernels.Tensor, from, n int) kernels.Tensor {
 	}
 	return &Tensor{
 		ptr:  c.ptr + devPtr(c.elemBytes()*from*c.cols),
-		rows: n, cols: c.cols, mem: c.mem, view: true, bf16: c.bf16,
+		rows: n, cols: c.cols, mem: c.mem, view: true, bf16: c.bf16, kv: c.kv,
 	}
 }
 

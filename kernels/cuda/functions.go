@@ -33,6 +33,9 @@ type functions struct {
 	gatherRowsBF16                    kernelFn
 	attention                         [len(attnHeadDims)]kernelFn
 	attentionMerge                    kernelFn
+	// The same over a cache held in 16 bits (NewKV).
+	writeKVBF16, writeKVF16, copyBlock16 kernelFn
+	attentionBF16, attentionF16          [len(attnHeadDims)]kernelFn
 }
 
 // matmulStages and matmulShared mirror MM_STAGES and MM_SHARED in
@@ -80,8 +83,8 @@ func (f *functions) entries() map[string]map[string]*kernelFn {
 		"rmsnorm_heads": {"rmsnorm_heads": &f.rmsnormHeads},
 		"rope":          {"rope": &f.rope},
 		"gather_rows":   {"gather_rows": &f.gatherRows, "gather_rows_bf16": &f.gatherRowsBF16},
-		"write_kv":      {"write_kv": &f.writeKV},
-		"copy_block":    {"copy_block": &f.copyBlock},
+		"write_kv":      {"write_kv": &f.writeKV, "write_kv_bf16": &f.writeKVBF16, "write_kv_f16": &f.writeKVF16},
+		"copy_block":    {"copy_block": &f.copyBlock, "copy_block16": &f.copyBlock16},
 		"softmax":       {"softmax_rows": &f.softmax},
 		"argmax":        {"argmax_rows": &f.argmax},
 		"matmul": {
@@ -97,6 +100,8 @@ func (f *functions) entries() map[string]map[string]*kernelFn {
 	}
 	for i, d := range attnHeadDims {
 		e["attention"][fmt.Sprintf("paged_attention_d%d", d)] = &f.attention[i]
+		e["attention"][fmt.Sprintf("paged_attention_bf16_d%d", d)] = &f.attentionBF16[i]
+		e["attention"][fmt.Sprintf("paged_attention_f16_d%d", d)] = &f.attentionF16[i]
 	}
 	return e
 }

@@ -236,7 +236,8 @@ func (b *Backend) gather(op string, d, s *Tensor, idx []int32) {
 // WriteKV stores row r of k and v into row slots[r] of kc and vc, skipping
 // rows whose slot is negative.
 func (b *Backend) WriteKV(kc, vc, k, v kernels.Tensor, slots []int32) {
-	kct, vct, kt, vt := asCUDA(kc), asCUDA(vc), asCUDA(k), asCUDA(v)
+	kct, vct, dt := asKV("WriteKV", kc, vc)
+	kt, vt := asCUDA(k), asCUDA(v)
 	sameShape("WriteKV", kct, vct)
 	sameShape("WriteKV", kt, vt)
 	if kt.cols != kct.cols || kt.rows != len(slots) {
@@ -253,19 +254,30 @@ func (b *Backend) WriteKV(kc, vc, k, v kernels.Tensor, slots []int32) {
 	}
 	defer b.enter()()
 	sp := b.upload(roleSlots, "WriteKV", int32Bytes(slots))
-	b.launch("WriteKV", b.fn.writeKV, len(slots), 1, 256,
+	fn := b.fn.writeKV
+	switch dt {
+	case kernels.KVBF16:
+		fn = b.fn.writeKVBF16
+	case kernels.KVF16:
+		fn = b.fn.writeKVF16
+	}
+	b.launch("WriteKV", fn, len(slots), 1, 256,
 		ptrArg(kct), ptrArg(vct), ptrArg(kt), ptrArg(vt), devArg(sp), intArg(kt.cols))
 }
 
 // CopyBlock copies block src to block dst in both caches.
 func (b *Backend) CopyBlock(kc, vc kernels.Tensor, src, dst int32, blockSize int) {
-	kct, vct := asCUDA(kc), asCUDA(vc)
+	kct, vct, dt := asKV("CopyBlock", kc, vc)
 	if err := kernels.CheckCopyBlock(kc, vc, src, dst, blockSize); err != nil {
 		panic(fmt.Sprintf("cuda: CopyBlock: %v", err))
 	}
 	n := blockSize * kct.cols
+	fn := b.fn.copyBlock
+	if dt != kernels.KVF32 {
+		fn = b.fn.copyBlock16
+	}
 	defer b.enter()()
-	b.launch("CopyBlock", b.fn.copyBlock, elementwiseGrid(n, 1024), 1, 256,
+	b.launch("CopyBlock", fn, elementwiseGrid(n, 1024), 1, 256,
 		ptrArg(kct), ptrArg(vct), intArg(int(src)*n), intArg(int(dst)*n), intArg(n))
 }
 

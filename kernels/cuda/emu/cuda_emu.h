@@ -132,6 +132,12 @@ inline float __uint_as_float(unsigned u) {
     return f;
 }
 
+inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
 // Correctly rounded arithmetic without contraction (see the pragma above),
 // so plain operators already behave this way.
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -54,13 +54,16 @@ struct entry {
     invoker fn;
 };
 
-#define ATTN_ENTRY(N)                                                                                  \
-    {"paged_attention_d" #N, 16, [](const uint64_t* a) {                                               \
-         paged_attention_d##N(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const float*>(a, 2),     \
-                              ptr<const float*>(a, 3), ptr<const int*>(a, 4), ptr<const int*>(a, 5),   \
-                              ptr<const int*>(a, 6), ll(a, 7), ll(a, 8), ll(a, 9), ll(a, 10),          \
-                              dbl(a, 11), ll(a, 12), ptr<float*>(a, 13), ll(a, 14), dbl(a, 15));      \
+#define ATTN_ENTRY_KV(NAME, T, N)                                                                      \
+    {#NAME #N, 16, [](const uint64_t* a) {                                                             \
+         NAME##N(ptr<float*>(a, 0), ptr<const float*>(a, 1), ptr<const T*>(a, 2), ptr<const T*>(a, 3), \
+                 ptr<const int*>(a, 4), ptr<const int*>(a, 5), ptr<const int*>(a, 6), ll(a, 7), ll(a, 8), \
+                 ll(a, 9), ll(a, 10), dbl(a, 11), ll(a, 12), ptr<float*>(a, 13), ll(a, 14), dbl(a, 15)); \
      }}
+#define ATTN_ENTRY(N)                                          \
+    ATTN_ENTRY_KV(paged_attention_d, float, N),                \
+        ATTN_ENTRY_KV(paged_attention_bf16_d, unsigned short, N), \
+        ATTN_ENTRY_KV(paged_attention_f16_d, unsigned short, N)
 
 #define MATMUL_ENTRY(NAME, W)                                                                          \
     {#NAME, 7, [](const uint64_t* a) {                                                                 \
@@ -98,6 +101,20 @@ const entry kernels[] = {
     {"copy_block", 5,
      [](const uint64_t* a) {
          copy_block(ptr<float*>(a, 0), ptr<float*>(a, 1), ll(a, 2), ll(a, 3), ll(a, 4));
+     }},
+    {"write_kv_bf16", 6,
+     [](const uint64_t* a) {
+         write_kv_bf16(ptr<unsigned short*>(a, 0), ptr<unsigned short*>(a, 1), ptr<float*>(a, 2),
+                       ptr<float*>(a, 3), ptr<const int*>(a, 4), ll(a, 5));
+     }},
+    {"write_kv_f16", 6,
+     [](const uint64_t* a) {
+         write_kv_f16(ptr<unsigned short*>(a, 0), ptr<unsigned short*>(a, 1), ptr<float*>(a, 2),
+                      ptr<float*>(a, 3), ptr<const int*>(a, 4), ll(a, 5));
+     }},
+    {"copy_block16", 5,
+     [](const uint64_t* a) {
+         copy_block16(ptr<unsigned short*>(a, 0), ptr<unsigned short*>(a, 1), ll(a, 2), ll(a, 3), ll(a, 4));
      }},
     {"gelu_tanh_mul", 4,
      [](const uint64_t* a) {

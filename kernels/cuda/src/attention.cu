@@ -82,6 +82,14 @@
 //           and AttendLocal), TestAttendWindowSkipsChunks (the plan reads
 //           no chunk before the window) and TestAttendWindowOffByOne (a
 //           window one wider differs from the CPU's).
+//
+// A cache held in 16 bits: paged_attention_bf16_dN and
+//           paged_attention_f16_dN are the same kernel over caches of
+//           bfloat16 or float16 bit patterns (kernels.KVDType), which
+//           widen each key and value as they load it (four keys' features
+//           from one 8-byte load where float32 takes a float4), then do
+//           the float32 kernel's arithmetic. Checked: TestAttend16 (against
+//           the CPU backend over the same 16-bit cache).
 #include "common.cuh"
 
 #define ATT_WARPS 4
@@ -96,9 +104,33 @@ __device__ __forceinline__ float* att_part(float* part, long long slot, int kvh,
     return part + (slot * num_kv_heads + kvh) * (long long)ATT_ROWS * (hd + 2);
 }
 
-template <int DPL> // head dims per lane: head_dim <= 32*DPL
+// The cache's element type, as the kernel loads it: kv_f32 reads floats;
+// kv_load16 reads 16-bit patterns and widens them (kv_bf16, kv_f16).
+struct kv_f32 {
+    typedef float T;
+    static __device__ __forceinline__ float at(const float* p, int i) { return p[i]; }
+    static __device__ __forceinline__ float4 at4(const float* p, int i) {
+        return *reinterpret_cast<const float4*>(p + i);
+    }
+};
+
+template <class KV>
+struct kv_load16 {
+    typedef unsigned short T;
+    static __device__ __forceinline__ float at(const unsigned short* p, int i) { return KV::widen(p[i]); }
+    // Four features from one 8-byte load (i a multiple of 4, so aligned);
+    // the first is the low half of the first word (little-endian).
+    static __device__ __forceinline__ float4 at4(const unsigned short* p, int i) {
+        const uint2 u = *reinterpret_cast<const uint2*>(p + i);
+        return make_float4(KV::widen((unsigned short)(u.x & 0xffffu)), KV::widen((unsigned short)(u.x >> 16)),
+                           KV::widen((unsigned short)(u.y & 0xffffu)), KV::widen((unsigned short)(u.y >> 16)));
+    }
+};
+
+template <int DPL, class L> // head dims per lane: head_dim <= 32*DPL; L loads the cache
 __device__ __forceinline__ void attention(float* __restrict__ out, const float* __restrict__ q,
-                                          const float* __restrict__ kc, const float* __restrict__ vc,
+                                          const typename L::T* __restrict__ kc,
+                                          const typename L::T* __restrict__ vc,
                                           const int* __restrict__ seqs, const int* __restrict__ items,
                                           const int* __restrict__ pages, long long num_heads,
                                           long long num_kv_heads, long long head_dim, long long block_size,
@@ -170,11 +202,11 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
 #pragma unroll
         for (int r = 0; r < ATT_ROWS; ++r) sc[r] = 0.0f;
         if (valid) {
-            const float* kp = kc + slot * kvcols + (long long)kvh * hd;
+            const typename L::T* kp = kc + slot * kvcols + (long long)kvh * hd;
             if (vec) {
 #pragma unroll 4
                 for (int d = 0; d < hd; d += 4) {
-                    const float4 k4 = *reinterpret_cast<const float4*>(kp + d);
+                    const float4 k4 = L::at4(kp, d);
 #pragma unroll
                     for (int r = 0; r < ATT_ROWS; ++r) {
                         const float4 q4 = *reinterpret_cast<const float4*>(&qs[r][d]);
@@ -183,7 +215,7 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
                 }
             } else {
                 for (int d = 0; d < hd; ++d) {
-                    const float kd = kp[d];
+                    const float kd = L::at(kp, d);
 #pragma unroll
                     for (int r = 0; r < ATT_ROWS; ++r) sc[r] += kd * qs[r][d];
                 }
@@ -225,11 +257,11 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 const long long sj = __shfl_sync(0xffffffffu, slot, j + u);
-                const float* vp = vc + sj * kvcols + (long long)kvh * hd;
+                const typename L::T* vp = vc + sj * kvcols + (long long)kvh * hd;
 #pragma unroll
                 for (int i = 0; i < DPL; ++i) {
                     const int d = lane + 32 * i;
-                    vv[u][i] = d < hd ? vp[d] : 0.0f;
+                    vv[u][i] = d < hd ? L::at(vp, d) : 0.0f;
                 }
             }
 #pragma unroll
@@ -244,12 +276,12 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
         }
         for (; j < kn; ++j) {
             const long long sj = __shfl_sync(0xffffffffu, slot, j);
-            const float* vp = vc + sj * kvcols + (long long)kvh * hd;
+            const typename L::T* vp = vc + sj * kvcols + (long long)kvh * hd;
             float vv[DPL];
 #pragma unroll
             for (int i = 0; i < DPL; ++i) {
                 const int d = lane + 32 * i;
-                vv[i] = d < hd ? vp[d] : 0.0f;
+                vv[i] = d < hd ? L::at(vp, d) : 0.0f;
             }
 #pragma unroll
             for (int r = 0; r < ATT_ROWS; ++r) {
@@ -318,15 +350,20 @@ __device__ __forceinline__ void attention(float* __restrict__ out, const float* 
 // docs/gpu.md). Head dims 128 and 256 stay unbounded: their shared memory
 // already caps them near there, and the bound would spill 0.4 and 2.4 KB,
 // unmeasured on hardware.
-#define ATT_ENTRY(N, MINB)                                                                           \
-    extern "C" __global__ void __launch_bounds__(ATT_THREADS, MINB) paged_attention_d##N(            \
-        float* out, const float* q, const float* kc, const float* vc, const int* seqs,               \
+// The 16-bit caches' entries take the same bounds: untuned on hardware.
+#define ATT_ENTRY_KV(NAME, L, N, MINB)                                                               \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS, MINB) NAME##N(                         \
+        float* out, const float* q, const L::T* kc, const L::T* vc, const int* seqs,                 \
         const int* items, const int* pages, long long num_heads, long long num_kv_heads,             \
         long long head_dim, long long block_size, double scale, long long local, float* part,        \
         long long window, double softcap) {                                                          \
-        attention<N / 32>(out, q, kc, vc, seqs, items, pages, num_heads, num_kv_heads, head_dim,     \
-                          block_size, scale, local, part, window, softcap);                          \
+        attention<N / 32, L>(out, q, kc, vc, seqs, items, pages, num_heads, num_kv_heads, head_dim,  \
+                             block_size, scale, local, part, window, softcap);                       \
     }
+#define ATT_ENTRY(N, MINB)                                          \
+    ATT_ENTRY_KV(paged_attention_d, kv_f32, N, MINB)                \
+    ATT_ENTRY_KV(paged_attention_bf16_d, kv_load16<kv_bf16>, N, MINB) \
+    ATT_ENTRY_KV(paged_attention_f16_d, kv_load16<kv_f16>, N, MINB)
 
 ATT_ENTRY(32, 6)
 ATT_ENTRY(64, 6)

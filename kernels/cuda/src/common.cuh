@@ -53,6 +53,57 @@ __device__ __forceinline__ void cp_async_wait() {
 // FromHostBF16) to float, exactly: bf16 is the top half of a float.
 __device__ __forceinline__ float bf16_to_float(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 
+// f16_to_float widens an IEEE binary16 bit pattern (a KV cache held in
+// float16, see NewKV) to float, exactly, subnormals included: the GPU's
+// conversion instruction, or the same function in integer steps on the
+// emulator.
+__device__ __forceinline__ float f16_to_float(unsigned short h) {
+#ifndef KVLAB_EMU
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#else
+    const unsigned sign = (unsigned)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0) return __uint_as_float(sign | __float_as_uint((float)mant * (1.0f / 16777216.0f)));
+    return __uint_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
+#endif
+}
+
+// float_to_bf16 and float_to_f16 round f to the nearest bfloat16 or
+// binary16, ties to even, in integer steps, so that the GPU, the emulator
+// and the CPU backend (kernels.F32ToBF16, kernels.F32ToF16) store the very
+// same bits: float16 goes to ±Inf past 65520 and to subnormals below 2⁻¹⁴,
+// a NaN stays a quiet NaN.
+__device__ __forceinline__ unsigned short float_to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+// round_shift returns v >> shift (shift ≥ 1) rounded to nearest, ties to
+// even.
+__device__ __forceinline__ unsigned round_shift(unsigned v, unsigned shift) {
+    const unsigned q = v >> shift, rem = v & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
+}
+
+__device__ __forceinline__ unsigned short float_to_f16(float f) {
+    const unsigned b = __float_as_uint(f);
+    const unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);
+    const int exp = (int)((b >> 23) & 0xffu);
+    const unsigned mant = b & 0x7fffffu;
+    if (exp == 0xff) return mant == 0 ? (unsigned short)(sign | 0x7c00u) : (unsigned short)(sign | 0x7e00u | (mant >> 13));
+    const int e = exp - 127 + 15;
+    if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10) return sign;
+        return (unsigned short)(sign | round_shift(mant | 0x800000u, (unsigned)(14 - e)));
+    }
+    return (unsigned short)(sign | (((unsigned)e << 10) + round_shift(mant, 13)));
+}
+
 // warp_sum returns the sum of v over the 32 lanes of a warp, in every lane.
 // The butterfly order is fixed, so the result does not depend on timing.
 __device__ __forceinline__ float warp_sum(float v) {
@@ -103,3 +154,16 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
     __syncthreads();
     return t;
 }
+
+// kv_bf16 and kv_f16 name a 16-bit KV cache's element type for the
+// kernels templated on it: how a cached bit pattern widens to float and how
+// a float rounds to one.
+struct kv_bf16 {
+    static __device__ __forceinline__ float widen(unsigned short h) { return bf16_to_float(h); }
+    static __device__ __forceinline__ unsigned short narrow(float f) { return float_to_bf16(f); }
+};
+
+struct kv_f16 {
+    static __device__ __forceinline__ float widen(unsigned short h) { return f16_to_float(h); }
+    static __device__ __forceinline__ unsigned short narrow(float f) { return float_to_f16(f); }
+};
