@@ -35,6 +35,30 @@ test: ## run every test that proves behaviour (CPU only; no GPU, no downloads; a
 test-long: ## the experiments that pin the docs' measured counts (minutes of CPU; internal/testgate)
 	KVLAB_TEST_LONG=1 $(GOTEST) -count=1 -timeout 60m -run '^($(subst $(eval) ,|,$(LONG_TESTS)))$$' $(LONG_PKGS)
 
+.PHONY: test-arm64
+# The arm64 build's tests, cross-compiled and run under qemu-user (Debian's
+# qemu-user-static, installed here when missing): kernels/cpu holds the NEON
+# kernels to the Go ones bit for bit, and KVLAB_KERNEL_SET makes it fail if
+# the build ran any other set. Timings under emulation mean nothing.
+QEMU_ARM64 ?= qemu-aarch64-static
+ARM64_PKGS := kernels/cpu kernels common/model
+
+test-arm64: ## the arm64 build's tests (kernels/cpu's NEON kernels against the Go ones, kernels, common/model) under qemu-user
+	@command -v $(QEMU_ARM64) >/dev/null || { \
+	  echo "== installing qemu-user-static (Debian)"; \
+	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends qemu-user-static >/dev/null; }
+	GOARCH=arm64 $(GO) vet ./kernels/cpu/
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	for p in $(ARM64_PKGS); do \
+	  GOARCH=arm64 $(GO) test -c -o "$$d/$$(echo $$p | tr / _).test" ./$$p || exit 1; \
+	done && \
+	for p in $(ARM64_PKGS); do \
+	  echo "== $$p: linux/arm64 under $(QEMU_ARM64)"; \
+	  (cd $$p && KVLAB_KERNEL_SET=neon $(QEMU_ARM64) "$$d/$$(echo $$p | tr / _).test" -test.short) || exit 1; \
+	done
+
 .PHONY: soak
 soak: ## two minutes of hostile HTTP load on `phase08_prefix serve --prefix-caching`: outcomes, TTFT, RSS, goroutines, audit
 	$(GO) run ./tests/soak -duration 2m $(ARGS)
