@@ -18,7 +18,9 @@
 // from submission to its first output token. Each figure is the median of
 // -runs runs in one process, after one warm-up run, with the best run in
 // parentheses: on a machine shared with other work the best run is the
-// closer to what the code can do, the median to what a user sees.
+// closer to what the code can do, the median to what a user sees. The line
+// above the table names the CPU kernel set that ran (cpu.KernelSet: avx512,
+// avx2, neon or go), the threads and the platform.
 //
 // With -llama-cpp DIR (default: $LLAMA_CPP_DIR), a llama.cpp build, each
 // model is also exported to GGUF (package gguf, as export-gguf does) and
@@ -151,6 +153,7 @@ func run(names, dtypes []string, runs, decode, prompt int, workers int, bench st
 		be = cpu.NewWithWorkers(workers)
 		threads = workers
 	}
+	fmt.Print(header(threads))
 	if bench == "" {
 		fmt.Printf("| model | weights | decode tok/s, median (best) | prefill tok/s, %d tokens, median (best) |\n|---|---|---|---|\n", prompt)
 	} else {
@@ -197,6 +200,13 @@ func run(names, dtypes []string, runs, decode, prompt int, workers int, bench st
 		}
 	}
 	return nil
+}
+
+// header is the line above the table: the CPU kernel set the backend runs
+// (cpu.KernelSet: avx512, avx2, neon or go), the threads and the platform,
+// then a blank line.
+func header(threads int) string {
+	return fmt.Sprintf("kernels %s, %d threads, %s/%s\n\n", cpu.KernelSet(), threads, runtime.GOOS, runtime.GOARCH)
 }
 
 // rates holds one figure per run: this engine's decode and prefill rates

@@ -3,11 +3,22 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kvlab/kernels/cpu"
 )
+
+// TestHeaderNamesTheKernelSet: the first line of the output says which
+// kernels ran, so figures from different machines are not compared blind.
+func TestHeaderNamesTheKernelSet(t *testing.T) {
+	h := header(2)
+	assert.Equal(t, "kernels "+cpu.KernelSet()+", 2 threads, "+runtime.GOOS+"/"+runtime.GOARCH+"\n\n", h)
+	assert.Contains(t, []string{"avx512", "avx2", "neon", "go"}, cpu.KernelSet())
+}
 
 // A trimmed llama-bench -o json output: flash_attn is printed as an
 // integer (1 on, 0 off), rates as avg_ts.
