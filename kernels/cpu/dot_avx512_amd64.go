@@ -2,7 +2,11 @@
 
 package cpu
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"kvlab/kernels"
+)
 
 // Implemented in dot_avx512_amd64.s.
 //
@@ -29,6 +33,13 @@ var avx512Kernels = func() kernelSet {
 	ks.name = "avx512"
 	ks.f32.dots6x8 = asmTile(6, 8, dots6x8AVX512)
 	ks.bf16.dots6x8 = asmTile(6, 8, dots6x8BF16AVX512)
+	// kv16_avx512_amd64.go: the six-row axpy and 6×8 tiles over a
+	// 16-bit KV cache.
+	ks.kvBF16.axpyRows6 = kvAxpy6AVX512(kernels.KVBF16)
+	if ks.kvF16.dotsRows8 != nil {
+		ks.kvF16.axpyRows6 = kvAxpy6AVX512(kernels.KVF16)
+		ks.kvF16.ownTiles.dots6x8 = asmTile(6, 8, dots6x8F16AVX512)
+	}
 	ks.attn.axpyRows6 = func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
 		var k func(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 		switch width {

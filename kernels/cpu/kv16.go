@@ -149,7 +149,11 @@ type kv16Kernels struct {
 	axpyRows     func(acc, p []float32, v []uint16, off int, rows []int32, ld int)
 	axpyRows6    func(acc []float32, step int, p []float32, v []uint16, off int, rows []int32, ld, width int)
 	prefetchRows func(w []uint16, off int, rows []int32, ld, width int)
-	tiles        bool // the set's bf16 weight kernels serve (bf16 only: they widen bf16)
+	// tiles says the set's bf16 weight kernels serve as scoresRows' tiles
+	// (bf16 only: they widen bf16); ownTiles are tiles of the dtype's own,
+	// when their dots3x4 is not nil (float16's).
+	tiles    bool
+	ownTiles dotKernels[uint16]
 }
 
 // kvKernF32 returns ks's attention kernels over a float32 cache.
@@ -168,14 +172,15 @@ func kvKernF32(ks *kernelSet) kvKern[float32] {
 
 // kvKern16 returns ks's attention kernels over a cache of 16-bit dtype dt.
 func kvKern16(ks *kernelSet, dt kernels.KVDType) kvKern[uint16] {
-	k, fallback := ks.kvBF16, &goKVBF16
-	tail, axpy := dotTailBF16, axpyRowsBF16
+	k, tail, axpy := &ks.kvBF16, dotTailBF16, axpyRowsBF16
 	if dt == kernels.KVF16 {
-		k, fallback = ks.kvF16, &goKVF16
-		tail, axpy = dotTailF16, axpyRowsF16
+		k, tail, axpy = &ks.kvF16, dotTailF16, axpyRowsF16
 	}
 	if k.dotsRows8 == nil {
-		k = *fallback
+		k = &goKVBF16
+		if dt == kernels.KVF16 {
+			k = &goKVF16
+		}
 	}
 	kk := kvKern[uint16]{
 		dotsRows8:    k.dotsRows8,
@@ -186,7 +191,10 @@ func kvKern16(ks *kernelSet, dt kernels.KVDType) kvKern[uint16] {
 		axpyRows6:    k.axpyRows6,
 		prefetchRows: k.prefetchRows,
 	}
-	if k.tiles {
+	switch {
+	case k.ownTiles.dots3x4 != nil:
+		kk.tiles = &k.ownTiles
+	case k.tiles:
 		kk.tiles = &ks.bf16
 	}
 	return kk
@@ -218,7 +226,7 @@ func goKV16(dt kernels.KVDType) kv16Kernels {
 	if dt == kernels.KVF16 {
 		widen = kernels.F16ToF32
 	}
-	return kv16Kernels{
+	k := kv16Kernels{
 		dotsRows8: func(x []float32, w []uint16, off int, rows []int32, ld, nb int, dst []float32) {
 			for j := range 8 {
 				at := int(rows[j])*ld + off
@@ -230,8 +238,9 @@ func goKV16(dt kernels.KVDType) kv16Kernels {
 			axpyRowsWith(acc, p, v, off, rows, ld, widen)
 		},
 		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {},
-		tiles:        dt == kernels.KVBF16,
 	}
+	k.tiles = dt == kernels.KVBF16
+	return k
 }
 
 // dotGoWith is dotGo over 16-bit values that widen turns into float32.

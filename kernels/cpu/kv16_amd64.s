@@ -253,6 +253,151 @@ store: \
 	VZEROUPPER; \
 	RET
 
+// DOTS3X4 and DOTS1X8 are dot_amd64.s's dots3x4BF16AVX2 and
+// dots1x8BF16AVX2 with the widening W as a parameter: the tiles scoresRows
+// runs over eight keys in consecutive cache rows (attnrows.go).
+#define DOTS3X4(W) \
+	MOVQ x+0(FP), SI; \
+	MOVQ ldx+8(FP), R8; \
+	MOVQ w+16(FP), DI; \
+	MOVQ ldw+24(FP), R9; \
+	MOVQ nb+32(FP), CX; \
+	MOVQ dst+40(FP), DX; \
+	MOVQ ldd+48(FP), R11; \
+	SHLQ $2, R8; \
+	SHLQ $1, R9; \
+	SHLQ $2, R11; \
+	LEAQ (R9)(R9*2), R10; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+	TESTQ  CX, CX; \
+	JZ     reduce; \
+loop: \
+	VMOVUPS     (SI), Y12; \
+	VMOVUPS     (SI)(R8*1), Y13; \
+	VMOVUPS     (SI)(R8*2), Y14; \
+	W((DI), Y15); \
+	VFMADD231PS Y15, Y12, Y0; \
+	VFMADD231PS Y15, Y13, Y4; \
+	VFMADD231PS Y15, Y14, Y8; \
+	W((DI)(R9*1), Y15); \
+	VFMADD231PS Y15, Y12, Y1; \
+	VFMADD231PS Y15, Y13, Y5; \
+	VFMADD231PS Y15, Y14, Y9; \
+	W((DI)(R9*2), Y15); \
+	VFMADD231PS Y15, Y12, Y2; \
+	VFMADD231PS Y15, Y13, Y6; \
+	VFMADD231PS Y15, Y14, Y10; \
+	W((DI)(R10*1), Y15); \
+	VFMADD231PS Y15, Y12, Y3; \
+	VFMADD231PS Y15, Y13, Y7; \
+	VFMADD231PS Y15, Y14, Y11; \
+	ADDQ        $32, SI; \
+	ADDQ        $16, DI; \
+	DECQ        CX; \
+	JNZ         loop; \
+reduce: \
+	HSUM(Y0, X0, X15); \
+	VMOVSS X0, (DX); \
+	HSUM(Y1, X1, X15); \
+	VMOVSS X1, 4(DX); \
+	HSUM(Y2, X2, X15); \
+	VMOVSS X2, 8(DX); \
+	HSUM(Y3, X3, X15); \
+	VMOVSS X3, 12(DX); \
+	ADDQ   R11, DX; \
+	HSUM(Y4, X4, X15); \
+	VMOVSS X4, (DX); \
+	HSUM(Y5, X5, X15); \
+	VMOVSS X5, 4(DX); \
+	HSUM(Y6, X6, X15); \
+	VMOVSS X6, 8(DX); \
+	HSUM(Y7, X7, X15); \
+	VMOVSS X7, 12(DX); \
+	ADDQ   R11, DX; \
+	HSUM(Y8, X8, X15); \
+	VMOVSS X8, (DX); \
+	HSUM(Y9, X9, X15); \
+	VMOVSS X9, 4(DX); \
+	HSUM(Y10, X10, X15); \
+	VMOVSS X10, 8(DX); \
+	HSUM(Y11, X11, X15); \
+	VMOVSS X11, 12(DX); \
+	VZEROUPPER; \
+	RET
+
+#define DOTS1X8(W) \
+	MOVQ x+0(FP), SI; \
+	MOVQ w+8(FP), DI; \
+	MOVQ ldw+16(FP), R9; \
+	MOVQ nb+24(FP), CX; \
+	MOVQ dst+32(FP), DX; \
+	SHLQ $1, R9; \
+	LEAQ (R9)(R9*2), R10; \
+	LEAQ (DI)(R9*4), BX; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	TESTQ  CX, CX; \
+	JZ     reduce; \
+loop: \
+	VMOVUPS     (SI), Y8; \
+	W((DI), Y9); \
+	W((DI)(R9*1), Y10); \
+	W((DI)(R9*2), Y11); \
+	W((DI)(R10*1), Y12); \
+	VFMADD231PS Y9, Y8, Y0; \
+	VFMADD231PS Y10, Y8, Y1; \
+	VFMADD231PS Y11, Y8, Y2; \
+	VFMADD231PS Y12, Y8, Y3; \
+	W((BX), Y9); \
+	W((BX)(R9*1), Y10); \
+	W((BX)(R9*2), Y11); \
+	W((BX)(R10*1), Y12); \
+	VFMADD231PS Y9, Y8, Y4; \
+	VFMADD231PS Y10, Y8, Y5; \
+	VFMADD231PS Y11, Y8, Y6; \
+	VFMADD231PS Y12, Y8, Y7; \
+	ADDQ        $32, SI; \
+	ADDQ        $16, DI; \
+	ADDQ        $16, BX; \
+	DECQ        CX; \
+	JNZ         loop; \
+reduce: \
+	HSUM(Y0, X0, X15); \
+	VMOVSS X0, (DX); \
+	HSUM(Y1, X1, X15); \
+	VMOVSS X1, 4(DX); \
+	HSUM(Y2, X2, X15); \
+	VMOVSS X2, 8(DX); \
+	HSUM(Y3, X3, X15); \
+	VMOVSS X3, 12(DX); \
+	HSUM(Y4, X4, X15); \
+	VMOVSS X4, 16(DX); \
+	HSUM(Y5, X5, X15); \
+	VMOVSS X5, 20(DX); \
+	HSUM(Y6, X6, X15); \
+	VMOVSS X6, 24(DX); \
+	HSUM(Y7, X7, X15); \
+	VMOVSS X7, 28(DX); \
+	VZEROUPPER; \
+	RET
+
 // func dotsRows8BF16AVX2(x *float32, w *uint16, rows *int32, ld int, nb int, dst *float32)
 TEXT ·dotsRows8BF16AVX2(SB), NOSPLIT, $0-48
 	DOTSROWS8(WIDENB)
@@ -353,3 +498,11 @@ line:
 
 done:
 	RET
+
+// func dots3x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+TEXT ·dots3x4F16AVX2(SB), NOSPLIT, $0-56
+	DOTS3X4(WIDENH)
+
+// func dots1x8F16AVX2(x *float32, w *uint16, ldw int, nb int, dst *float32)
+TEXT ·dots1x8F16AVX2(SB), NOSPLIT, $0-40
+	DOTS1X8(WIDENH)
