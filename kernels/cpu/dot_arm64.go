@@ -46,7 +46,7 @@ func axpyRows12NEON(acc, p, v *float32, rows *int32, n, ld int)
 func axpyRows16NEON(acc, p, v *float32, rows *int32, n, ld int)
 
 //go:noescape
-func prefetchRowsNEON(w *float32, rows *int32, n, ld, lines int)
+func prefetchRowsNEON(w unsafe.Pointer, rows *int32, n, stride, lines int)
 
 //go:noescape
 func expShiftNEON(x *float32, n int, m float32)
@@ -58,13 +58,13 @@ func scaleMaxNEON(x *float32, n int, s float32) float32
 func siluMulNEON(dst, gate, up *float32, n int)
 
 // axpyNEON holds the assembly axpy kernels by the number of NEON
-// accumulators (len(acc)/4).
+// accumulators (len(acc)/4): one for each of axpyWidths.
 var axpyNEON = [17]func(acc, p, v *float32, rows *int32, n, ld int){
 	2: axpyRows2NEON, 4: axpyRows4NEON, 8: axpyRows8NEON, 12: axpyRows12NEON, 16: axpyRows16NEON,
 }
 
 // neonKernels is the arm64 kernel set: every kernel of avx2Kernels, in
-// NEON. Each dot product keeps its eight lane sums in two four-lane
+// NEON (those over a 16-bit KV cache too, kv16_arm64.go). Each dot product keeps its eight lane sums in two four-lane
 // registers and reduces them in dot.go's tree, so the bits are those of
 // the Go kernels. There is no 6×8 tile: its 48 eight-lane accumulators
 // would need 96 of NEON's 32 registers, so MatMulT tiles 3×4 (24). The
@@ -75,6 +75,9 @@ var neonKernels = kernelSet{
 	name: "neon",
 	f32:  asmDotKernels(dots3x4NEON, dots1x8NEON, dots1x1NEON),
 	bf16: asmDotKernels(dots3x4BF16NEON, dots1x8BF16NEON, dots1x1BF16NEON),
+	// kv16_arm64.go
+	kvBF16: kvBF16NEON,
+	kvF16:  kvF16NEON,
 	siluMul: func(dst, g, u []float32) {
 		n8 := len(g) / 8
 		if n8 > 0 {
@@ -131,7 +134,7 @@ var neonKernels = kernelSet{
 				if (4*ld)%64 != 0 {
 					lines++
 				}
-				prefetchRowsNEON(&w[off], unsafe.SliceData(rows), len(rows), ld, lines)
+				prefetchRowsNEON(unsafe.Pointer(&w[off]), unsafe.SliceData(rows), len(rows), 4*ld, lines)
 			}
 		},
 	},

@@ -52,12 +52,22 @@
 #define SHLL16(d, n) WORD $(0x2E613800 | ((n)<<5) | (d))
 #define SHLL216(d, n) WORD $(0x6E613800 | ((n)<<5) | (d))
 
-// WIDEN turns eight bf16 weights, loaded into V(lo), into float32: lanes
+// FCVTL Vd.4S, Vn.4H and FCVTL2 Vd.4S, Vn.8H: the low (high) four float16
+// lanes of n converted to float32 (exact)
+#define FCVTL16(d, n) WORD $(0x0E217800 | ((n)<<5) | (d))
+#define FCVTL216(d, n) WORD $(0x4E217800 | ((n)<<5) | (d))
+
+// WIDEN turns eight bf16 values, loaded into V(lo), into float32: lanes
 // 0..3 in V(lo), 4..7 in V(hi). A bf16 is the top half of a float32, so
 // this is exact. SHLL2 goes first: SHLL overwrites its own source.
 #define WIDEN(lo, hi) \
 	SHLL216(hi, lo); \
 	SHLL16(lo, lo)
+
+// WIDENH is WIDEN for eight IEEE float16 values (a 16-bit KV cache).
+#define WIDENH(lo, hi) \
+	FCVTL216(hi, lo); \
+	FCVTL16(lo, lo)
 
 // REDUCE1 sets F0 to step 2 of dot.go over the lane sums in V(lo), V(hi):
 // t = lo+hi = [s0+s4, s1+s5, s2+s6, s3+s7]; u = t + (t's halves swapped)
@@ -171,17 +181,48 @@
 // The axpy kernels: acc[0:4k] += p[t] * v[rows[t]*ld:][0:4k] for t < n,
 // one fused multiply-add per element per key, keys in order; acc lives in
 // V0..V(k-1), p[t] is broadcast into V16, the value row is read into
-// V20..V23. R0 acc, R1 p, R2 v, R3 rows, R4 n, R5 ld in bytes, R7 the
-// value row.
-#define AXPYARGS \
+// V20..V23. R0 acc, R1 p, R2 v, R3 rows, R4 n, R5 ld in bytes (S is the
+// log2 of a value's size), R6 acc for loading, R7 the value row.
+#define AXPYARGS(S) \
 	MOVD acc+0(FP), R0; \
 	MOVD p+8(FP), R1; \
 	MOVD v+16(FP), R2; \
 	MOVD rows+24(FP), R3; \
 	MOVD n+32(FP), R4; \
 	MOVD ld+40(FP), R5; \
-	LSL  $2, R5; \
+	LSL  $S, R5; \
 	MOVD R0, R6
+
+// DOTSROWS8ARGS loads dotsRows8's arguments and points R6..R13 at the
+// eight cache rows: R0 x, R1 w, R2 rows, R3 ld in bytes (S as above), R4
+// nb, R5 dst.
+#define DOTSROWS8ARGS(S) \
+	MOVD x+0(FP), R0; \
+	MOVD w+8(FP), R1; \
+	MOVD rows+16(FP), R2; \
+	MOVD ld+24(FP), R3; \
+	MOVD nb+32(FP), R4; \
+	MOVD dst+40(FP), R5; \
+	LSL  $S, R3; \
+	ROWPTR(0(R2), R6); \
+	ROWPTR(4(R2), R7); \
+	ROWPTR(8(R2), R8); \
+	ROWPTR(12(R2), R9); \
+	ROWPTR(16(R2), R10); \
+	ROWPTR(20(R2), R11); \
+	ROWPTR(24(R2), R12); \
+	ROWPTR(28(R2), R13); \
+	ZERO16
+
+// ROWPTR sets R to R1 + rows[i]*R3, for the int32 rows[i] at M.
+#define ROWPTR(M, R) \
+	MOVW M, R; \
+	MUL  R3, R, R; \
+	ADD  R1, R, R
+
+#define ZERO16 \
+	ZERO8(V16, V17, V18, V19, V20, V21, V22, V23); \
+	ZERO8(V24, V25, V26, V27, V28, V29, V30, V31)
 
 // func dots3x4NEON(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
 // dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 3, j < 4.
@@ -247,8 +288,9 @@ reduce3x4h:
 	VFMLA lo, V0.S4, alo; \
 	VFMLA hi, V1.S4, ahi
 
-// ROWS8 is one step of eight products: eight bytes of x, and B bytes
-// of each weight row at R(a)..R(h) (widened by W).
+// ROWS8F32 is one step of the eight products: eight floats of x and of
+// each weight row at a..h. ROWS8H is the same for 16-bit rows, which W
+// (WIDEN or WIDENH) widens.
 #define ROWS8F32(a, b, c, d, e, f, g, h) \
 	VLD1.P 32(R0), [V0.S4, V1.S4]; \
 	VLD1.P 32(a), [V2.S4, V3.S4]; \
@@ -268,16 +310,16 @@ reduce3x4h:
 	ROWFMA(V14.S4, V15.S4, V28.S4, V29.S4); \
 	ROWFMA(V2.S4, V3.S4, V30.S4, V31.S4)
 
-#define ROWS8BF16(a, b, c, d, e, f, g, h) \
+#define ROWS8H(W, a, b, c, d, e, f, g, h) \
 	VLD1.P 32(R0), [V0.S4, V1.S4]; \
 	VLD1.P 16(a), [V2.H8]; \
 	VLD1.P 16(b), [V4.H8]; \
 	VLD1.P 16(c), [V6.H8]; \
 	VLD1.P 16(d), [V8.H8]; \
-	WIDEN(2, 3); \
-	WIDEN(4, 5); \
-	WIDEN(6, 7); \
-	WIDEN(8, 9); \
+	W(2, 3); \
+	W(4, 5); \
+	W(6, 7); \
+	W(8, 9); \
 	ROWFMA(V2.S4, V3.S4, V16.S4, V17.S4); \
 	ROWFMA(V4.S4, V5.S4, V18.S4, V19.S4); \
 	ROWFMA(V6.S4, V7.S4, V20.S4, V21.S4); \
@@ -286,18 +328,14 @@ reduce3x4h:
 	VLD1.P 16(f), [V12.H8]; \
 	VLD1.P 16(g), [V14.H8]; \
 	VLD1.P 16(h), [V2.H8]; \
-	WIDEN(10, 11); \
-	WIDEN(12, 13); \
-	WIDEN(14, 15); \
-	WIDEN(2, 3); \
+	W(10, 11); \
+	W(12, 13); \
+	W(14, 15); \
+	W(2, 3); \
 	ROWFMA(V10.S4, V11.S4, V24.S4, V25.S4); \
 	ROWFMA(V12.S4, V13.S4, V26.S4, V27.S4); \
 	ROWFMA(V14.S4, V15.S4, V28.S4, V29.S4); \
 	ROWFMA(V2.S4, V3.S4, V30.S4, V31.S4)
-
-#define ZERO16 \
-	ZERO8(V16, V17, V18, V19, V20, V21, V22, V23); \
-	ZERO8(V24, V25, V26, V27, V28, V29, V30, V31)
 
 // STORE8 reduces the eight outputs into V6, V7 and stores them at (R).
 #define STORE8(R) \
@@ -338,7 +376,7 @@ loop1x8h:
 	PRFM (R12), PLDL1KEEP
 	PRFM 64(R12), PLDL1KEEP
 	ADD  $128, R12
-	ROWS8BF16(R1, R5, R6, R7, R8, R9, R10, R11)
+	ROWS8H(WIDEN, R1, R5, R6, R7, R8, R9, R10, R11)
 	SUBS $1, R3, R3
 	BNE  loop1x8h
 
@@ -394,31 +432,10 @@ reduce1x1h:
 // Attention kernels (see attnkern.go). Row j of the cache starts at
 // w + rows[j]*ld*4 bytes; off is already added to w by the caller.
 
-// ROWPTR sets R to R1 + rows[i]*R3, for the int32 rows[i] at M.
-#define ROWPTR(M, R) \
-	MOVW M, R; \
-	MUL  R3, R, R; \
-	ADD  R1, R, R
-
 // func dotsRows8NEON(x *float32, w *float32, rows *int32, ld int, nb int, dst *float32)
 TEXT ·dotsRows8NEON(SB), NOSPLIT, $0-48
-	MOVD x+0(FP), R0
-	MOVD w+8(FP), R1
-	MOVD rows+16(FP), R2
-	MOVD ld+24(FP), R3
-	MOVD nb+32(FP), R4
-	MOVD dst+40(FP), R5
-	LSL  $2, R3
-	ROWPTR(0(R2), R6)
-	ROWPTR(4(R2), R7)
-	ROWPTR(8(R2), R8)
-	ROWPTR(12(R2), R9)
-	ROWPTR(16(R2), R10)
-	ROWPTR(20(R2), R11)
-	ROWPTR(24(R2), R12)
-	ROWPTR(28(R2), R13)
-	ZERO16
-	CBZ  R4, reduceRows8
+	DOTSROWS8ARGS(2)
+	CBZ R4, reduceRows8
 
 loopRows8:
 	ROWS8F32(R6, R7, R8, R9, R10, R11, R12, R13)
@@ -436,131 +453,408 @@ reduceRows8:
 	MUL     R5, R7, R7; \
 	ADD     R2, R7, R7
 
-// FMA16 adds p[t] times the next 16 values of the row into a..d.
-#define FMA16(a, b, c, d) \
+// FMA16F32 adds p[t] times the next 16 values of the row into a..d, FMA8F32
+// the next 8 into a, b. The H forms read 16-bit values, which W widens
+// (WIDEN for bf16, WIDENH for float16).
+#define FMA16F32(a, b, c, d) \
 	VLD1.P 64(R7), [V20.S4, V21.S4, V22.S4, V23.S4]; \
 	VFMLA  V20.S4, V16.S4, a; \
 	VFMLA  V21.S4, V16.S4, b; \
 	VFMLA  V22.S4, V16.S4, c; \
 	VFMLA  V23.S4, V16.S4, d
 
-#define FMA8(a, b) \
-	VLD1   (R7), [V20.S4, V21.S4]; \
-	VFMLA  V20.S4, V16.S4, a; \
-	VFMLA  V21.S4, V16.S4, b
+#define FMA8F32(a, b) \
+	VLD1  (R7), [V20.S4, V21.S4]; \
+	VFMLA V20.S4, V16.S4, a; \
+	VFMLA V21.S4, V16.S4, b
 
-#define AXPYNEXT(label) \
-	SUBS $1, R4, R4; \
-	BNE  label
+#define FMA16H(W, a, b, c, d) \
+	VLD1.P 32(R7), [V20.H8, V21.H8]; \
+	W(20, 22); \
+	W(21, 23); \
+	VFMLA  V20.S4, V16.S4, a; \
+	VFMLA  V22.S4, V16.S4, b; \
+	VFMLA  V21.S4, V16.S4, c; \
+	VFMLA  V23.S4, V16.S4, d
+
+#define FMA8H(W, a, b) \
+	VLD1  (R7), [V20.H8]; \
+	W(20, 21); \
+	VFMLA V20.S4, V16.S4, a; \
+	VFMLA V21.S4, V16.S4, b
+
+#define FMA16BF16(a, b, c, d) FMA16H(WIDEN, a, b, c, d)
+#define FMA8BF16(a, b) FMA8H(WIDEN, a, b)
+#define FMA16F16(a, b, c, d) FMA16H(WIDENH, a, b, c, d)
+#define FMA8F16(a, b) FMA8H(WIDENH, a, b)
+
+// acc[0:4k] lives in V0..V(k-1): LOADACCk loads it through R6, STOREACCk
+// stores it through R0, and FMAROWk(K8, K16) adds one key's value row into
+// it with a value type's FMA8 and FMA16 macros.
+#define LOADACC2 VLD1 (R6), [V0.S4, V1.S4]
+#define LOADACC4 VLD1 (R6), [V0.S4, V1.S4, V2.S4, V3.S4]
+#define LOADACC8 \
+	VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]; \
+	VLD1   (R6), [V4.S4, V5.S4, V6.S4, V7.S4]
+#define LOADACC12 \
+	VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]; \
+	VLD1.P 64(R6), [V4.S4, V5.S4, V6.S4, V7.S4]; \
+	VLD1   (R6), [V8.S4, V9.S4, V10.S4, V11.S4]
+#define LOADACC16 \
+	VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]; \
+	VLD1.P 64(R6), [V4.S4, V5.S4, V6.S4, V7.S4]; \
+	VLD1.P 64(R6), [V8.S4, V9.S4, V10.S4, V11.S4]; \
+	VLD1   (R6), [V12.S4, V13.S4, V14.S4, V15.S4]
+
+#define STOREACC2 VST1 [V0.S4, V1.S4], (R0)
+#define STOREACC4 VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+#define STOREACC8 \
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0); \
+	VST1   [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+#define STOREACC12 \
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0); \
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0); \
+	VST1   [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+#define STOREACC16 \
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0); \
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0); \
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R0); \
+	VST1   [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+
+#define FMAROW2(K8, K16) K8(V0.S4, V1.S4)
+#define FMAROW4(K8, K16) K16(V0.S4, V1.S4, V2.S4, V3.S4)
+#define FMAROW8(K8, K16) \
+	FMAROW4(K8, K16); \
+	K16(V4.S4, V5.S4, V6.S4, V7.S4)
+#define FMAROW12(K8, K16) \
+	FMAROW8(K8, K16); \
+	K16(V8.S4, V9.S4, V10.S4, V11.S4)
+#define FMAROW16(K8, K16) \
+	FMAROW12(K8, K16); \
+	K16(V12.S4, V13.S4, V14.S4, V15.S4)
 
 // func axpyRows16NEON(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The axpy kernel for acc[0:64].
 TEXT ·axpyRows16NEON(SB), NOSPLIT, $0-48
-	AXPYARGS
-	VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]
-	VLD1.P 64(R6), [V4.S4, V5.S4, V6.S4, V7.S4]
-	VLD1.P 64(R6), [V8.S4, V9.S4, V10.S4, V11.S4]
-	VLD1   (R6), [V12.S4, V13.S4, V14.S4, V15.S4]
-	CBZ    R4, storeAxpy16
+	AXPYARGS(2)
+	LOADACC16
+	CBZ R4, storeAxpy16
 
 loopAxpy16:
 	AXPYKEY
-	FMA16(V0.S4, V1.S4, V2.S4, V3.S4)
-	FMA16(V4.S4, V5.S4, V6.S4, V7.S4)
-	FMA16(V8.S4, V9.S4, V10.S4, V11.S4)
-	FMA16(V12.S4, V13.S4, V14.S4, V15.S4)
-	AXPYNEXT(loopAxpy16)
+	FMAROW16(FMA8F32, FMA16F32)
+	SUBS $1, R4, R4
+	BNE  loopAxpy16
 
 storeAxpy16:
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)
-	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R0)
-	VST1   [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+	STOREACC16
 	RET
 
 // func axpyRows12NEON(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:48].
 TEXT ·axpyRows12NEON(SB), NOSPLIT, $0-48
-	AXPYARGS
-	VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]
-	VLD1.P 64(R6), [V4.S4, V5.S4, V6.S4, V7.S4]
-	VLD1   (R6), [V8.S4, V9.S4, V10.S4, V11.S4]
-	CBZ    R4, storeAxpy12
+	AXPYARGS(2)
+	LOADACC12
+	CBZ R4, storeAxpy12
 
 loopAxpy12:
 	AXPYKEY
-	FMA16(V0.S4, V1.S4, V2.S4, V3.S4)
-	FMA16(V4.S4, V5.S4, V6.S4, V7.S4)
-	FMA16(V8.S4, V9.S4, V10.S4, V11.S4)
-	AXPYNEXT(loopAxpy12)
+	FMAROW12(FMA8F32, FMA16F32)
+	SUBS $1, R4, R4
+	BNE  loopAxpy12
 
 storeAxpy12:
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)
-	VST1   [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	STOREACC12
 	RET
 
 // func axpyRows8NEON(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:32].
 TEXT ·axpyRows8NEON(SB), NOSPLIT, $0-48
-	AXPYARGS
-	VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]
-	VLD1   (R6), [V4.S4, V5.S4, V6.S4, V7.S4]
-	CBZ    R4, storeAxpy8
+	AXPYARGS(2)
+	LOADACC8
+	CBZ R4, storeAxpy8
 
 loopAxpy8:
 	AXPYKEY
-	FMA16(V0.S4, V1.S4, V2.S4, V3.S4)
-	FMA16(V4.S4, V5.S4, V6.S4, V7.S4)
-	AXPYNEXT(loopAxpy8)
+	FMAROW8(FMA8F32, FMA16F32)
+	SUBS $1, R4, R4
+	BNE  loopAxpy8
 
 storeAxpy8:
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)
-	VST1   [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	STOREACC8
 	RET
 
 // func axpyRows4NEON(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:16].
 TEXT ·axpyRows4NEON(SB), NOSPLIT, $0-48
-	AXPYARGS
-	VLD1 (R6), [V0.S4, V1.S4, V2.S4, V3.S4]
-	CBZ  R4, storeAxpy4
+	AXPYARGS(2)
+	LOADACC4
+	CBZ R4, storeAxpy4
 
 loopAxpy4:
 	AXPYKEY
-	FMA16(V0.S4, V1.S4, V2.S4, V3.S4)
-	AXPYNEXT(loopAxpy4)
+	FMAROW4(FMA8F32, FMA16F32)
+	SUBS $1, R4, R4
+	BNE  loopAxpy4
 
 storeAxpy4:
-	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	STOREACC4
 	RET
 
 // func axpyRows2NEON(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:8].
 TEXT ·axpyRows2NEON(SB), NOSPLIT, $0-48
-	AXPYARGS
-	VLD1 (R6), [V0.S4, V1.S4]
-	CBZ  R4, storeAxpy2
+	AXPYARGS(2)
+	LOADACC2
+	CBZ R4, storeAxpy2
 
 loopAxpy2:
 	AXPYKEY
-	FMA8(V0.S4, V1.S4)
-	AXPYNEXT(loopAxpy2)
+	FMAROW2(FMA8F32, FMA16F32)
+	SUBS $1, R4, R4
+	BNE  loopAxpy2
 
 storeAxpy2:
-	VST1 [V0.S4, V1.S4], (R0)
+	STOREACC2
 	RET
 
-// func prefetchRowsNEON(w *float32, rows *int32, n, ld, lines int)
-// Prefetches lines 64-byte lines from w + rows[i]*ld*4 bytes on, for each
-// of the n rows. Changes no result.
+// The axpy kernels over a bf16 cache (a 16-bit KV cache, kv16.go).
+
+// func axpyRows16BF16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:64], bf16 values.
+TEXT ·axpyRows16BF16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC16
+	CBZ R4, storeAxpy16BF16
+
+loopAxpy16BF16:
+	AXPYKEY
+	FMAROW16(FMA8BF16, FMA16BF16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy16BF16
+
+storeAxpy16BF16:
+	STOREACC16
+	RET
+
+// func axpyRows12BF16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:48], bf16 values.
+TEXT ·axpyRows12BF16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC12
+	CBZ R4, storeAxpy12BF16
+
+loopAxpy12BF16:
+	AXPYKEY
+	FMAROW12(FMA8BF16, FMA16BF16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy12BF16
+
+storeAxpy12BF16:
+	STOREACC12
+	RET
+
+// func axpyRows8BF16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:32], bf16 values.
+TEXT ·axpyRows8BF16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC8
+	CBZ R4, storeAxpy8BF16
+
+loopAxpy8BF16:
+	AXPYKEY
+	FMAROW8(FMA8BF16, FMA16BF16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy8BF16
+
+storeAxpy8BF16:
+	STOREACC8
+	RET
+
+// func axpyRows4BF16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:16], bf16 values.
+TEXT ·axpyRows4BF16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC4
+	CBZ R4, storeAxpy4BF16
+
+loopAxpy4BF16:
+	AXPYKEY
+	FMAROW4(FMA8BF16, FMA16BF16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy4BF16
+
+storeAxpy4BF16:
+	STOREACC4
+	RET
+
+// func axpyRows2BF16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:8], bf16 values.
+TEXT ·axpyRows2BF16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC2
+	CBZ R4, storeAxpy2BF16
+
+loopAxpy2BF16:
+	AXPYKEY
+	FMAROW2(FMA8BF16, FMA16BF16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy2BF16
+
+storeAxpy2BF16:
+	STOREACC2
+	RET
+
+// The axpy kernels over a float16 cache (a 16-bit KV cache, kv16.go).
+
+// func axpyRows16F16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:64], float16 values.
+TEXT ·axpyRows16F16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC16
+	CBZ R4, storeAxpy16F16
+
+loopAxpy16F16:
+	AXPYKEY
+	FMAROW16(FMA8F16, FMA16F16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy16F16
+
+storeAxpy16F16:
+	STOREACC16
+	RET
+
+// func axpyRows12F16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:48], float16 values.
+TEXT ·axpyRows12F16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC12
+	CBZ R4, storeAxpy12F16
+
+loopAxpy12F16:
+	AXPYKEY
+	FMAROW12(FMA8F16, FMA16F16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy12F16
+
+storeAxpy12F16:
+	STOREACC12
+	RET
+
+// func axpyRows8F16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:32], float16 values.
+TEXT ·axpyRows8F16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC8
+	CBZ R4, storeAxpy8F16
+
+loopAxpy8F16:
+	AXPYKEY
+	FMAROW8(FMA8F16, FMA16F16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy8F16
+
+storeAxpy8F16:
+	STOREACC8
+	RET
+
+// func axpyRows4F16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:16], float16 values.
+TEXT ·axpyRows4F16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC4
+	CBZ R4, storeAxpy4F16
+
+loopAxpy4F16:
+	AXPYKEY
+	FMAROW4(FMA8F16, FMA16F16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy4F16
+
+storeAxpy4F16:
+	STOREACC4
+	RET
+
+// func axpyRows2F16NEON(acc *float32, p *float32, v *uint16, rows *int32, n int, ld int)
+// The same for acc[0:8], float16 values.
+TEXT ·axpyRows2F16NEON(SB), NOSPLIT, $0-48
+	AXPYARGS(1)
+	LOADACC2
+	CBZ R4, storeAxpy2F16
+
+loopAxpy2F16:
+	AXPYKEY
+	FMAROW2(FMA8F16, FMA16F16)
+	SUBS $1, R4, R4
+	BNE  loopAxpy2F16
+
+storeAxpy2F16:
+	STOREACC2
+	RET
+
+// func dotsRows8BF16NEON(x *float32, w *uint16, rows *int32, ld int, nb int, dst *float32)
+// dotsRows8NEON over a bf16 cache.
+TEXT ·dotsRows8BF16NEON(SB), NOSPLIT, $0-48
+	DOTSROWS8ARGS(1)
+	CBZ R4, reduceRows8BF16
+
+loopRows8BF16:
+	ROWS8H(WIDEN, R6, R7, R8, R9, R10, R11, R12, R13)
+	SUBS $1, R4, R4
+	BNE  loopRows8BF16
+
+reduceRows8BF16:
+	STORE8(R5)
+	RET
+
+// func dotsRows8F16NEON(x *float32, w *uint16, rows *int32, ld int, nb int, dst *float32)
+// dotsRows8NEON over a float16 cache.
+TEXT ·dotsRows8F16NEON(SB), NOSPLIT, $0-48
+	DOTSROWS8ARGS(1)
+	CBZ R4, reduceRows8F16
+
+loopRows8F16:
+	ROWS8H(WIDENH, R6, R7, R8, R9, R10, R11, R12, R13)
+	SUBS $1, R4, R4
+	BNE  loopRows8F16
+
+reduceRows8F16:
+	STORE8(R5)
+	RET
+
+// func dots1x1F16NEON(x *float32, w *uint16, nb int) float32
+// dots1x1NEON over float16 values (one key of a float16 cache).
+TEXT ·dots1x1F16NEON(SB), NOSPLIT, $0-28
+	MOVD x+0(FP), R0
+	MOVD w+8(FP), R1
+	MOVD nb+16(FP), R2
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	CBZ  R2, reduce1x1f16
+
+loop1x1f16:
+	VLD1.P 32(R0), [V2.S4, V3.S4]
+	VLD1.P 16(R1), [V4.H8]
+	WIDENH(4, 5)
+	VFMLA  V4.S4, V2.S4, V16.S4
+	VFMLA  V5.S4, V3.S4, V17.S4
+	SUBS   $1, R2, R2
+	BNE    loop1x1f16
+
+reduce1x1f16:
+	REDUCE1(16, 17)
+	FMOVS F0, ret+24(FP)
+	RET
+
+// func prefetchRowsNEON(w unsafe.Pointer, rows *int32, n, stride, lines int)
+// Prefetches lines 64-byte lines from w + rows[i]*stride bytes on, for
+// each of the n rows. Changes no result.
 TEXT ·prefetchRowsNEON(SB), NOSPLIT, $0-40
 	MOVD w+0(FP), R1
 	MOVD rows+8(FP), R2
 	MOVD n+16(FP), R4
-	MOVD ld+24(FP), R3
+	MOVD stride+24(FP), R3
 	MOVD lines+32(FP), R5
-	LSL  $2, R3
 	CBZ  R4, prefetchDone
 
 prefetchRow:

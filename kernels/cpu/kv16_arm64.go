@@ -1,0 +1,120 @@
+//go:build !purego
+
+package cpu
+
+import "unsafe"
+
+// Implemented in dot_arm64.s.
+//
+//go:noescape
+func dotsRows8BF16NEON(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32)
+
+//go:noescape
+func dotsRows8F16NEON(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32)
+
+//go:noescape
+func dots1x1F16NEON(x *float32, w *uint16, nb int) float32
+
+//go:noescape
+func axpyRows2BF16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows4BF16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows8BF16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows12BF16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows16BF16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows2F16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows4F16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows8F16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows12F16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpyRows16F16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+// kvBF16NEON and kvF16NEON are the NEON kernels over a 16-bit cache, for
+// neonKernels: the float32 kernels with each value widened as it is loaded
+// (SHLL for bf16, FCVTL for float16; both exact). Float16 conversion is
+// part of every arm64 CPU's Advanced SIMD, so there is no fallback.
+var (
+	kvBF16NEON = neonKV16(dotsRows8BF16NEON, dots1x1BF16NEON, [17]axpy16{
+		2: axpyRows2BF16NEON, 4: axpyRows4BF16NEON, 8: axpyRows8BF16NEON, 12: axpyRows12BF16NEON, 16: axpyRows16BF16NEON,
+	}, true)
+	kvF16NEON = neonKV16(dotsRows8F16NEON, dots1x1F16NEON, [17]axpy16{
+		2: axpyRows2F16NEON, 4: axpyRows4F16NEON, 8: axpyRows8F16NEON, 12: axpyRows12F16NEON, 16: axpyRows16F16NEON,
+	}, false)
+)
+
+// axpy16 is an assembly axpy kernel over 16-bit values.
+type axpy16 func(acc, p *float32, v *uint16, rows *int32, n, ld int)
+
+// neonKV16 wraps one dtype's assembly, bounds-checking the slices once per
+// call as neonKernels' wrappers do. axpy holds the axpy kernels by the
+// number of NEON accumulators (len(acc)/4).
+func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32),
+	dot1 func(x *float32, w *uint16, nb int) float32, axpy [17]axpy16, tiles bool) kv16Kernels {
+	return kv16Kernels{
+		dotsRows8: func(x []float32, w []uint16, off int, rows []int32, ld, nb int, dst []float32) {
+			_ = x[:8*nb]
+			_ = dst[7]
+			checkRows16(w, off, rows[:8], ld, 8*nb)
+			if nb == 0 {
+				clear(dst[:8])
+				return
+			}
+			rows8(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
+		},
+		dots1x1: func(x []float32, w []uint16, nb int) float32 {
+			_ = x[:8*nb]
+			_ = w[:8*nb]
+			return dot1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
+		},
+		axpyRows: func(acc, p []float32, v []uint16, off int, rows []int32, ld int) {
+			w := len(acc)
+			if w%4 != 0 || w > 64 || axpy[w/4] == nil {
+				panic("cpu: axpyRows: no kernel for this width")
+			}
+			_ = p[:len(rows)]
+			if checkRows16(v, off, rows, ld, w) {
+				axpy[w/4](unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			}
+		},
+		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {
+			if width > 0 && len(rows) > 0 && off < len(w) {
+				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
+				lines := (skew + 2*width + 63) / 64
+				if (2*ld)%64 != 0 {
+					lines++
+				}
+				prefetchRowsNEON(unsafe.Pointer(&w[off]), unsafe.SliceData(rows), len(rows), 2*ld, lines)
+			}
+		},
+		tiles: tiles,
+	}
+}
+
+// checkRows16 is checkRows for a 16-bit cache.
+func checkRows16(w []uint16, off int, rows []int32, ld, width int) bool {
+	if off < 0 || width < 0 || off+width > ld {
+		panic("cpu: attention kernel reads past a row")
+	}
+	for _, r := range rows {
+		if r < 0 || (int(r)+1)*ld > len(w) {
+			panic("cpu: attention kernel row out of range")
+		}
+	}
+	return len(rows) > 0
+}
