@@ -49,6 +49,9 @@ func axpyRows16NEON(acc, p, v *float32, rows *int32, n, ld int)
 func prefetchRowsNEON(w unsafe.Pointer, rows *int32, n, stride, lines int)
 
 //go:noescape
+func axpy6x16NEON(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
 func expShiftNEON(x *float32, n int, m float32)
 
 //go:noescape
@@ -67,7 +70,8 @@ var axpyNEON = [17]func(acc, p, v *float32, rows *int32, n, ld int){
 // NEON (those over a 16-bit KV cache too, kv16_arm64.go). Each dot product keeps its eight lane sums in two four-lane
 // registers and reduces them in dot.go's tree, so the bits are those of
 // the Go kernels. There is no 6×8 tile: its 48 eight-lane accumulators
-// would need 96 of NEON's 32 registers, so MatMulT tiles 3×4 (24). The
+// would need 96 of NEON's 32 registers, so MatMulT tiles 3×4 (24); the
+// six-row axpy goes 16 columns at a time (24 registers of accumulators). The
 // slice arguments are bounds-checked here, once per call, so the assembly
 // can trust its pointers. Advanced SIMD is part of every arm64 CPU Go runs
 // on, so the set needs no feature check.
@@ -108,6 +112,14 @@ var neonKernels = kernelSet{
 				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 			}
 		},
+		axpyRows6: func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
+			checkAxpy6(acc, step, p, len(rows), width)
+			if checkRows(v, off, rows, ld, width) {
+				for d := 0; d < width; d += 16 {
+					axpy6x16NEON(&acc[d], step, unsafe.SliceData(p), &v[off+d], unsafe.SliceData(rows), len(rows), ld)
+				}
+			}
+		},
 		scaleMax: func(x []float32, s float32) float32 {
 			n8 := len(x) / 8
 			m := float32(math.Inf(-1))
@@ -138,6 +150,19 @@ var neonKernels = kernelSet{
 			}
 		},
 	},
+}
+
+// checkAxpy6 panics unless axpyRows6's accumulators and weights for n
+// keys are in bounds and width is one it takes (64, 32 or 16: the kernel
+// goes 16 columns at a time, each column's chain unchanged).
+func checkAxpy6(acc []float32, step int, p []float32, n, width int) {
+	if width != 64 && width != 32 && width != 16 {
+		panic("cpu: axpyRows6: no kernel for this width")
+	}
+	_ = acc[5*step+width-1]
+	if n > 0 {
+		_ = p[5*attnBlock+n-1]
+	}
 }
 
 // checkRows panics unless w[r*ld+off : r*ld+off+width] is in bounds for

@@ -224,6 +224,27 @@
 	ZERO8(V16, V17, V18, V19, V20, V21, V22, V23); \
 	ZERO8(V24, V25, V26, V27, V28, V29, V30, V31)
 
+// AXPY6ARGS loads the six-row axpy kernels' arguments: acc rows at R0,
+// R7..R11 (step floats apart), R2 p, R3 v, R4 rows, R5 n, R6 ld in bytes
+// (S is the log2 of a value's size), R15 the bytes from one row's weights
+// in p to the next (attnBlock floats).
+#define AXPY6ARGS(S) \
+	MOVD acc+0(FP), R0; \
+	MOVD step+8(FP), R1; \
+	MOVD p+16(FP), R2; \
+	MOVD v+24(FP), R3; \
+	MOVD rows+32(FP), R4; \
+	MOVD n+40(FP), R5; \
+	MOVD ld+48(FP), R6; \
+	LSL  $2, R1; \
+	LSL  $S, R6; \
+	ADD  R1, R0, R7; \
+	ADD  R1, R7, R8; \
+	ADD  R1, R8, R9; \
+	ADD  R1, R9, R10; \
+	ADD  R1, R10, R11; \
+	MOVD $256, R15
+
 // func dots3x4NEON(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
 // dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 3, j < 4.
 // The 24 accumulators and six x registers leave two for a weight row.
@@ -820,6 +841,115 @@ loopRows8F16:
 
 reduceRows8F16:
 	STORE8(R5)
+	RET
+
+// The six-row axpy kernels (attnkern.go's axpyRows6) for 16 columns: for
+// r < 6, acc[r*step+d] = fma(p[r*attnBlock+t], v[rows[t]*ld+d],
+// acc[r*step+d]) for d < 16, keys t in order, each value row read once for
+// the six rows. The six accumulators of 16 floats fill V0..V23; the value
+// row is in V24..V27 (VROW*, widened where it is 16-bit), and p's weights
+// are broadcast into V28, V29 in turn.
+#define LOAD6 \
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]; \
+	VLD1 (R7), [V4.S4, V5.S4, V6.S4, V7.S4]; \
+	VLD1 (R8), [V8.S4, V9.S4, V10.S4, V11.S4]; \
+	VLD1 (R9), [V12.S4, V13.S4, V14.S4, V15.S4]; \
+	VLD1 (R10), [V16.S4, V17.S4, V18.S4, V19.S4]; \
+	VLD1 (R11), [V20.S4, V21.S4, V22.S4, V23.S4]
+
+#define STORE6 \
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0); \
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R7); \
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R8); \
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R9); \
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R10); \
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R11)
+
+#define VROWF32 \
+	VLD1 (R13), [V24.S4, V25.S4, V26.S4, V27.S4]
+
+#define VROWBF16 \
+	VLD1 (R13), [V30.H8, V31.H8]; \
+	SHLL16(24, 30); \
+	SHLL216(25, 30); \
+	SHLL16(26, 31); \
+	SHLL216(27, 31)
+
+#define VROWF16 \
+	VLD1 (R13), [V30.H8, V31.H8]; \
+	FCVTL16(24, 30); \
+	FCVTL216(25, 30); \
+	FCVTL16(26, 31); \
+	FCVTL216(27, 31)
+
+// PROW broadcasts the next row's weight for this key (R14 walks p's rows)
+// into register bc and adds it times the value row into a..d.
+#define PROW(bc, a, b, c, d) \
+	VLD1R.P (R14)(R15), [bc.S4]; \
+	VFMLA   V24.S4, bc.S4, a; \
+	VFMLA   V25.S4, bc.S4, b; \
+	VFMLA   V26.S4, bc.S4, c; \
+	VFMLA   V27.S4, bc.S4, d
+
+// AXPY6KEY points R13 at key t's value row, loads it with VROW, and adds
+// it into the six accumulators.
+#define AXPY6KEY(VROW) \
+	MOVW.P 4(R4), R13; \
+	MUL    R6, R13, R13; \
+	ADD    R3, R13, R13; \
+	VROW; \
+	MOVD   R2, R14; \
+	PROW(V28, V0.S4, V1.S4, V2.S4, V3.S4); \
+	PROW(V29, V4.S4, V5.S4, V6.S4, V7.S4); \
+	PROW(V28, V8.S4, V9.S4, V10.S4, V11.S4); \
+	PROW(V29, V12.S4, V13.S4, V14.S4, V15.S4); \
+	PROW(V28, V16.S4, V17.S4, V18.S4, V19.S4); \
+	PROW(V29, V20.S4, V21.S4, V22.S4, V23.S4); \
+	ADD    $4, R2
+
+// func axpy6x16NEON(acc *float32, step int, p *float32, v *float32, rows *int32, n int, ld int)
+TEXT ·axpy6x16NEON(SB), NOSPLIT, $0-56
+	AXPY6ARGS(2)
+	LOAD6
+	CBZ R5, store6x16
+
+loop6x16:
+	AXPY6KEY(VROWF32)
+	SUBS $1, R5, R5
+	BNE  loop6x16
+
+store6x16:
+	STORE6
+	RET
+
+// func axpy6x16BF16NEON(acc *float32, step int, p *float32, v *uint16, rows *int32, n int, ld int)
+TEXT ·axpy6x16BF16NEON(SB), NOSPLIT, $0-56
+	AXPY6ARGS(1)
+	LOAD6
+	CBZ R5, store6x16BF16
+
+loop6x16BF16:
+	AXPY6KEY(VROWBF16)
+	SUBS $1, R5, R5
+	BNE  loop6x16BF16
+
+store6x16BF16:
+	STORE6
+	RET
+
+// func axpy6x16F16NEON(acc *float32, step int, p *float32, v *uint16, rows *int32, n int, ld int)
+TEXT ·axpy6x16F16NEON(SB), NOSPLIT, $0-56
+	AXPY6ARGS(1)
+	LOAD6
+	CBZ R5, store6x16F16
+
+loop6x16F16:
+	AXPY6KEY(VROWF16)
+	SUBS $1, R5, R5
+	BNE  loop6x16F16
+
+store6x16F16:
+	STORE6
 	RET
 
 // func dots1x1F16NEON(x *float32, w *uint16, nb int) float32

@@ -16,6 +16,12 @@ func dotsRows8F16NEON(x *float32, w *uint16, rows *int32, ld, nb int, dst *float
 func dots1x1F16NEON(x *float32, w *uint16, nb int) float32
 
 //go:noescape
+func axpy6x16BF16NEON(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpy6x16F16NEON(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
 func axpyRows2BF16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
 
 //go:noescape
@@ -52,10 +58,10 @@ func axpyRows16F16NEON(acc, p *float32, v *uint16, rows *int32, n, ld int)
 var (
 	kvBF16NEON = neonKV16(dotsRows8BF16NEON, dots1x1BF16NEON, [17]axpy16{
 		2: axpyRows2BF16NEON, 4: axpyRows4BF16NEON, 8: axpyRows8BF16NEON, 12: axpyRows12BF16NEON, 16: axpyRows16BF16NEON,
-	}, true)
+	}, axpy6x16BF16NEON, true)
 	kvF16NEON = neonKV16(dotsRows8F16NEON, dots1x1F16NEON, [17]axpy16{
 		2: axpyRows2F16NEON, 4: axpyRows4F16NEON, 8: axpyRows8F16NEON, 12: axpyRows12F16NEON, 16: axpyRows16F16NEON,
-	}, false)
+	}, axpy6x16F16NEON, false)
 )
 
 // axpy16 is an assembly axpy kernel over 16-bit values.
@@ -63,9 +69,10 @@ type axpy16 func(acc, p *float32, v *uint16, rows *int32, n, ld int)
 
 // neonKV16 wraps one dtype's assembly, bounds-checking the slices once per
 // call as neonKernels' wrappers do. axpy holds the axpy kernels by the
-// number of NEON accumulators (len(acc)/4).
+// number of NEON accumulators (len(acc)/4), axpy6 the six-row one.
 func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32),
-	dot1 func(x *float32, w *uint16, nb int) float32, axpy [17]axpy16, tiles bool) kv16Kernels {
+	dot1 func(x *float32, w *uint16, nb int) float32, axpy [17]axpy16,
+	axpy6 func(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int), tiles bool) kv16Kernels {
 	return kv16Kernels{
 		dotsRows8: func(x []float32, w []uint16, off int, rows []int32, ld, nb int, dst []float32) {
 			_ = x[:8*nb]
@@ -90,6 +97,14 @@ func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *fl
 			_ = p[:len(rows)]
 			if checkRows16(v, off, rows, ld, w) {
 				axpy[w/4](unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+			}
+		},
+		axpyRows6: func(acc []float32, step int, p []float32, v []uint16, off int, rows []int32, ld, width int) {
+			checkAxpy6(acc, step, p, len(rows), width)
+			if checkRows16(v, off, rows, ld, width) {
+				for d := 0; d < width; d += 16 {
+					axpy6(&acc[d], step, unsafe.SliceData(p), &v[off+d], unsafe.SliceData(rows), len(rows), ld)
+				}
 			}
 		},
 		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {
