@@ -25,7 +25,8 @@
 #              compute-sanitizer memcheck, if installed
 #   parity     the engine on the GPU against the engine on the CPU
 #              (phase08's TestCUDAEngineParity): greedy tokens and logits,
-#              without a prefix cache and with each of the three designs
+#              without a prefix cache and with each of the three designs;
+#              and with the KV pool in bf16 and f16 (TestCUDAKVCacheDType)
 #   bench      the matmul and attention benchmarks, and the decode step's
 #              host overhead with async and with pageable metadata uploads
 #   cublas     scripts/cublas_gemm_bench.c: the HBM peak and a copy's rate,
@@ -94,7 +95,7 @@ else
 	test_bin=$BIN/cuda.test
 	phase08_bin=$BIN/phase08-cuda
 	parity_bin=$BIN/phase08-cuda.test
-	parity_run='^TestCUDAEngineParity$'
+	parity_run='^(TestCUDAEngineParity|TestCUDAKVCacheDType)$'
 	tests=.
 	benchtime=500ms
 	phase08_args=(-requests 16 -prefix-len 256 -suffix-min 16 -suffix-max 64 -min-tokens 16 -max-tokens 32)
