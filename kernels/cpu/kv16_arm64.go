@@ -77,7 +77,7 @@ func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *fl
 		dotsRows8: func(x []float32, w []uint16, off int, rows []int32, ld, nb int, dst []float32) {
 			_ = x[:8*nb]
 			_ = dst[7]
-			checkRows16(w, off, rows[:8], ld, 8*nb)
+			checkRows(w, off, rows[:8], ld, 8*nb)
 			if nb == 0 {
 				clear(dst[:8])
 				return
@@ -95,13 +95,13 @@ func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *fl
 				panic("cpu: axpyRows: no kernel for this width")
 			}
 			_ = p[:len(rows)]
-			if checkRows16(v, off, rows, ld, w) {
+			if checkRows(v, off, rows, ld, w) {
 				axpy[w/4](unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 			}
 		},
 		axpyRows6: func(acc []float32, step int, p []float32, v []uint16, off int, rows []int32, ld, width int) {
 			checkAxpy6(acc, step, p, len(rows), width)
-			if checkRows16(v, off, rows, ld, width) {
+			if checkRows(v, off, rows, ld, width) {
 				for d := 0; d < width; d += 16 {
 					axpy6(&acc[d], step, unsafe.SliceData(p), &v[off+d], unsafe.SliceData(rows), len(rows), ld)
 				}
@@ -119,17 +119,4 @@ func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *fl
 		},
 		tiles: tiles,
 	}
-}
-
-// checkRows16 is checkRows for a 16-bit cache.
-func checkRows16(w []uint16, off int, rows []int32, ld, width int) bool {
-	if off < 0 || width < 0 || off+width > ld {
-		panic("cpu: attention kernel reads past a row")
-	}
-	for _, r := range rows {
-		if r < 0 || (int(r)+1)*ld > len(w) {
-			panic("cpu: attention kernel row out of range")
-		}
-	}
-	return len(rows) > 0
 }

@@ -88,9 +88,13 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []flo
 		for h := 0; h < len(row); h += headDim {
 			lo, hi := row[h:h+half], row[h+half:h+headDim]
 			for i := range lo {
+				// Each product rounded on its own: Go may fuse a*b-c*d
+				// into a fused multiply-add (it does on arm64), and the
+				// conversions forbid it, so every architecture and
+				// kernel set gives the same bits.
 				a, c := lo[i], hi[i]
-				lo[i] = a*cos[i] - c*sin[i]
-				hi[i] = c*cos[i] + a*sin[i]
+				lo[i] = float32(a*cos[i]) - float32(c*sin[i])
+				hi[i] = float32(c*cos[i]) + float32(a*sin[i])
 			}
 		}
 	}

@@ -129,6 +129,25 @@ func TestRoPE(t *testing.T) {
 	requireClose(t, cpu.Data(x), want, 1e-6, "x")
 	requireBitEqual(t, cpu.Data(x)[:heads*hd], orig[:heads*hd], "position 0 is the identity")
 
+	t.Run("each product rounded", func(t *testing.T) {
+		// The rotation in float32 with every product rounded before the
+		// sum, bit for bit: what a fused multiply-add (arm64) would break.
+		want := make([]float32, len(orig))
+		for r, p := range pos {
+			for h := range heads {
+				base := r*heads*hd + h*hd
+				for i := range hd / 2 {
+					sn, cn := math.Sincos(float64(float32(p) * invFreq[i]))
+					c, s := float32(cn), float32(sn)
+					a, b := orig[base+i], orig[base+i+hd/2]
+					want[base+i] = float32(a*c) - float32(b*s)
+					want[base+i+hd/2] = float32(b*c) + float32(a*s)
+				}
+			}
+		}
+		requireBitEqual(t, cpu.Data(x), want, "x")
+	})
+
 	t.Run("batch-invariant", func(t *testing.T) {
 		for r, p := range pos {
 			one := be.FromHost(1, heads*hd, orig[r*heads*hd:(r+1)*heads*hd])
