@@ -52,7 +52,7 @@ func kvAxpy6AVX512(dt kernels.KVDType) func(acc []float32, step int, p []float32
 		}
 		_ = acc[5*step+width-1]
 		_ = p[5*attnBlock+len(rows)-1]
-		if checkRows16(v, off, rows, ld, width) {
+		if checkRows(v, off, rows, ld, width) {
 			k(unsafe.SliceData(acc), step, unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 		}
 	}
