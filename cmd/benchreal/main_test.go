@@ -46,6 +46,7 @@ func TestNumbers(t *testing.T) {
 	assert.Equal(t, "999", commas(999))
 	assert.Equal(t, "2.00 (1.00–3.00)", spread([]float64{3, 1, 2}))
 	assert.Equal(t, "2.50", spread([]float64{2.5}))
+	assert.Equal(t, "2,427", spread([]float64{2427, 2427.2}), "no range where the two ends print the same")
 	assert.Equal(t, "–", spread(nil))
 }
 
@@ -253,3 +254,30 @@ func TestCheckRefusesBadFlags(t *testing.T) {
 }
 
 func decodeJSON(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+// The serving estimate: the computed prompt tokens at the cold prefill's
+// rate, and each decode step the longer of a single decode and conc rows
+// of products at the prefill's FLOP rate.
+func TestServingEstimate(t *testing.T) {
+	o := model.DefaultSynth(model.ArchLlama)
+	o.Hidden, o.Layers, o.Heads, o.KVHeads, o.HeadDim, o.Intermediate, o.Vocab = 4, 1, 2, 1, 2, 8, 10
+	r := &result{m: &prepared{shape: shape{name: "tiny", opts: o}}}
+	cfg, err := o.Config()
+	require.NoError(t, err)
+	opts := options{prompt: 3, decode: 2, concurrency: 2}
+	flops := prefillFLOPs(cfg, 3)
+	s := &sample{
+		ttftCold: []time.Duration{time.Second}, // flops FLOP/s
+		decode:   []float64{1000},              // 1 ms a step alone
+		serving:  []metrics.Summary{{PromptTokens: 10, CachedTokens: 4, OutputTokens: 7, Wall: 9 * time.Second}},
+	}
+	b := bounds(r, s, opts, 2)
+	assert.Equal(t, flops, b.prefillRate)
+	assert.Equal(t, 6, b.computed)
+	assert.Equal(t, 4, b.steps, "7 tokens, 2 a step")
+	perStep := 2 * 2 * float64(144+40) / flops // two rows of the weights' products
+	assert.InDelta(t, max(0.001, perStep), b.stepTime, 1e-12)
+	assert.InDelta(t, 6.0/3+4*b.stepTime, b.serveEst, 1e-12)
+	assert.Equal(t, 9.0, b.serveWall)
+	assert.Equal(t, decodeBytes(cfg, 4, 2, 3, 2)*1000, b.decodeRate)
+}

@@ -97,8 +97,8 @@ func spread(xs []float64) string {
 		return "–"
 	}
 	s := num(medianF(xs))
-	if len(xs) > 1 {
-		s += fmt.Sprintf(" (%s–%s)", num(slices.Min(xs)), num(slices.Max(xs)))
+	if lo, hi := num(slices.Min(xs)), num(slices.Max(xs)); lo != hi {
+		s += fmt.Sprintf(" (%s–%s)", lo, hi)
 	}
 	return s
 }
@@ -123,7 +123,7 @@ func pick(ss []metrics.Summary, f func(metrics.Summary) float64) []float64 {
 // figuresTable is the table of what each server measured on each model.
 func figuresTable(results []*result, o options) string {
 	header := []string{"model", "server",
-		fmt.Sprintf("(a) TTFT, cold %s tok, s", commas(o.prompt)), "(a) TTFT, cached, s (tok cached)",
+		fmt.Sprintf("(a) TTFT, cold %s tok, s", commas(o.prompt)), "(a) TTFT, cached, s", "(a) tok cached",
 		"(b) decode tok/s", fmt.Sprintf("(c) out tok/s, %d×%d", o.requests, o.concurrency),
 		"(c) TTFT p50 / p99, s", "(c) ITL p50, ms", "(c) tok cached", "(d) first answer, s", "(d) RSS, MiB"}
 	var rows [][]string
@@ -147,7 +147,7 @@ func figuresTable(results []*result, o options) string {
 			}
 			rows = append(rows, []string{r.m.name, name,
 				spread(secs(s.ttftCold)),
-				fmt.Sprintf("%s (%s)", spread(secs(s.ttftCached)), commas(int(medianF(hits)))),
+				spread(secs(s.ttftCached)), commas(int(medianF(hits))),
 				spread(s.decode),
 				spread(pick(s.serving, func(x metrics.Summary) float64 { return x.OutputTokensPerSec })),
 				fmt.Sprintf("%s / %s", num(medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.TTFT.P50.Seconds() }))),
@@ -176,6 +176,7 @@ type bound struct {
 	decodeBytes  float64 // read per decode token
 	decodeRate   float64 // bytes/s achieved
 	serveEst     float64 // s: the serving run's work at the single-request rates
+	stepTime     float64 // s: one decode step of the serving run, estimated
 	serveWall    float64 // s: measured
 	computed     int     // serving: prompt tokens computed (not cached)
 	steps        int     // serving: decode steps, at concurrency per step
@@ -198,8 +199,13 @@ func bounds(r *result, s *sample, o options, kvElem float64) bound {
 		b.computed = sv.PromptTokens - int(medianF(pick(s.serving, func(x metrics.Summary) float64 { return float64(x.CachedTokens) })))
 		b.steps = (sv.OutputTokens + o.concurrency - 1) / o.concurrency
 		b.serveWall = medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.Wall.Seconds() }))
-		if dec > 0 {
-			b.serveEst = float64(b.computed)*medianDur(s.ttftCold).Seconds()/float64(o.prompt) + float64(b.steps)/dec
+		if dec > 0 && b.prefillRate > 0 {
+			// A step of conc rows reads the weights once, as a single
+			// decode does, and computes conc rows of products, as a
+			// prefill does: whichever takes longer.
+			perRow := 2 * (float64(layerParams(cfg)*int64(cfg.NumHiddenLayers)) + float64(headParams(cfg)))
+			b.stepTime = max(1/dec, float64(o.concurrency)*perRow/b.prefillRate)
+			b.serveEst = float64(b.computed)*medianDur(s.ttftCold).Seconds()/float64(o.prompt) + float64(b.steps)*b.stepTime
 		}
 	}
 	return b
@@ -207,8 +213,8 @@ func bounds(r *result, s *sample, o options, kvElem float64) bound {
 
 // boundsTable is the table of what bounds each figure.
 func boundsTable(results []*result, o options, kvServe string, copyBW float64) string {
-	header := []string{"model", "server", fmt.Sprintf("prefill: GFLOP in %s tok", commas(o.prompt)), "GFLOP/s", "of peak",
-		"decode: MB read a token", "GB/s", "of copy", "serving: prompt tok computed", "decode steps", "est. s", "measured s"}
+	header := []string{"model", "server", fmt.Sprintf("prefill: GFLOP in %s tok", commas(o.prompt)), "GFLOP/s", "of -peak-gflops",
+		"decode: MB read a token", "GB/s", "of copy", "serving: prompt tok computed", "decode steps", "s a step", "est. s", "measured s"}
 	var rows [][]string
 	for _, r := range results {
 		for _, name := range r.sides {
@@ -224,12 +230,13 @@ func boundsTable(results []*result, o options, kvServe string, copyBW float64) s
 			rows = append(rows, []string{r.m.name, name,
 				num(b.prefillFLOPs / 1e9), num(b.prefillRate / 1e9), peak,
 				num(b.decodeBytes / 1e6), num(b.decodeRate / 1e9), fmt.Sprintf("%.0f %%", 100*b.decodeRate/copyBW),
-				commas(b.computed), commas(b.steps), num(b.serveEst), num(b.serveWall)})
+				commas(b.computed), commas(b.steps), num(b.stepTime), num(b.serveEst), num(b.serveWall)})
 		}
 	}
 	return markdown(header, rows) + fmt.Sprintf(
 		"\nPrefill: 2 FLOPs per projection weight per token, the LM head once, attention 4·heads·head_dim per (query, visible key). "+
 			"Decode: every projection weight and the LM head at the checkpoint's dtype, plus the KV the layers see, averaged over the %d steps after the %s-token prompt; "+
 			"copy bandwidth %.1f GB/s (read + written). Serving est.: the prompt tokens computed at the cold prefill's rate, "+
-			"plus one decode step per %d output tokens at the single-stream decode's rate.\n", o.decode, commas(o.prompt), copyBW/1e9, o.concurrency)
+			"plus one decode step per %d output tokens, each the longer of a single-stream decode step (the weights read once) "+
+			"and %d rows of products at the prefill's FLOP rate.\n", o.decode, commas(o.prompt), copyBW/1e9, o.concurrency, o.concurrency)
 }
