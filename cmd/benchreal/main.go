@@ -295,7 +295,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if st.serveKV != "" {
 		kvServe = st.serveKV
 	}
-	fmt.Fprintf(&b, "\nKV cache: serve %s, llama-server %s. Copy bandwidth (read + written): %.1f GB/s before, %.1f GB/s after.\n\n", kvServe, o.kv, bw0/1e9, bw1/1e9)
+	kv := "KV cache: serve " + kvServe
+	if st.llamaServer != "" {
+		kv += ", llama-server " + o.kv
+	}
+	fmt.Fprintf(&b, "\n%s. Copy bandwidth (read + written): %.1f GB/s before, %.1f GB/s after.\n\n", kv, bw0/1e9, bw1/1e9)
 	b.WriteString(figuresTable(results, o))
 	b.WriteString("\n")
 	b.WriteString(boundsTable(results, o, kvServe, max(bw0, bw1)))
