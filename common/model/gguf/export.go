@@ -130,9 +130,12 @@ func Export(dir string, w io.Writer) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Arch == model.ArchGemma3 {
+		return exportGemma3(dir, cfg, w) // gemma3.go
+	}
 	arch, ok := map[string]string{model.ArchLlama: ArchLlama, model.ArchQwen3: ArchQwen3}[cfg.Arch]
 	if !ok {
-		return nil, fmt.Errorf("gguf: exporting %s is not supported (Llama and Qwen3 are)", cfg.Arch)
+		return nil, fmt.Errorf("gguf: exporting %s is not supported (Llama, Qwen3 and Gemma-3 are)", cfg.Arch)
 	}
 	dtypes, err := diskDTypes(dir)
 	if err != nil {

@@ -269,11 +269,12 @@ func TestExportRefusals(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "nor a temporary one")
 
-	// An architecture the exporter does not write.
+	// A Gemma-3 whose query scale llama.cpp would not apply (the synthetic
+	// default keeps query_pre_attn_scalar 64 at head_dim 16).
 	dir = t.TempDir()
 	g := model.DefaultSynth(model.ArchGemma3)
 	g.Vocab, g.Hidden, g.Intermediate, g.Layers, g.Heads, g.KVHeads, g.HeadDim = 512, 32, 64, 2, 2, 1, 16
 	require.NoError(t, model.WriteSynthetic(dir, g))
 	_, err = ExportFile(dir, filepath.Join(t.TempDir(), "x.gguf"))
-	assert.ErrorContains(t, err, "not supported")
+	assert.ErrorContains(t, err, "query_pre_attn_scalar is 64")
 }

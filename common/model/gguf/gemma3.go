@@ -1,0 +1,413 @@
+package gguf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"kvlab/common/model"
+	"kvlab/common/tokenizer"
+)
+
+// archGemma3 is llama.cpp's name for Gemma-3 (general.architecture, and
+// the prefix of its hyperparameter keys).
+const archGemma3 = "gemma3"
+
+// Token types of tokenizer.ggml.token_type that package gguf does not
+// name: the unknown token and the 256 byte-fallback tokens.
+const (
+	tokenUnknown int32 = 2
+	tokenByte    int32 = 6
+)
+
+// gemmaTensor is one tensor of a Gemma-3 GGUF file.
+type gemmaTensor struct {
+	name, hf string
+	shape    []int // HuggingFace shape
+	typ      TensorType
+	norm     bool // a Gemma RMSNorm weight: written as 1 + weight
+}
+
+// exportGemma3 writes the Gemma-3 checkpoint in dir to w as a GGUF file
+// llama.cpp runs as its "gemma3" architecture:
+//
+//   - the hyperparameters under llama.cpp's keys: the sliding window, the
+//     period of the local:global layer pattern (llama.cpp makes the last
+//     layer of every period global, so layer_types must repeat that
+//     way), RoPE theta for the global layers and, as rope.freq_base_swa,
+//     rope_local_base_freq for the local ones, the final logit soft cap;
+//   - every weight under llama.cpp's name in its on-disk dtype, norms as
+//     F32 with 1 added: Gemma's RMSNorm multiplies by 1 + weight, and
+//     llama.cpp's by the weight. No q/k row reordering: Gemma's RoPE
+//     rotates feature i with i + head_dim/2, as llama.cpp's NEOX RoPE does;
+//   - the vocabulary as a SentencePiece one (tokenizer.ggml.model "llama"):
+//     see gemmaVocab.
+//
+// llama.cpp fixes what config.json could change and this file cannot say:
+// the attention scale is 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the
+// 62-layer model), so query_pre_attn_scalar must be that; there is no
+// attention soft cap.
+func exportGemma3(dir string, cfg *model.Config, w io.Writer) (*Summary, error) {
+	if err := gemmaExportable(cfg); err != nil {
+		return nil, err
+	}
+	period, err := gemmaPeriod(cfg.LayerTypes)
+	if err != nil {
+		return nil, err
+	}
+	dtypes, err := diskDTypes(dir)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := gemmaPlan(cfg, dtypes)
+	if err != nil {
+		return nil, err
+	}
+	vocab, err := gemmaVocab(dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	kv := gemmaMetadata(cfg, filepath.Base(filepath.Clean(dir)), period, plan)
+	kv = append(kv, vocab...)
+	infos := make([]TensorInfo, len(plan))
+	for i, p := range plan {
+		dims := make([]uint64, len(p.shape))
+		for j, n := range p.shape {
+			dims[len(p.shape)-1-j] = uint64(n)
+		}
+		infos[i] = TensorInfo{Name: p.name, Type: p.typ, Dims: dims}
+	}
+	gw, err := NewWriter(w, kv, infos)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := model.OpenCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	for _, p := range plan {
+		t, err := ck.Read(p.hf, p.shape...)
+		if err != nil {
+			return nil, err
+		}
+		if p.norm {
+			for i, x := range t.Data {
+				t.Data[i] = 1 + x
+			}
+		}
+		raw, err := encode(t.Data, p.typ)
+		if err != nil {
+			return nil, fmt.Errorf("gguf: tensor %s (%s): %w", p.name, p.hf, err)
+		}
+		if err := gw.WriteTensor(p.name, raw); err != nil {
+			return nil, err
+		}
+	}
+	if err := gw.Close(); err != nil {
+		return nil, err
+	}
+	tokens := 0
+	for _, e := range vocab {
+		if e.Key == "tokenizer.ggml.tokens" {
+			tokens = len(e.Value.([]string))
+		}
+	}
+	return &Summary{Arch: archGemma3, Tensors: gw.Tensors(), Vocab: tokens, Pre: "default"}, nil
+}
+
+// gemmaExportable refuses the Gemma-3 settings llama.cpp would run
+// differently.
+func gemmaExportable(c *model.Config) error {
+	scalar := float64(c.HeadDim)
+	if c.NumHiddenLayers == 62 { // llama.cpp's 27B rule
+		scalar = float64(c.HiddenSize / c.NumAttentionHeads)
+	}
+	var errs []error
+	if c.QueryPreAttnScalar != scalar {
+		errs = append(errs, fmt.Errorf("query_pre_attn_scalar is %v; llama.cpp scales a %d-layer Gemma-3's queries by 1/sqrt(%v)", c.QueryPreAttnScalar, c.NumHiddenLayers, scalar))
+	}
+	if c.AttnLogitSoftcapping != 0 {
+		errs = append(errs, fmt.Errorf("attn_logit_softcapping is %v; llama.cpp's Gemma-3 has none", c.AttnLogitSoftcapping))
+	}
+	if rs := c.RopeScaling; rs != nil && rs.RopeType != "linear" {
+		errs = append(errs, fmt.Errorf("rope_scaling %q: only linear scaling is written for Gemma-3", rs.RopeType))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	return nil
+}
+
+// gemmaPeriod returns the period p of layer_types as llama.cpp lays a
+// sliding-window pattern out: layer i is global exactly when i%p == p-1
+// (p = 1: every layer global). It refuses a pattern llama.cpp cannot
+// express.
+func gemmaPeriod(types []string) (uint32, error) {
+	for p := 1; p <= len(types); p++ {
+		ok := true
+		for i, t := range types {
+			if global := i%p == p-1; global != (t == model.LayerFull) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return uint32(p), nil
+		}
+	}
+	if !slices.Contains(types, model.LayerFull) {
+		// Every layer local: a period longer than the model.
+		return uint32(len(types) + 1), nil
+	}
+	return 0, fmt.Errorf("gguf: layer_types %v is not a repeating pattern of local layers ending in a global one, the only kind llama.cpp's Gemma-3 reads", types)
+}
+
+// gemmaPlan lists the output tensors in llama.cpp's naming, in the order
+// HuggingFace's modules declare them.
+func gemmaPlan(c *model.Config, dtypes map[string]string) ([]gemmaTensor, error) {
+	h, q, kvd, inter, hd := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.HeadDim
+	var plan []gemmaTensor
+	var errs []error
+	add := func(name, hf string, norm bool, shape ...int) {
+		dt, ok := dtypes[hf]
+		if !ok {
+			errs = append(errs, fmt.Errorf("gguf: tensor %q is not in the checkpoint", hf))
+			return
+		}
+		typ := F32
+		if !norm {
+			switch dt {
+			case model.DTypeBF16:
+				typ = BF16
+			case model.DTypeF16:
+				typ = F16
+			case model.DTypeF32:
+			default:
+				errs = append(errs, fmt.Errorf("gguf: tensor %q has dtype %s; want F32, BF16 or F16", hf, dt))
+			}
+		}
+		plan = append(plan, gemmaTensor{name: name, hf: hf, shape: shape, typ: typ, norm: norm})
+	}
+	layer := func(l int, part string) string { return fmt.Sprintf("model.layers.%d.%s.weight", l, part) }
+	blk := func(l int, part string) string { return fmt.Sprintf("blk.%d.%s.weight", l, part) }
+	add("token_embd.weight", "model.embed_tokens.weight", false, c.VocabSize, h)
+	for l := range c.NumHiddenLayers {
+		add(blk(l, "attn_q"), layer(l, "self_attn.q_proj"), false, q, h)
+		add(blk(l, "attn_k"), layer(l, "self_attn.k_proj"), false, kvd, h)
+		add(blk(l, "attn_v"), layer(l, "self_attn.v_proj"), false, kvd, h)
+		add(blk(l, "attn_output"), layer(l, "self_attn.o_proj"), false, h, q)
+		add(blk(l, "attn_q_norm"), layer(l, "self_attn.q_norm"), true, hd)
+		add(blk(l, "attn_k_norm"), layer(l, "self_attn.k_norm"), true, hd)
+		add(blk(l, "ffn_gate"), layer(l, "mlp.gate_proj"), false, inter, h)
+		add(blk(l, "ffn_up"), layer(l, "mlp.up_proj"), false, inter, h)
+		add(blk(l, "ffn_down"), layer(l, "mlp.down_proj"), false, h, inter)
+		add(blk(l, "attn_norm"), layer(l, "input_layernorm"), true, h)
+		add(blk(l, "post_attention_norm"), layer(l, "post_attention_layernorm"), true, h)
+		add(blk(l, "ffn_norm"), layer(l, "pre_feedforward_layernorm"), true, h)
+		add(blk(l, "post_ffw_norm"), layer(l, "post_feedforward_layernorm"), true, h)
+	}
+	add("output_norm.weight", "model.norm.weight", true, h)
+	if !c.TieWordEmbeddings {
+		add("output.weight", "lm_head.weight", false, c.VocabSize, h)
+	}
+	return plan, errors.Join(errs...)
+}
+
+// gemmaMetadata returns the model's hyperparameters under llama.cpp's keys.
+func gemmaMetadata(c *model.Config, name string, period uint32, plan []gemmaTensor) []KV {
+	ft := uint32(0) // all F32
+	for _, p := range plan {
+		switch p.typ {
+		case BF16:
+			ft = 32 // mostly BF16
+		case F16:
+			ft = 1 // mostly F16
+		}
+	}
+	k := func(s string) string { return archGemma3 + "." + s }
+	kv := []KV{
+		{Key: "general.architecture", Value: archGemma3},
+		{Key: "general.name", Value: name},
+		{Key: "general.file_type", Value: ft},
+		{Key: k("vocab_size"), Value: uint32(c.VocabSize)},
+		{Key: k("context_length"), Value: uint32(c.MaxPositionEmbeddings)},
+		{Key: k("embedding_length"), Value: uint32(c.HiddenSize)},
+		{Key: k("block_count"), Value: uint32(c.NumHiddenLayers)},
+		{Key: k("feed_forward_length"), Value: uint32(c.IntermediateSize)},
+		{Key: k("attention.head_count"), Value: uint32(c.NumAttentionHeads)},
+		{Key: k("attention.head_count_kv"), Value: uint32(c.NumKeyValueHeads)},
+		{Key: k("attention.key_length"), Value: uint32(c.HeadDim)},
+		{Key: k("attention.value_length"), Value: uint32(c.HeadDim)},
+		{Key: k("attention.layer_norm_rms_epsilon"), Value: float32(c.RMSNormEps)},
+		{Key: k("rope.dimension_count"), Value: uint32(c.HeadDim)},
+		{Key: k("rope.freq_base"), Value: float32(c.RopeTheta)},
+		{Key: k("rope.freq_base_swa"), Value: float32(c.RopeLocalBaseFreq)},
+		{Key: k("attention.sliding_window"), Value: uint32(c.SlidingWindow)},
+		{Key: k("attention.sliding_window_pattern"), Value: period},
+	}
+	if c.FinalLogitSoftcapping > 0 {
+		kv = append(kv, KV{Key: k("final_logit_softcapping"), Value: float32(c.FinalLogitSoftcapping)})
+	}
+	if rs := c.RopeScaling; rs != nil {
+		kv = append(kv, KV{Key: k("rope.scaling.type"), Value: "linear"}, KV{Key: k("rope.scaling.factor"), Value: float32(rs.Factor)})
+	}
+	return kv
+}
+
+// gemmaTokenizerJSON is the part of a Gemma tokenizer.json the export
+// reads.
+type gemmaTokenizerJSON struct {
+	AddedTokens []struct {
+		ID      int32  `json:"id"`
+		Content string `json:"content"`
+		Special bool   `json:"special"`
+	} `json:"added_tokens"`
+	Model struct {
+		Type         string            `json:"type"`
+		UnkToken     string            `json:"unk_token"`
+		ByteFallback bool              `json:"byte_fallback"`
+		Vocab        map[string]int32  `json:"vocab"`
+		Merges       []json.RawMessage `json:"merges"`
+	} `json:"model"`
+}
+
+var byteToken = regexp.MustCompile(`^<0x[0-9A-F]{2}>$`)
+
+// gemmaVocab returns the tokenizer metadata of dir's Gemma tokenizer.json
+// (SentencePiece-style BPE with byte fallback: spaces written as "▁",
+// nothing put before the text) as llama.cpp's SentencePiece vocabulary, of
+// size entries (ids the tokenizer does not use become unused "[PADn]"
+// tokens):
+//
+//   - llama.cpp merges the adjacent pair whose concatenation has the highest
+//     score, so a token made by merge i (of the BPE's ranked merges) scores
+//     -(i+1), and every other token 0 (single characters, bytes, added
+//     tokens: no merge makes them). The same pairs merge in the same order
+//     as in the BPE, except where a token can also be made from another
+//     pair than its merge's, which SentencePiece merges and the BPE does
+//     not: text may then split differently (token ids sent as ids are
+//     unaffected);
+//   - <0xXX> tokens are byte tokens, the unknown token is marked so, added
+//     tokens are control (special) or user-defined;
+//   - no space prefix (Gemma-3's normalizer adds none), BOS added, EOS not;
+//     bos, eos (config.json's first eos_token_id), unknown, padding and
+//     <end_of_turn> (as eot) ids; the chat template.
+func gemmaVocab(dir string, cfg *model.Config) ([]KV, error) {
+	size := cfg.VocabSize
+	tok, err := tokenizer.Load(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("gguf: %s has no %s; llama.cpp needs the model's vocabulary", dir, tokenizer.TokenizerFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, tokenizer.TokenizerFile))
+	if err != nil {
+		return nil, err
+	}
+	var tj gemmaTokenizerJSON
+	if err := json.Unmarshal(raw, &tj); err != nil {
+		return nil, fmt.Errorf("gguf: %s: %w", tokenizer.TokenizerFile, err)
+	}
+	if tj.Model.Type != "BPE" || !tj.Model.ByteFallback {
+		return nil, fmt.Errorf("gguf: %s: a Gemma-3 vocabulary is a BPE with byte_fallback; have type %q, byte_fallback %v", tokenizer.TokenizerFile, tj.Model.Type, tj.Model.ByteFallback)
+	}
+	tokens, types, scores := make([]string, size), make([]int32, size), make([]float32, size)
+	ids := map[string]int32{}
+	set := func(id int32, text string, typ int32) error {
+		if id < 0 || int(id) >= size {
+			return fmt.Errorf("gguf: token %q has id %d, outside the model's vocab_size %d", text, id, size)
+		}
+		tokens[id], types[id] = text, typ
+		ids[text] = id
+		return nil
+	}
+	for text, id := range tj.Model.Vocab {
+		typ := tokenNormal
+		switch {
+		case text == tj.Model.UnkToken:
+			typ = tokenUnknown
+		case byteToken.MatchString(text):
+			typ = tokenByte
+		}
+		if err := set(id, text, typ); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range tj.AddedTokens {
+		typ := TokenUserDefined
+		switch {
+		case a.Content == tj.Model.UnkToken:
+			typ = tokenUnknown
+		case a.Special:
+			typ = TokenControl
+		}
+		if err := set(a.ID, a.Content, typ); err != nil {
+			return nil, err
+		}
+	}
+	for i := range tokens {
+		if types[i] == 0 {
+			tokens[i], types[i] = fmt.Sprintf("[PAD%d]", i), TokenUnused
+		}
+	}
+	for i, m := range tj.Model.Merges {
+		l, r, err := parseMerge(m)
+		if err != nil {
+			return nil, fmt.Errorf("gguf: %s: merge %d: %w", tokenizer.TokenizerFile, i, err)
+		}
+		if id, ok := ids[l+r]; ok && scores[id] == 0 {
+			scores[id] = -float32(i + 1)
+		}
+	}
+	chat, err := chatTemplate(dir)
+	if err != nil {
+		return nil, err
+	}
+	kv := []KV{
+		{Key: "tokenizer.ggml.model", Value: "llama"},
+		{Key: "tokenizer.ggml.pre", Value: "default"},
+		{Key: "tokenizer.ggml.tokens", Value: tokens},
+		{Key: "tokenizer.ggml.scores", Value: scores},
+		{Key: "tokenizer.ggml.token_type", Value: types},
+	}
+	if id, ok := tok.BOS(); ok {
+		kv = append(kv, KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(id)})
+	}
+	if eos := cfg.EOSTokenIDs; len(eos) > 0 {
+		kv = append(kv, KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(eos[0])})
+	} else if eos := tok.EOS(); len(eos) > 0 {
+		kv = append(kv, KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(eos[0])})
+	}
+	for key, text := range map[string]string{
+		"tokenizer.ggml.unknown_token_id": tj.Model.UnkToken,
+		"tokenizer.ggml.padding_token_id": tokenizer.GemmaPad,
+		"tokenizer.ggml.eot_token_id":     tokenizer.GemmaEndOfTurn,
+	} {
+		if id, ok := ids[text]; ok && text != "" {
+			kv = append(kv, KV{Key: key, Value: uint32(id)})
+		}
+	}
+	// Map order must not decide the file's bytes.
+	slices.SortStableFunc(kv[5:], func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
+	kv = append(kv,
+		KV{Key: "tokenizer.ggml.add_bos_token", Value: true},
+		KV{Key: "tokenizer.ggml.add_eos_token", Value: false},
+		KV{Key: "tokenizer.ggml.add_space_prefix", Value: false},
+	)
+	if chat != "" {
+		kv = append(kv, KV{Key: "tokenizer.chat_template", Value: chat})
+	}
+	return kv, nil
+}
+
+// tokenNormal is TokenNormal, named here beside the two above.
+const tokenNormal = TokenNormal
