@@ -100,6 +100,7 @@ func runOne(v Variant, rf *runtimeFlags, r engine.Request) (*engine.Result, erro
 	if err != nil {
 		return nil, err
 	}
+	defer m.Close() // unmaps the weights; the engines, closed by later defers, go first
 	cfg, err := rf.engineConfig(v)
 	if err != nil {
 		return nil, err

@@ -54,6 +54,7 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	defer m.Close() // unmaps the weights; the engines, closed by later defers, go first
 	// The baseline has no cache to cap; each design gets the share cap.
 	share := rf.share
 	rf.share = 0

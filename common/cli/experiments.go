@@ -148,6 +148,7 @@ func alignment(variants []Variant, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	defer m.Close() // unmaps the weights; the engines, closed by later defers, go first
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "block size\tprefill tok\tblock-aligned optimum\ttoken-level optimum\tof block-aligned %\tof token-level %\thit %\t")
 	var groups []string
@@ -215,6 +216,7 @@ func pressure(variants []Variant, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	defer m.Close() // unmaps the weights; the engines, closed by later defers, go first
 	base, err := rf.engineConfig(Variant{})
 	if err != nil {
 		return err
@@ -282,6 +284,7 @@ func order(v Variant, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer m.Close() // unmaps the weights; the engines, closed by later defers, go first
 	base, err := rf.engineConfig(Variant{})
 	if err != nil {
 		return err

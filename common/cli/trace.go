@@ -83,6 +83,7 @@ func runTraceExample(v Variant, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer m.Close() // unmaps the weights; the engines, closed by later defers, go first
 	cfg, err := rf.engineConfig(v)
 	if err != nil {
 		return err
