@@ -2,7 +2,10 @@
 
 package cpu
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+)
 
 // The bounds checks between Go and the assembly kernels, shared by the
 // amd64 and arm64 sets: each wrapper checks its slices once per call, so
@@ -40,11 +43,7 @@ func asmDotKernels[W float32 | uint16](
 			_ = dst[7]
 			k1x8(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
 		},
-		dots1x1: func(x []float32, w []W, nb int) float32 {
-			_ = x[:8*nb]
-			_ = w[:8*nb]
-			return k1x1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
-		},
+		dots1x1: asmDot1x1(k1x1),
 	}
 }
 
@@ -63,4 +62,92 @@ func asmTile[W float32 | uint16](th, tw int, k func(x *float32, ldx int, w *W, l
 		_ = dst[(th-1)*ldd+tw-1]
 		k(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
 	}
+}
+
+// asmSiluMul runs k over the whole groups of eight and the Go kernel over
+// the rest.
+func asmSiluMul(k func(dst, gate, up *float32, n int)) func(dst, g, u []float32) {
+	return func(dst, g, u []float32) {
+		n8 := len(g) / 8
+		if n8 > 0 {
+			_, _ = dst[8*n8-1], u[8*n8-1]
+			k(unsafe.SliceData(dst), unsafe.SliceData(g), unsafe.SliceData(u), n8)
+		}
+		siluMulGo(dst[8*n8:], g[8*n8:], u[8*n8:])
+	}
+}
+
+// asmScaleMax is asmSiluMul's split for attention's scaleMax.
+func asmScaleMax(k func(x *float32, n int, s float32) float32) func(x []float32, s float32) float32 {
+	return func(x []float32, s float32) float32 {
+		n8 := len(x) / 8
+		m := float32(math.Inf(-1))
+		if n8 > 0 {
+			m = k(unsafe.SliceData(x), n8, s)
+		}
+		return max(m, scaleMaxGo(x[8*n8:], s))
+	}
+}
+
+// asmExpShift is asmSiluMul's split for attention's expShift.
+func asmExpShift(k func(x *float32, n int, m float32)) func(x []float32, m float32) {
+	return func(x []float32, m float32) {
+		n8 := len(x) / 8
+		if n8 > 0 {
+			k(unsafe.SliceData(x), n8, m)
+		}
+		expShiftGo(x[8*n8:], m)
+	}
+}
+
+// asmDotsRows8 wraps an eight-key score kernel over a float32 or a 16-bit
+// cache.
+func asmDotsRows8[W float32 | uint16](k func(x *float32, w *W, rows *int32, ld, nb int, dst *float32)) func(x []float32, w []W, off int, rows []int32, ld, nb int, dst []float32) {
+	return func(x []float32, w []W, off int, rows []int32, ld, nb int, dst []float32) {
+		_ = x[:8*nb]
+		_ = dst[7]
+		checkRows(w, off, rows[:8], ld, 8*nb)
+		if nb == 0 {
+			clear(dst[:8])
+			return
+		}
+		k(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
+	}
+}
+
+// asmDot1x1 wraps a one-by-one dot product.
+func asmDot1x1[W float32 | uint16](k func(x *float32, w *W, nb int) float32) func(x []float32, w []W, nb int) float32 {
+	return func(x []float32, w []W, nb int) float32 {
+		_ = x[:8*nb]
+		_ = w[:8*nb]
+		return k(unsafe.SliceData(x), unsafe.SliceData(w), nb)
+	}
+}
+
+// asmAxpyRows wraps the axpy kernels held by their number of lanes-wide
+// accumulators (byAccs[len(acc)/lanes]), over a float32 or a 16-bit cache.
+func asmAxpyRows[W float32 | uint16, K ~func(acc, p *float32, v *W, rows *int32, n, ld int)](byAccs []K, lanes int) func(acc, p []float32, v []W, off int, rows []int32, ld int) {
+	return func(acc, p []float32, v []W, off int, rows []int32, ld int) {
+		w := len(acc)
+		if w%lanes != 0 || w/lanes >= len(byAccs) || byAccs[w/lanes] == nil {
+			panic("cpu: axpyRows: no kernel for this width")
+		}
+		_ = p[:len(rows)]
+		if checkRows(v, off, rows, ld, w) {
+			byAccs[w/lanes](unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
+		}
+	}
+}
+
+// prefetchLines is how many 64-byte lines a row prefetch asks for: those
+// the span of width values from w[off] touches, and one more when rows
+// differ in alignment (a row length that is not a whole number of lines).
+func prefetchLines[T float32 | uint16](w []T, off, ld, width int) int {
+	size := int(unsafe.Sizeof(w[0]))
+	skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
+	lines := (skew + size*width + 63) / 64
+	if (size*ld)%64 != 0 {
+		lines++
+	}
+	return lines
 }

@@ -3,7 +3,6 @@
 package cpu
 
 import (
-	"math"
 	"unsafe"
 )
 
@@ -73,65 +72,19 @@ var avx2Kernels = kernelSet{
 	f32:  asmDotKernels(dots3x4AVX2, dots1x8AVX2, dots1x1AVX2),
 	bf16: asmDotKernels(dots3x4BF16AVX2, dots1x8BF16AVX2, dots1x1BF16AVX2),
 	// kv16_amd64.go
-	kvBF16: kvBF16AVX2,
-	kvF16:  kvF16AVX2,
-	siluMul: func(dst, g, u []float32) {
-		n8 := len(g) / 8
-		if n8 > 0 {
-			_, _ = dst[8*n8-1], u[8*n8-1]
-			siluMulAVX2(unsafe.SliceData(dst), unsafe.SliceData(g), unsafe.SliceData(u), n8)
-		}
-		siluMulGo(dst[8*n8:], g[8*n8:], u[8*n8:])
-	},
+	kvBF16:  kvBF16AVX2,
+	kvF16:   kvF16AVX2,
+	siluMul: asmSiluMul(siluMulAVX2),
 	attn: attnKernels{
-		dotsRows8: func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32) {
-			_ = x[:8*nb]
-			_ = dst[7]
-			checkRows(w, off, rows[:8], ld, 8*nb)
-			if nb == 0 {
-				clear(dst[:8])
-				return
-			}
-			dotsRows8AVX2(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
-		},
-		axpyRows: func(acc, p, v []float32, off int, rows []int32, ld int) {
-			w := len(acc)
-			if w%8 != 0 || w > 64 || axpyAVX2[w/8] == nil {
-				panic("cpu: axpyRows: no kernel for this width")
-			}
-			k := axpyAVX2[w/8]
-			_ = p[:len(rows)]
-			if checkRows(v, off, rows, ld, w) {
-				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
-			}
-		},
-		scaleMax: func(x []float32, s float32) float32 {
-			n8 := len(x) / 8
-			m := float32(math.Inf(-1))
-			if n8 > 0 {
-				m = scaleMaxAVX2(unsafe.SliceData(x), n8, s)
-			}
-			return max(m, scaleMaxGo(x[8*n8:], s))
-		},
-		expShift: func(x []float32, m float32) {
-			n8 := len(x) / 8
-			if n8 > 0 {
-				expShiftAVX2(unsafe.SliceData(x), n8, m)
-			}
-			expShiftGo(x[8*n8:], m)
-		},
+		dotsRows8: asmDotsRows8(dotsRows8AVX2),
+		axpyRows:  asmAxpyRows(axpyAVX2[:], 8),
+		scaleMax:  asmScaleMax(scaleMaxAVX2),
+		expShift:  asmExpShift(expShiftAVX2),
 		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
 			// A prefetch never faults, so the rows need no bounds check
 			// (they are checked where they are read).
 			if width > 0 && len(rows) > 0 && off < len(w) {
-				// The lines the first row's span touches; one more when
-				// rows differ in alignment (a row length that is not a
-				// whole number of lines).
-				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
-				lines := (skew + 4*width + 63) / 64
-				if (4*ld)%64 != 0 {
-					lines++
-				}
+				lines := prefetchLines(w, off, ld, width)
 				prefetchRowsAVX2(&w[off], unsafe.SliceData(rows), len(rows), ld, lines)
 			}
 		},

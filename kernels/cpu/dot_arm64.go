@@ -3,7 +3,6 @@
 package cpu
 
 import (
-	"math"
 	"unsafe"
 )
 
@@ -80,38 +79,12 @@ var neonKernels = kernelSet{
 	f32:  asmDotKernels(dots3x4NEON, dots1x8NEON, dots1x1NEON),
 	bf16: asmDotKernels(dots3x4BF16NEON, dots1x8BF16NEON, dots1x1BF16NEON),
 	// kv16_arm64.go
-	kvBF16: kvBF16NEON,
-	kvF16:  kvF16NEON,
-	siluMul: func(dst, g, u []float32) {
-		n8 := len(g) / 8
-		if n8 > 0 {
-			_, _ = dst[8*n8-1], u[8*n8-1]
-			siluMulNEON(unsafe.SliceData(dst), unsafe.SliceData(g), unsafe.SliceData(u), n8)
-		}
-		siluMulGo(dst[8*n8:], g[8*n8:], u[8*n8:])
-	},
+	kvBF16:  kvBF16NEON,
+	kvF16:   kvF16NEON,
+	siluMul: asmSiluMul(siluMulNEON),
 	attn: attnKernels{
-		dotsRows8: func(x, w []float32, off int, rows []int32, ld, nb int, dst []float32) {
-			_ = x[:8*nb]
-			_ = dst[7]
-			checkRows(w, off, rows[:8], ld, 8*nb)
-			if nb == 0 {
-				clear(dst[:8])
-				return
-			}
-			dotsRows8NEON(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
-		},
-		axpyRows: func(acc, p, v []float32, off int, rows []int32, ld int) {
-			w := len(acc)
-			if w%4 != 0 || w > 64 || axpyNEON[w/4] == nil {
-				panic("cpu: axpyRows: no kernel for this width")
-			}
-			k := axpyNEON[w/4]
-			_ = p[:len(rows)]
-			if checkRows(v, off, rows, ld, w) {
-				k(unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
-			}
-		},
+		dotsRows8: asmDotsRows8(dotsRows8NEON),
+		axpyRows:  asmAxpyRows(axpyNEON[:], 4),
 		axpyRows6: func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
 			checkAxpy6(acc, step, p, len(rows), width)
 			if checkRows(v, off, rows, ld, width) {
@@ -120,32 +93,13 @@ var neonKernels = kernelSet{
 				}
 			}
 		},
-		scaleMax: func(x []float32, s float32) float32 {
-			n8 := len(x) / 8
-			m := float32(math.Inf(-1))
-			if n8 > 0 {
-				m = scaleMaxNEON(unsafe.SliceData(x), n8, s)
-			}
-			return max(m, scaleMaxGo(x[8*n8:], s))
-		},
-		expShift: func(x []float32, m float32) {
-			n8 := len(x) / 8
-			if n8 > 0 {
-				expShiftNEON(unsafe.SliceData(x), n8, m)
-			}
-			expShiftGo(x[8*n8:], m)
-		},
+		scaleMax: asmScaleMax(scaleMaxNEON),
+		expShift: asmExpShift(expShiftNEON),
 		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
 			// A prefetch never faults, so the rows need no bounds check
 			// (they are checked where they are read).
 			if width > 0 && len(rows) > 0 && off < len(w) {
-				// The 64-byte lines the first row's span touches; one more
-				// when rows differ in alignment.
-				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
-				lines := (skew + 4*width + 63) / 64
-				if (4*ld)%64 != 0 {
-					lines++
-				}
+				lines := prefetchLines(w, off, ld, width)
 				prefetchRowsNEON(unsafe.Pointer(&w[off]), unsafe.SliceData(rows), len(rows), 4*ld, lines)
 			}
 		},

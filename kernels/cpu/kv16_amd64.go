@@ -81,38 +81,12 @@ type axpy16 func(acc, p *float32, v *uint16, rows *int32, n, ld int)
 func asmKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32),
 	dot1 func(x *float32, w *uint16, nb int) float32, axpy [9]axpy16, tiles bool, own dotKernels[uint16]) kv16Kernels {
 	return kv16Kernels{
-		dotsRows8: func(x []float32, w []uint16, off int, rows []int32, ld, nb int, dst []float32) {
-			_ = x[:8*nb]
-			_ = dst[7]
-			checkRows(w, off, rows[:8], ld, 8*nb)
-			if nb == 0 {
-				clear(dst[:8])
-				return
-			}
-			rows8(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
-		},
-		dots1x1: func(x []float32, w []uint16, nb int) float32 {
-			_ = x[:8*nb]
-			_ = w[:8*nb]
-			return dot1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
-		},
-		axpyRows: func(acc, p []float32, v []uint16, off int, rows []int32, ld int) {
-			w := len(acc)
-			if w%8 != 0 || w > 64 || axpy[w/8] == nil {
-				panic("cpu: axpyRows: no kernel for this width")
-			}
-			_ = p[:len(rows)]
-			if checkRows(v, off, rows, ld, w) {
-				axpy[w/8](unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
-			}
-		},
+		dotsRows8: asmDotsRows8(rows8),
+		dots1x1:   asmDot1x1(dot1),
+		axpyRows:  asmAxpyRows(axpy[:], 8),
 		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {
 			if width > 0 && len(rows) > 0 && off < len(w) {
-				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
-				lines := (skew + 2*width + 63) / 64
-				if (2*ld)%64 != 0 {
-					lines++
-				}
+				lines := prefetchLines(w, off, ld, width)
 				prefetchRows16AVX2(&w[off], unsafe.SliceData(rows), len(rows), ld, lines)
 			}
 		},

@@ -74,31 +74,9 @@ func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *fl
 	dot1 func(x *float32, w *uint16, nb int) float32, axpy [17]axpy16,
 	axpy6 func(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int), tiles bool) kv16Kernels {
 	return kv16Kernels{
-		dotsRows8: func(x []float32, w []uint16, off int, rows []int32, ld, nb int, dst []float32) {
-			_ = x[:8*nb]
-			_ = dst[7]
-			checkRows(w, off, rows[:8], ld, 8*nb)
-			if nb == 0 {
-				clear(dst[:8])
-				return
-			}
-			rows8(unsafe.SliceData(x), &w[off], unsafe.SliceData(rows), ld, nb, unsafe.SliceData(dst))
-		},
-		dots1x1: func(x []float32, w []uint16, nb int) float32 {
-			_ = x[:8*nb]
-			_ = w[:8*nb]
-			return dot1(unsafe.SliceData(x), unsafe.SliceData(w), nb)
-		},
-		axpyRows: func(acc, p []float32, v []uint16, off int, rows []int32, ld int) {
-			w := len(acc)
-			if w%4 != 0 || w > 64 || axpy[w/4] == nil {
-				panic("cpu: axpyRows: no kernel for this width")
-			}
-			_ = p[:len(rows)]
-			if checkRows(v, off, rows, ld, w) {
-				axpy[w/4](unsafe.SliceData(acc), unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
-			}
-		},
+		dotsRows8: asmDotsRows8(rows8),
+		dots1x1:   asmDot1x1(dot1),
+		axpyRows:  asmAxpyRows(axpy[:], 4),
 		axpyRows6: func(acc []float32, step int, p []float32, v []uint16, off int, rows []int32, ld, width int) {
 			checkAxpy6(acc, step, p, len(rows), width)
 			if checkRows(v, off, rows, ld, width) {
@@ -109,11 +87,7 @@ func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *fl
 		},
 		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {
 			if width > 0 && len(rows) > 0 && off < len(w) {
-				skew := int(uintptr(unsafe.Pointer(&w[off])) % 64)
-				lines := (skew + 2*width + 63) / 64
-				if (2*ld)%64 != 0 {
-					lines++
-				}
+				lines := prefetchLines(w, off, ld, width)
 				prefetchRowsNEON(unsafe.Pointer(&w[off]), unsafe.SliceData(rows), len(rows), 2*ld, lines)
 			}
 		},
