@@ -192,6 +192,19 @@ func Export(dir string, w io.Writer) (*Summary, error) {
 	return &Summary{Arch: arch, Tensors: gw.Tensors(), Vocab: len(vocab.tokens), Pre: vocab.pre}, nil
 }
 
+// tensorType is the GGUF type that keeps weight hf in its on-disk dtype.
+func tensorType(hf, dtype string) (TensorType, error) {
+	switch dtype {
+	case model.DTypeBF16:
+		return BF16, nil
+	case model.DTypeF16:
+		return F16, nil
+	case model.DTypeF32:
+		return F32, nil
+	}
+	return F32, fmt.Errorf("gguf: tensor %q has dtype %s; want F32, BF16 or F16", hf, dtype)
+}
+
 // ggufDims turns a PyTorch shape into GGUF dims (fastest-varying first).
 func ggufDims(shape []int) []uint64 {
 	d := make([]uint64, len(shape))
@@ -234,16 +247,11 @@ func tensorPlan(c *model.Config, arch string, dtypes map[string]string) ([]plann
 			errs = append(errs, fmt.Errorf("gguf: tensor %q is not in the checkpoint", hf))
 			return
 		}
-		typ := F32
+		typ := F32 // norms: llama.cpp wants them in F32 (widening is exact)
 		if len(shape) == 2 {
-			switch dt {
-			case model.DTypeBF16:
-				typ = BF16
-			case model.DTypeF16:
-				typ = F16
-			case model.DTypeF32:
-			default:
-				errs = append(errs, fmt.Errorf("gguf: tensor %q has dtype %s; want F32, BF16 or F16", hf, dt))
+			var err error
+			if typ, err = tensorType(hf, dt); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		plan = append(plan, planned{name: name, hf: hf, shape: shape, heads: heads, typ: typ})

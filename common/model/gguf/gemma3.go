@@ -182,16 +182,11 @@ func gemmaPlan(c *model.Config, dtypes map[string]string) ([]gemmaTensor, error)
 			errs = append(errs, fmt.Errorf("gguf: tensor %q is not in the checkpoint", hf))
 			return
 		}
-		typ := F32
+		typ := F32 // norms are written as F32, with 1 added
 		if !norm {
-			switch dt {
-			case model.DTypeBF16:
-				typ = BF16
-			case model.DTypeF16:
-				typ = F16
-			case model.DTypeF32:
-			default:
-				errs = append(errs, fmt.Errorf("gguf: tensor %q has dtype %s; want F32, BF16 or F16", hf, dt))
+			var err error
+			if typ, err = tensorType(hf, dt); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		plan = append(plan, gemmaTensor{name: name, hf: hf, shape: shape, typ: typ, norm: norm})
