@@ -13,8 +13,8 @@ import (
 // images, audio or video, no web UI, nothing to change through POST
 // /props, a template with no tool calling.
 func (h *Handler) props(w http.ResponseWriter, r *http.Request) {
-	def := offSettings()
-	def.Temperature, def.TopP = llamaDefaults().Temperature, llamaDefaults().TopP
+	def, d := offSettings(), llamaDefaults()
+	def.Temperature, def.TopP = d.Temperature, d.TopP
 	out := map[string]any{
 		"default_generation_settings": map[string]any{"params": def, "n_ctx": h.es.ContextLimit()},
 		"total_slots":                 len(h.slots.slots),

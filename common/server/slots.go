@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"kvlab/common/tokenizer"
 )
 
 // Slots are llama-server's slots as this engine can honestly have them.
@@ -347,10 +345,7 @@ func validFilename(name string) bool {
 // piecesText is the text of ids with special tokens written out, as
 // llama-server shows prompts; "" without a tokenizer.
 func (h *Handler) piecesText(ids []int32) string {
-	return piecesOf(h.opts.Tokenizer, ids)
-}
-
-func piecesOf(t *tokenizer.Tokenizer, ids []int32) string {
+	t := h.opts.Tokenizer
 	if t == nil {
 		return ""
 	}
