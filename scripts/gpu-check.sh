@@ -38,7 +38,8 @@
 #   phase08    the phase-8 comparison on a small workload, -device cuda and
 #              -device cpu (each checks that the caches reproduce the
 #              baseline's tokens), then `make phase08`'s run (the built-in
-#              model, prefix_caching at full size) with -device cuda
+#              model, prefix_caching at full size) with -device cuda, in
+#              float32 and with -kv-cache-dtype bf16
 # The run goes on after a failed step and exits non-zero at the end if any
 # step failed; $OUT/summary.txt lists each step's outcome and time.
 set -uo pipefail
@@ -208,6 +209,10 @@ done
 # make phase08 on the built-in model, at its full size, on the GPU.
 step phase08-full timeout 150 "$phase08_bin" -device cuda -arch llama -workload prefix_caching "${full_args[@]}" \
 	-plot "$OUT/phase08-full.svg" -json "$OUT/phase08-full.json"
+# The same with the KV pool in bf16 (-kv-cache-dtype): the 16-bit write,
+# copy and attention kernels inside the whole engine.
+step phase08-bf16 timeout 150 "$phase08_bin" -device cuda -arch llama -workload prefix_caching "${full_args[@]}" \
+	-kv-cache-dtype bf16 -plot "" -json "$OUT/phase08-bf16.json"
 
 echo "== summary ($OUT/summary.txt)"
 cat "$OUT/summary.txt"
