@@ -42,18 +42,18 @@ func TestWriteKV16(t *testing.T) {
 			slots := []int32{5, -1, 2}
 			be.WriteKV(kg, vg, k.g, v.g, slots)
 			ref.WriteKV(kr, vr, k.c, v.c, slots)
-			requireEqual(t, k.gpuData(be), k.cpuData(), "k left rounded")
-			requireEqual(t, v.gpuData(be), v.cpuData(), "v left rounded")
+			requireEqual(t, k.gpuData(be), k.cpuData(), "WriteKV16 k left rounded")
+			requireEqual(t, v.gpuData(be), v.cpuData(), "WriteKV16 v left rounded")
 			host := func(t kernels.Tensor, be kernels.Backend) []float32 {
 				return be.ToHost(t, make([]float32, rows*cols))
 			}
-			requireEqual(t, host(kg, be), host(kr, ref), "K cache")
-			requireEqual(t, host(vg, be), host(vr, ref), "V cache")
+			requireEqual(t, host(kg, be), host(kr, ref), "WriteKV16 K cache")
+			requireEqual(t, host(vg, be), host(vr, ref), "WriteKV16 V cache")
 			be.CopyBlock(kg, vg, 1, 3, 2) // blocks of 2 rows: rows 2, 3 onto 6, 7
 			ref.CopyBlock(kr, vr, 1, 3, 2)
-			requireEqual(t, host(kg, be), host(kr, ref), "K cache after CopyBlock")
-			requireEqual(t, host(vg, be), host(vr, ref), "V cache after CopyBlock")
-			requireEqual(t, be.ToHost(be.View(kg, 5, 1), make([]float32, cols)), ref.ToHost(ref.View(kr, 5, 1), make([]float32, cols)), "a view")
+			requireEqual(t, host(kg, be), host(kr, ref), "CopyBlock16 K cache")
+			requireEqual(t, host(vg, be), host(vr, ref), "CopyBlock16 V cache")
+			requireEqual(t, be.ToHost(be.View(kg, 5, 1), make([]float32, cols)), ref.ToHost(ref.View(kr, 5, 1), make([]float32, cols)), "View16 of a cache row")
 		})
 	}
 }
