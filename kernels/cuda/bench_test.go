@@ -41,36 +41,52 @@ func BenchmarkMatMulT(b *testing.B) {
 	}
 	rng := newRand(31)
 	for _, s := range shapes {
-		w := be.FromHost(s.out, s.in, randFloats(rng, s.out*s.in, 0.02))
-		for _, n := range []int{1, 16, 512, 2048} {
-			x := be.FromHost(n, s.in, randFloats(rng, n*s.in, 1))
-			dst := be.New(n, s.out)
-			b.Run(fmt.Sprintf("%s/in=%d/out=%d/n=%d", s.name, s.in, s.out, n), func(b *testing.B) {
-				be.MatMulT(dst, x, w) // warm-up
-				be.Synchronize()
-				b.ResetTimer()
-				for range b.N {
-					be.MatMulT(dst, x, w)
-				}
-				be.Synchronize()
-				sec := b.Elapsed().Seconds()
-				b.ReportMetric(2*float64(n)*float64(s.in)*float64(s.out)*float64(b.N)/sec/1e12, "TFLOP/s")
-				b.ReportMetric(4*float64(s.in)*float64(s.out)*float64(b.N)/sec/1e9, "weightGB/s")
-			})
-			be.Free(x)
-			be.Free(dst)
+		data := randFloats(rng, s.out*s.in, 0.02)
+		// f32 weights keep the names earlier runs recorded; bf16 weights
+		// (FromHostBF16, what a bf16 checkpoint loads as) add /w=bf16.
+		for _, bf16 := range []bool{false, true} {
+			w, suffix, wBytes := be.FromHost(s.out, s.in, data), "", 4.0
+			if bf16 {
+				w, suffix, wBytes = be.FromHostBF16(s.out, s.in, data), "/w=bf16", 2.0
+			}
+			for _, n := range []int{1, 16, 512, 2048} {
+				x := be.FromHost(n, s.in, randFloats(rng, n*s.in, 1))
+				dst := be.New(n, s.out)
+				b.Run(fmt.Sprintf("%s/in=%d/out=%d/n=%d%s", s.name, s.in, s.out, n, suffix), func(b *testing.B) {
+					be.MatMulT(dst, x, w) // warm-up
+					be.Synchronize()
+					b.ResetTimer()
+					for range b.N {
+						be.MatMulT(dst, x, w)
+					}
+					be.Synchronize()
+					sec := b.Elapsed().Seconds()
+					b.ReportMetric(2*float64(n)*float64(s.in)*float64(s.out)*float64(b.N)/sec/1e12, "TFLOP/s")
+					b.ReportMetric(wBytes*float64(s.in)*float64(s.out)*float64(b.N)/sec/1e9, "weightGB/s")
+				})
+				be.Free(x)
+				be.Free(dst)
+			}
+			be.Free(w)
 		}
-		be.Free(w)
 	}
 }
 
 // decodeBatch builds a decode step of seqs sequences with ctx tokens of
 // context each, Llama-3.2-1B's attention shape and blockSize-token blocks.
 func decodeBatch(be *Backend, seqs, ctx, blockSize int, dt kernels.KVDType) (out, q, kc, vc kernels.Tensor, as []kernels.AttnSeq, sh kernels.AttnShape) {
-	sh = attnShape(llamaHeads, llamaKVHeads, llamaHeadDim, blockSize)
+	return decodeBatchHeads(be, headShape{llamaHeads, llamaKVHeads, llamaHeadDim}, seqs, ctx, blockSize, dt)
+}
+
+// headShape is a model's attention heads: query heads, KV heads, head dim.
+type headShape struct{ heads, kvHeads, headDim int }
+
+// decodeBatchHeads is decodeBatch for any head shape.
+func decodeBatchHeads(be *Backend, hs headShape, seqs, ctx, blockSize int, dt kernels.KVDType) (out, q, kc, vc kernels.Tensor, as []kernels.AttnSeq, sh kernels.AttnShape) {
+	sh = attnShape(hs.heads, hs.kvHeads, hs.headDim, blockSize)
 	perSeq := (ctx + blockSize - 1) / blockSize
 	blocks := seqs * perSeq
-	kvCols := llamaKVHeads * llamaHeadDim
+	kvCols := hs.kvHeads * hs.headDim
 	rng := newRand(32)
 	// Only the page tables need to be realistic; the cache's contents do not
 	// change the kernel's work, so it is filled with a constant pattern.
@@ -83,9 +99,44 @@ func decodeBatch(be *Backend, seqs, ctx, blockSize int, dt kernels.KVDType) (out
 		}
 		as = append(as, kernels.AttnSeq{QStart: s, QLen: 1, CtxLen: ctx, Pages: pages})
 	}
-	q = be.FromHost(seqs, llamaHeads*llamaHeadDim, randFloats(rng, seqs*llamaHeads*llamaHeadDim, 1))
-	out = be.New(seqs, llamaHeads*llamaHeadDim)
+	q = be.FromHost(seqs, hs.heads*hs.headDim, randFloats(rng, seqs*hs.heads*hs.headDim, 1))
+	out = be.New(seqs, hs.heads*hs.headDim)
 	return out, q, kc, vc, as, sh
+}
+
+// BenchmarkAttendDecodeHeadDims is BenchmarkAttendDecode at the head shapes
+// of Qwen3-0.6B (16 query / 8 KV heads of 128) and Gemma-3-1B (4 / 1 of
+// 256), whose kernels (paged_attention_d128, _d256) have no launch bound,
+// over float32 and bf16 caches.
+func BenchmarkAttendDecodeHeadDims(b *testing.B) {
+	be := needGPU(b)
+	for _, m := range []struct {
+		name string
+		hs   headShape
+	}{{"qwen3", headShape{16, 8, 128}}, {"gemma3", headShape{4, 1, 256}}} {
+		for _, c := range []struct{ seqs, ctx int }{{1, 4096}, {64, 1024}, {256, 2048}} {
+			for _, dt := range []kernels.KVDType{kernels.KVF32, kernels.KVBF16} {
+				b.Run(fmt.Sprintf("%s/hd=%d/seqs=%d/ctx=%d/kv=%s", m.name, m.hs.headDim, c.seqs, c.ctx, dt), func(b *testing.B) {
+					out, q, kc, vc, as, sh := decodeBatchHeads(be, m.hs, c.seqs, c.ctx, 16, dt)
+					defer func() {
+						for _, t := range []kernels.Tensor{out, q, kc, vc} {
+							be.Free(t)
+						}
+					}()
+					kvBytes := float64(c.seqs) * float64(c.ctx) * float64(m.hs.kvHeads*m.hs.headDim) * float64(dt.Bytes()) * 2
+					qoBytes := float64(c.seqs) * float64(m.hs.heads*m.hs.headDim) * 4 * 2
+					be.Attend(out, q, kc, vc, as, sh)
+					be.Synchronize()
+					b.ResetTimer()
+					for range b.N {
+						be.Attend(out, q, kc, vc, as, sh)
+					}
+					be.Synchronize()
+					b.ReportMetric((kvBytes+qoBytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
+	}
 }
 
 // BenchmarkAttendDecode times one layer's paged decode attention and

@@ -331,6 +331,43 @@ matmul_bf16w_64(float* dst, const float* x, const bf16w* w, long long n, long lo
 #define SK_WARPS 4
 #define SK_THREADS (SK_WARPS * 32)
 
+// wraw carries four elements of w from global memory to the skinny
+// kernel's bf16 tile: an f32 weight as a float4, rounded to bf16 on the
+// way in (store4); a bf16 weight as its 8 bytes of bit patterns, copied
+// as they are. Rounding a bf16 value to bf16 is the identity, so the copy
+// gives the tile the same bits as widening and rounding would, with half
+// the registers held across the loop and no conversions.
+template <class TW>
+struct wraw;
+template <>
+struct wraw<float> {
+    typedef float4 T;
+    static __device__ __forceinline__ float4 load(const float* __restrict__ a, long long rows, long long cols,
+                                                  long long r, long long c, bool vec) {
+        return load4(a, rows, cols, r, c, vec);
+    }
+    static __device__ __forceinline__ void store(__nv_bfloat16* s, float4 v) { store4(s, v); }
+};
+template <>
+struct wraw<bf16w> {
+    typedef uint2 T;
+    static __device__ __forceinline__ uint2 load(const bf16w* __restrict__ a, long long rows, long long cols,
+                                                 long long r, long long c, bool vec) {
+        uint2 u;
+        u.x = 0;
+        u.y = 0;
+        if (r >= rows || c >= cols) return u;
+        const bf16w* p = a + r * cols + c;
+        if (vec && c + 4 <= cols) return *reinterpret_cast<const uint2*>(p);
+        u.x = p[0];
+        if (c + 1 < cols) u.x |= (unsigned)p[1] << 16;
+        if (c + 2 < cols) u.y = p[2];
+        if (c + 3 < cols) u.y |= (unsigned)p[3] << 16;
+        return u;
+    }
+    static __device__ __forceinline__ void store(__nv_bfloat16* s, uint2 v) { *reinterpret_cast<uint2*>(s) = v; }
+};
+
 template <class TW>
 __device__ __forceinline__ void matmul_skinny(float* __restrict__ dst, const float* __restrict__ x,
                                               const TW* __restrict__ w, long long n, long long in, long long out,
@@ -360,25 +397,26 @@ __device__ __forceinline__ void matmul_skinny(float* __restrict__ dst, const flo
     wmma::fill_fragment(acc, 0.0f);
 
     const long long c0 = slice * cps, c1 = min(c0 + cps, chunks);
-    float4 ra[4], rb[4];
+    float4 ra[4];
+    typename wraw<TW>::T rb[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         ra[i] = load4(x, n, in, lr + 4 * i, c0 * MM_BK + lc, vec);
-        rb[i] = load4(wb, wrows, in, lr + 4 * i, c0 * MM_BK + lc, vec);
+        rb[i] = wraw<TW>::load(wb, wrows, in, lr + 4 * i, c0 * MM_BK + lc, vec);
     }
     for (long long c = c0; c < c1; ++c) {
         __syncwarp(); // the previous chunk's fragments are loaded
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             store4(&As[warp][(lr + 4 * i) * MM_LD + lc], ra[i]);
-            store4(&Bs[warp][(lr + 4 * i) * MM_LD + lc], rb[i]);
+            wraw<TW>::store(&Bs[warp][(lr + 4 * i) * MM_LD + lc], rb[i]);
         }
         __syncwarp();
         if (c + 1 < c1) { // in flight while the tensor cores run
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 ra[i] = load4(x, n, in, lr + 4 * i, (c + 1) * MM_BK + lc, vec);
-                rb[i] = load4(wb, wrows, in, lr + 4 * i, (c + 1) * MM_BK + lc, vec);
+                rb[i] = wraw<TW>::load(wb, wrows, in, lr + 4 * i, (c + 1) * MM_BK + lc, vec);
             }
         }
 #pragma unroll
