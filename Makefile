@@ -135,7 +135,7 @@ phase08-http: build ## make phase08 over HTTP: each design as its own server, me
 	$(BIN)/phase08 -arch $(MODEL) -workload $(WORKLOAD) -servers $(SERVERS) $(ARGS)
 
 .PHONY: bench-cpu bench-decode
-bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f32 and bf16 (ARGS=-runs 9 ...); LLAMA_CPP_DIR=<llama.cpp build> adds llama-bench's on the same models, exported to GGUF
+bench-cpu: ## CPU engine decode and prefill tok/s on synthetic models A and B, f32 and bf16 (ARGS=-runs 9 -threads 1 ...); LLAMA_CPP_DIR=<llama.cpp build> adds llama-bench's on the same models, exported to GGUF; KVLAB_KERNEL_SET=avx2 runs the AVX2 kernels on an AVX-512 CPU
 	$(GO) run ./cmd/benchcpu $(ARGS)
 
 bench-decode: ## CPU decode tok/s on llama2.c's stories15M shape (hidden 288, 6 layers), f32 and bf16, 511 tokens, 2 threads (ARGS=-runs 9 ...); LLAMA2C_DIR=<dir with a built llama2.c run> adds run.c's on the same weights

@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/benchcpu            # models A and B, f32 and bf16, 5 runs each
 //	go run ./cmd/benchcpu -models B -dtypes bf16 -runs 9
+//	go run ./cmd/benchcpu -threads 1   # one thread, here and in llama-bench
 //
 // Model A is the built-in model (init-model's default: hidden 256, 4
 // layers, 4 heads / 2 KV heads of 64, intermediate 768, vocab 4096). Model
@@ -20,7 +21,9 @@
 // parentheses: on a machine shared with other work the best run is the
 // closer to what the code can do, the median to what a user sees. The line
 // above the table names the CPU kernel set that ran (cpu.KernelSet: avx512,
-// avx2, neon or go), the threads and the platform.
+// avx2, neon or go; KVLAB_KERNEL_SET picks one), the threads and the
+// platform. -threads sets GOMAXPROCS, the backend's workers and
+// llama-bench's -t together, so 1→2 thread scaling is two runs.
 //
 // With -llama-cpp DIR (default: $LLAMA_CPP_DIR), a llama.cpp build, each
 // model is also exported to GGUF (package gguf, as export-gguf does) and
@@ -65,6 +68,7 @@ func main() {
 	decode := flag.Int("decode", 256, "tokens generated per decode run")
 	prompt := flag.Int("prompt", 1000, "prompt tokens per prefill run")
 	dtypes := flag.String("dtypes", "f32,bf16", "comma-separated dtypes of the weights on disk: f32, bf16")
+	threads := flag.Int("threads", 0, "threads: GOMAXPROCS, the CPU backend's workers and llama-bench's -t (0: GOMAXPROCS as it is)")
 	workers := flag.Int("workers", 0, "CPU backend workers (0: GOMAXPROCS)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	llamaDir := flag.String("llama-cpp", os.Getenv("LLAMA_CPP_DIR"), "a llama.cpp build to measure on the same models (default $LLAMA_CPP_DIR; empty: this engine only)")
@@ -76,6 +80,13 @@ func main() {
 	if err := check(strings.Split(*models, ","), strings.Split(*dtypes, ","), *runs, *decode, *prompt); err != nil {
 		fmt.Fprintln(os.Stderr, "benchcpu:", err)
 		os.Exit(1)
+	}
+	if *threads < 0 {
+		fmt.Fprintln(os.Stderr, "benchcpu: -threads must be ≥ 0, have", *threads)
+		os.Exit(1)
+	}
+	if *threads > 0 {
+		runtime.GOMAXPROCS(*threads)
 	}
 	if os.Getenv("LLAMA2C_DIR") != "" {
 		fmt.Fprintln(os.Stderr, "benchcpu: LLAMA2C_DIR is set, but this command compares with llama.cpp (LLAMA_CPP_DIR); make bench-decode (cmd/benchdecode) compares with llama2.c")

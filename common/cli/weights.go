@@ -12,6 +12,7 @@ import (
 
 	"kvlab/common/model"
 	"kvlab/kernels"
+	"kvlab/kernels/cpu"
 )
 
 // weightFlags choose how the model's weights come into memory: llama-server's
@@ -33,8 +34,8 @@ func (f *weightFlags) register(fs *flag.FlagSet) {
 }
 
 // load loads the checkpoint in dir onto be, and notes for report how long
-// that took, where the weights are, and the process's resident memory
-// after it.
+// that took, where the weights are, the process's resident memory after
+// it, and on the CPU backend the kernel set it runs.
 func (f *weightFlags) load(dir string, be kernels.Backend) (*model.Model, error) {
 	if f.mlock && f.noMmap {
 		return nil, fmt.Errorf("-mlock locks the mapped weights, and -no-mmap reads them instead: give one")
@@ -64,6 +65,11 @@ func (f *weightFlags) load(dir string, be kernels.Backend) (*model.Model, error)
 		where += "; -mlock: nothing to lock, no weight stays mapped"
 	}
 	f.loaded = fmt.Sprintf("model loaded in %.2f s (%s); %s", took.Seconds(), where, residentMemory())
+	if be.Name() == "cpu" {
+		// The kernel set the CPU backend runs (cpu.KernelSet: the fastest
+		// this CPU has, or the one KVLAB_KERNEL_SET names).
+		f.loaded += "; CPU kernels " + cpu.KernelSet()
+	}
 	return m, nil
 }
 

@@ -9,11 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kvlab/kernels/cpu"
 )
 
 // TestServePrintsTheLoadLine checks the line serve prints before it
 // listens: the load's time, the mapped weights (or that they were read),
-// and the resident memory, for each way of loading.
+// the resident memory and the CPU kernel set, for each way of loading.
 func TestServePrintsTheLoadLine(t *testing.T) {
 	dir := smallModel(t, "qwen3")
 	for _, tc := range []struct {
@@ -40,7 +42,7 @@ func TestServePrintsTheLoadLine(t *testing.T) {
 			require.NoError(t, <-res)
 			lines := strings.Split(log.String(), "\n")
 			require.GreaterOrEqual(t, len(lines), 2, log.String())
-			load := regexp.MustCompile(`^test serve: model loaded in [0-9.]+ s \(` + tc.where + `; (RSS [0-9.]+ (MB|GB|bytes)|RSS unknown)`)
+			load := regexp.MustCompile(`^test serve: model loaded in [0-9.]+ s \(` + tc.where + `; (RSS [0-9.]+ (MB|GB|bytes)|RSS unknown).*; CPU kernels ` + cpu.KernelSet() + `$`)
 			i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "listening on") })
 			require.Positive(t, i, log.String())
 			assert.Regexp(t, load, lines[i-1], "the load line comes just before the listening line")

@@ -43,6 +43,25 @@ func BenchmarkMatMulT(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulTBF16 is BenchmarkMatMulT with bf16 weights: the tiles
+// that widen each weight to float32 before the multiply (dots6x8 and
+// dots3x4 over uint16).
+func BenchmarkMatMulTBF16(b *testing.B) {
+	be := cpu.New()
+	for _, s := range matMulShapes {
+		b.Run(fmt.Sprintf("n=%d,in=%d,out=%d", s.n, s.in, s.out), func(b *testing.B) {
+			rng := newRand(1)
+			x := randTensor(be, rng, s.n, s.in)
+			w := be.FromHostBF16(s.out, s.in, randFloats(rng, s.out*s.in))
+			dst := be.New(s.n, s.out)
+			for b.Loop() {
+				be.MatMulT(dst, x, w)
+			}
+			reportGFLOPs(b, 2*float64(s.n*s.in*s.out))
+		})
+	}
+}
+
 // BenchmarkSgemmWhole measures gonum's Sgemm on the whole product (not
 // batch invariant), for comparison with MatMulT.
 func BenchmarkSgemmWhole(b *testing.B) {

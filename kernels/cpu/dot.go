@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"os"
 
 	"kvlab/kernels"
 )
@@ -88,14 +89,15 @@ func goDotKernels[W float32 | uint16]() dotKernels[W] {
 	}
 }
 
-// kern is the kernel set MatMulT uses: the fastest this CPU supports
-// (chosen once at start-up in dot_amd64.go), otherwise goKernels. Tests
-// switch it to compare the sets bit for bit.
-var kern = goKernels
+// kern is the kernel set MatMulT and attention use, chosen once at
+// start-up (kernelset.go): the fastest this CPU runs, or the one
+// KVLAB_KERNEL_SET names. Tests switch it to compare the sets bit for bit.
+var kern = *chooseKernelSetOrPanic(runnable, os.Getenv(kernelSetEnv))
 
-// runnable lists the kernel sets this CPU can run, goKernels first and
-// kern last, for tests that compare them.
-var runnable = []*kernelSet{&goKernels}
+// runnable lists the kernel sets this CPU can run, goKernels first and the
+// fastest last (cpuKernelSets in dot_amd64.go, dot_arm64.go or
+// kernelset_other.go), for tests that compare them.
+var runnable = cpuKernelSets()
 
 // widen returns a weight as float32; a bf16 widens exactly.
 func widen[W float32 | uint16](v W) float32 {

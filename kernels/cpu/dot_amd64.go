@@ -111,13 +111,15 @@ func hasAVX2FMA() bool {
 	return ebx7&avx2 != 0
 }
 
-func init() {
+// cpuKernelSets returns the kernel sets this CPU runs, slowest first:
+// the Go kernels, then AVX2+FMA and AVX-512 where the CPU has them.
+func cpuKernelSets() []*kernelSet {
+	sets := []*kernelSet{&goKernels}
 	if hasAVX2FMA() {
-		kern = avx2Kernels
-		runnable = append(runnable, &avx2Kernels)
+		sets = append(sets, &avx2Kernels)
 	}
 	if hasAVX512() {
-		kern = avx512Kernels
-		runnable = append(runnable, &avx512Kernels)
+		sets = append(sets, &avx512Kernels)
 	}
+	return sets
 }

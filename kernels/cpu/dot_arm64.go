@@ -119,7 +119,6 @@ func checkAxpy6(acc []float32, step int, p []float32, n, width int) {
 	}
 }
 
-func init() {
-	kern = neonKernels
-	runnable = append(runnable, &neonKernels)
-}
+// cpuKernelSets returns the kernel sets this CPU runs, slowest first: the
+// Go kernels and NEON (every arm64 CPU has it).
+func cpuKernelSets() []*kernelSet { return []*kernelSet{&goKernels, &neonKernels} }

@@ -1,9 +1,66 @@
 package cpu
 
-// KernelSet names the kernel set MatMulT and attention run on this
-// machine, chosen once at start-up: "avx512" or "avx2" on amd64 CPUs that
-// have those instructions (dot_amd64.go), "neon" on arm64 (dot_arm64.go),
-// and "go" for the portable Go kernels (another architecture, an amd64 CPU
-// without AVX2 and FMA, or a build with the purego tag). Every set gives
-// the same bits; they differ only in speed.
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// KernelSet names the kernel set MatMulT and attention run in this
+// process, chosen once at start-up: by default the fastest this CPU runs —
+// "avx512" or "avx2" on amd64 CPUs that have those instructions
+// (dot_amd64.go), "neon" on arm64 (dot_arm64.go), and "go" for the
+// portable Go kernels (another architecture, an amd64 CPU without AVX2 and
+// FMA, or a build with the purego tag). Every set gives the same bits;
+// they differ only in speed.
+//
+// The environment variable KVLAB_KERNEL_SET, when set, names the set to
+// run instead (avx512, avx2, neon or go), e.g. KVLAB_KERNEL_SET=avx2 to
+// measure on an AVX-512 machine what a learner's AVX2 laptop runs, or
+// KVLAB_KERNEL_SET=go for the portable kernels. A set this CPU cannot run,
+// or an unknown name, makes the process panic at start-up with a message
+// naming the sets it can run: there is no silent fallback.
 func KernelSet() string { return kern.name }
+
+// kernelSetEnv is the environment variable that picks the kernel set.
+const kernelSetEnv = "KVLAB_KERNEL_SET"
+
+// kernelSetNames are the names of every kernel set on any machine, fastest
+// first.
+var kernelSetNames = []string{"avx512", "avx2", "neon", "go"}
+
+// chooseKernelSet returns the set of runnable named want, or the last
+// (fastest) when want is empty. It fails for a name that is not a kernel
+// set, or one this CPU cannot run.
+func chooseKernelSet(runnable []*kernelSet, want string) (*kernelSet, error) {
+	if want == "" {
+		return runnable[len(runnable)-1], nil
+	}
+	for _, ks := range runnable {
+		if ks.name == want {
+			return ks, nil
+		}
+	}
+	var names []string
+	for _, ks := range runnable {
+		names = append(names, ks.name)
+	}
+	runs := fmt.Sprintf("this CPU runs %s (unset %s for the fastest, %s)",
+		strings.Join(names, ", "), kernelSetEnv, names[len(names)-1])
+	if !slices.Contains(kernelSetNames, want) {
+		return nil, fmt.Errorf("cpu: %s=%q is not a kernel set (the sets are %s); %s",
+			kernelSetEnv, want, strings.Join(kernelSetNames, ", "), runs)
+	}
+	return nil, fmt.Errorf("cpu: %s=%s: this CPU cannot run the %s kernels; %s", kernelSetEnv, want, want, runs)
+}
+
+// chooseKernelSetOrPanic is chooseKernelSet at start-up: a kernel set
+// that was asked for and cannot run stops the process before anything
+// is computed with another.
+func chooseKernelSetOrPanic(runnable []*kernelSet, want string) *kernelSet {
+	ks, err := chooseKernelSet(runnable, want)
+	if err != nil {
+		panic(err.Error())
+	}
+	return ks
+}

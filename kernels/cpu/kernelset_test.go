@@ -5,22 +5,104 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
-// TestKernelSet checks that KernelSet names the set MatMulT runs, the last
-// of runnable, and, where KVLAB_KERNEL_SET names the set a run expects
-// (make test-arm64 sets it to neon), that this build runs that set: a
-// build that fell back to the Go kernels would otherwise pass every
-// comparison with itself.
+// TestKernelSet checks that KernelSet names the set MatMulT runs and,
+// where KVLAB_KERNEL_SET names a set (make test-arm64 sets it to neon;
+// TestKernelSetEnvSelects sets each runnable one), that this process runs
+// that set, otherwise the fastest, the last of runnable: a build that fell
+// back to the Go kernels would otherwise pass every comparison with
+// itself.
 func TestKernelSet(t *testing.T) {
-	if KernelSet() != kern.name || runnable[len(runnable)-1].name != kern.name {
-		t.Fatalf("KernelSet %q, kern %q, last runnable %q", KernelSet(), kern.name, runnable[len(runnable)-1].name)
+	want := os.Getenv(kernelSetEnv)
+	if want == "" {
+		want = runnable[len(runnable)-1].name
+	}
+	if KernelSet() != kern.name || KernelSet() != want {
+		t.Fatalf("KernelSet %q, kern %q; want %q (%s=%q, last runnable %q)",
+			KernelSet(), kern.name, want, kernelSetEnv, os.Getenv(kernelSetEnv), runnable[len(runnable)-1].name)
 	}
 	t.Logf("kernel set: %s (of %d runnable)", KernelSet(), len(runnable))
-	if want := os.Getenv("KVLAB_KERNEL_SET"); want != "" && KernelSet() != want {
-		t.Fatalf("this build runs the %q kernels; KVLAB_KERNEL_SET wants %q", KernelSet(), want)
+}
+
+// TestChooseKernelSet checks the choice KVLAB_KERNEL_SET makes: empty is
+// the fastest runnable set, a runnable name is that set, and a set the CPU
+// cannot run or an unknown name is an error naming the runnable sets.
+func TestChooseKernelSet(t *testing.T) {
+	goOnly := []*kernelSet{&goKernels}
+	avx2 := kernelSet{name: "avx2"}
+	both := []*kernelSet{&goKernels, &avx2}
+	for _, c := range []struct {
+		sets []*kernelSet
+		want string
+		ks   *kernelSet
+		err  string
+	}{
+		{both, "", &avx2, ""},
+		{both, "avx2", &avx2, ""},
+		{both, "go", &goKernels, ""},
+		{goOnly, "", &goKernels, ""},
+		{both, "avx512", nil, "KVLAB_KERNEL_SET=avx512: this CPU cannot run the avx512 kernels; this CPU runs go, avx2"},
+		{goOnly, "neon", nil, "cannot run the neon kernels; this CPU runs go (unset KVLAB_KERNEL_SET for the fastest, go)"},
+		{both, "AVX2", nil, `KVLAB_KERNEL_SET="AVX2" is not a kernel set (the sets are avx512, avx2, neon, go); this CPU runs go, avx2`},
+		{both, "sse", nil, "is not a kernel set"},
+	} {
+		ks, err := chooseKernelSet(c.sets, c.want)
+		switch {
+		case c.err == "" && (err != nil || ks != c.ks):
+			t.Errorf("%q: %v, %v; want the %s set", c.want, ks, err, c.ks.name)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: error %v; want one containing %q", c.want, err, c.err)
+		}
+	}
+}
+
+// TestKernelSetEnvSelects runs this test binary again with
+// KVLAB_KERNEL_SET set to each set this CPU runs, and checks that the
+// child runs that set (its TestKernelSet passes and logs the name); then
+// with a set it cannot run and an unknown name, and checks that the child
+// fails at start-up with a message naming the runnable sets.
+func TestKernelSetEnvSelects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary again (not under make test-arm64's emulator)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := func(set string) (string, error) {
+		cmd := exec.Command(exe, "-test.run", "^TestKernelSet$", "-test.v", "-test.count", "1")
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, kernelSetEnv+"=")
+		}), kernelSetEnv+"="+set)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	var names []string
+	for _, ks := range runnable {
+		names = append(names, ks.name)
+		out, err := child(ks.name)
+		if err != nil || !strings.Contains(out, "kernel set: "+ks.name+" ") {
+			t.Errorf("%s=%s: %v\n%s", kernelSetEnv, ks.name, err, out)
+		}
+	}
+	runs := "this CPU runs " + strings.Join(names, ", ")
+	for _, set := range kernelSetNames {
+		if slices.Contains(names, set) {
+			continue
+		}
+		out, err := child(set)
+		if err == nil || !strings.Contains(out, "cannot run the "+set+" kernels; "+runs) {
+			t.Errorf("%s=%s (not runnable here): want a failure naming the runnable sets, have %v\n%s", kernelSetEnv, set, err, out)
+		}
+	}
+	out, err := child("avx")
+	if err == nil || !strings.Contains(out, `"avx" is not a kernel set`) || !strings.Contains(out, runs) {
+		t.Errorf("%s=avx: want a failure naming the runnable sets, have %v\n%s", kernelSetEnv, err, out)
 	}
 }
 
