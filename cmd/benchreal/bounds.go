@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 	"time"
@@ -106,6 +107,46 @@ func kvSize(dtype string) float64 {
 		return 34.0 / 32
 	}
 	return 2
+}
+
+// readBandwidth measures how fast threads goroutines can read a buffer of
+// size bytes, each scanning its share with bytes.IndexByte for a byte the
+// buffer does not hold (the runtime's vector loop, so the loads, not the
+// arithmetic, set the pace). Decode only reads its weights and KV, so this,
+// not a copy, is the rate it could reach. It returns the best of reps
+// passes after one that touches the pages, in bytes per second.
+func readBandwidth(size, threads, reps int) float64 {
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i % 255) // never 0xff
+	}
+	found := make([]int, threads)
+	pass := func() time.Duration {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		part := (size + threads - 1) / threads
+		for w := range threads {
+			lo, hi := w*part, min((w+1)*part, size)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				found[w] = bytes.IndexByte(src[lo:hi], 0xff)
+			}()
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	pass()
+	var ds []time.Duration
+	for range max(reps, 1) {
+		ds = append(ds, pass())
+	}
+	for _, f := range found {
+		if f >= 0 {
+			panic("readBandwidth: the buffer holds the byte it scans for")
+		}
+	}
+	return float64(size) / slices.Min(ds).Seconds()
 }
 
 // copyBandwidth measures memory bandwidth the way STREAM's Copy does:

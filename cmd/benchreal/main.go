@@ -248,10 +248,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	os.Setenv("GOMAXPROCS", fmt.Sprint(o.threads))
 
 	load0 := loadAverage()
-	var bw0 float64
+	var bw0, rd0 float64
 	if !o.prepareOnly {
-		fmt.Fprintf(stderr, "load average %s; measuring copy bandwidth (%d MiB, %d threads)\n", load0, o.copyMiB, o.threads)
+		fmt.Fprintf(stderr, "load average %s; measuring copy and read bandwidth (%d MiB, %d threads)\n", load0, o.copyMiB, o.threads)
 		bw0 = copyBandwidth(o.copyMiB<<20, o.threads, 5)
+		rd0 = readBandwidth(o.copyMiB<<20, o.threads, 5)
 		runtime.GC()
 		debug.FreeOSMemory()
 	}
@@ -283,6 +284,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return nil
 	}
 	bw1 := copyBandwidth(o.copyMiB<<20, o.threads, 5)
+	rd1 := readBandwidth(o.copyMiB<<20, o.threads, 5)
 	load1 := loadAverage()
 
 	var b strings.Builder
@@ -299,10 +301,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if st.llamaServer != "" {
 		kv += ", llama-server " + o.kv
 	}
-	fmt.Fprintf(&b, "\n%s. Copy bandwidth (read + written): %.1f GB/s before, %.1f GB/s after.\n\n", kv, bw0/1e9, bw1/1e9)
+	fmt.Fprintf(&b, "\n%s. Copy bandwidth (read + written): %.1f GB/s before, %.1f GB/s after; read bandwidth %.1f GB/s before, %.1f GB/s after.\n\n",
+		kv, bw0/1e9, bw1/1e9, rd0/1e9, rd1/1e9)
 	b.WriteString(figuresTable(results, o))
 	b.WriteString("\n")
-	b.WriteString(boundsTable(results, o, kvServe, max(bw0, bw1)))
+	b.WriteString(boundsTable(results, o, kvServe, max(bw0, bw1), max(rd0, rd1)))
 	io.WriteString(stdout, b.String())
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }

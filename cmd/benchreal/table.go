@@ -212,9 +212,9 @@ func bounds(r *result, s *sample, o options, kvElem float64) bound {
 }
 
 // boundsTable is the table of what bounds each figure.
-func boundsTable(results []*result, o options, kvServe string, copyBW float64) string {
+func boundsTable(results []*result, o options, kvServe string, copyBW, readBW float64) string {
 	header := []string{"model", "server", fmt.Sprintf("prefill: GFLOP in %s tok", commas(o.prompt)), "GFLOP/s", "of -peak-gflops",
-		"decode: MB read a token", "GB/s", "of copy", "serving: prompt tok computed", "decode steps", "s a step", "est. s", "measured s"}
+		"decode: MB read a token", "GB/s", "of copy", "of read", "serving: prompt tok computed", "decode steps", "s a step", "est. s", "measured s"}
 	var rows [][]string
 	for _, r := range results {
 		for _, name := range r.sides {
@@ -230,13 +230,14 @@ func boundsTable(results []*result, o options, kvServe string, copyBW float64) s
 			rows = append(rows, []string{r.m.name, name,
 				num(b.prefillFLOPs / 1e9), num(b.prefillRate / 1e9), peak,
 				num(b.decodeBytes / 1e6), num(b.decodeRate / 1e9), fmt.Sprintf("%.0f %%", 100*b.decodeRate/copyBW),
+				fmt.Sprintf("%.0f %%", 100*b.decodeRate/readBW),
 				commas(b.computed), commas(b.steps), num(b.stepTime), num(b.serveEst), num(b.serveWall)})
 		}
 	}
 	return markdown(header, rows) + fmt.Sprintf(
 		"\nPrefill: 2 FLOPs per projection weight per token, the LM head once, attention 4·heads·head_dim per (query, visible key). "+
 			"Decode: every projection weight and the LM head at the checkpoint's dtype, plus the KV the layers see, averaged over the %d steps after the %s-token prompt; "+
-			"copy bandwidth %.1f GB/s (read + written). Serving est.: the prompt tokens computed at the cold prefill's rate, "+
+			"copy bandwidth %.1f GB/s (read + written), read bandwidth %.1f GB/s (a scan that only reads, as decode does). Serving est.: the prompt tokens computed at the cold prefill's rate, "+
 			"plus one decode step per %d output tokens, each the longer of a single-stream decode step (the weights read once) "+
-			"and %d rows of products at the prefill's FLOP rate.\n", o.decode, commas(o.prompt), copyBW/1e9, o.concurrency, o.concurrency)
+			"and %d rows of products at the prefill's FLOP rate.\n", o.decode, commas(o.prompt), copyBW/1e9, readBW/1e9, o.concurrency, o.concurrency)
 }
