@@ -16,9 +16,12 @@ const parallelElems = 1 << 16
 func (b *Backend) Add(dst, x kernels.Tensor) {
 	d, s := asCPU(dst), asCPU(x)
 	sameShape("Add", d, s)
-	for i, v := range s.Data {
-		d.Data[i] += v
-	}
+	b.rowChunks(d, func(lo, hi int) {
+		dd, sd := d.Data[lo:hi], s.Data[lo:hi]
+		for i, v := range sd {
+			dd[i] += v
+		}
+	})
 }
 
 // RMSNorm normalises each row of x into dst. The sum of squares is
@@ -32,9 +35,11 @@ func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) {
 	if w.rows != 1 || w.cols != s.cols {
 		panic(fmt.Sprintf("cpu: RMSNorm weight is %d×%d for %d columns", w.rows, w.cols, s.cols))
 	}
-	for r := range s.rows {
-		rmsNorm(d.Row(r), s.Row(r), w.Data, eps)
-	}
+	b.rowRanges(d, func(r0, r1 int) {
+		for r := r0; r < r1; r++ {
+			rmsNorm(d.Row(r), s.Row(r), w.Data, eps)
+		}
+	})
 }
 
 // RMSNormHeads applies RMSNorm in place to every headDim-wide slice of every
@@ -45,10 +50,12 @@ func (b *Backend) RMSNormHeads(x, weight kernels.Tensor, headDim int, eps float3
 		panic(fmt.Sprintf("cpu: RMSNormHeads of %d columns with head %d and weight %d×%d",
 			s.cols, headDim, w.rows, w.cols))
 	}
-	for i := 0; i < len(s.Data); i += headDim {
-		h := s.Data[i : i+headDim]
-		rmsNorm(h, h, w.Data, eps)
-	}
+	b.rowChunks(s, func(lo, hi int) {
+		for i := lo; i < hi; i += headDim {
+			h := s.Data[i : i+headDim]
+			rmsNorm(h, h, w.Data, eps)
+		}
+	})
 }
 
 // rmsNorm normalises x into dst (which may be x).
@@ -76,8 +83,15 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []flo
 		panic(fmt.Sprintf("cpu: RoPE of %d×%d with head %d, %d frequencies and %d positions",
 			s.rows, s.cols, headDim, len(invFreq), len(pos)))
 	}
+	b.rowRanges(s, func(r0, r1 int) { rope(s, pos, r0, r1, headDim, invFreq) })
+}
+
+// rope rotates rows [r0, r1) of x (RoPE).
+func rope(s *Tensor, pos []int32, r0, r1, headDim int, invFreq []float32) {
+	half := headDim / 2
 	cs := make([]float32, headDim) // cos in [:half], sin in [half:]
-	for r, p := range pos {
+	for r := r0; r < r1; r++ {
+		p := pos[r]
 		cos, sin := cs[:half], cs[half:]
 		for i, f := range invFreq {
 			angle := float32(p) * f
@@ -113,8 +127,20 @@ func (b *Backend) SiLUMul(dst, gate, up kernels.Tensor) {
 	})
 }
 
+// rowRanges calls body on ranges [r0, r1) of t's rows, in parallel when t
+// is large (rowChunks).
+func (b *Backend) rowRanges(t *Tensor, body func(r0, r1 int)) {
+	if t.cols == 0 {
+		body(0, t.rows)
+		return
+	}
+	b.rowChunks(t, func(lo, hi int) { body(lo/t.cols, hi/t.cols) })
+}
+
 // rowChunks calls body on ranges of t's flat data that cover whole rows,
-// in parallel when t is large.
+// in parallel when t is large. Every row is computed on its own, so the
+// split changes no result; RMSNorm, RoPE and Add use it so that a prefill
+// chunk's element-wise work between the products runs on every core.
 func (b *Backend) rowChunks(t *Tensor, body func(lo, hi int)) {
 	n := len(t.Data)
 	if n < parallelElems || b.workers == 1 || t.rows < 2 {

@@ -287,3 +287,32 @@ func TestArgmaxRows(t *testing.T) {
 		})
 	}
 }
+
+// TestElementwiseSplitKeepsBits checks that RMSNorm, RMSNormHeads, RoPE
+// and Add give the same bits on four workers as on one, on a tensor big
+// enough (a prefill chunk's) that they split its rows across goroutines.
+func TestElementwiseSplitKeepsBits(t *testing.T) {
+	const rows, cols, hd = 300, 256, 64 // 76,800 elements: split
+	rng := newRand(21)
+	x0, w, hw := randFloats(rng, rows*cols), randFloats(rng, cols), randFloats(rng, hd)
+	pos := make([]int32, rows)
+	for i := range pos {
+		pos[i] = int32(rng.IntN(4096))
+	}
+	invFreq := make([]float32, hd/2)
+	for i := range invFreq {
+		invFreq[i] = float32(math.Pow(10000, -float64(2*i)/hd))
+	}
+	run := func(be *cpu.Backend) [][]float32 {
+		x := be.FromHost(rows, cols, x0)
+		d := be.New(rows, cols)
+		be.RMSNorm(d, x, be.FromHost(1, cols, w), 1e-6)
+		be.RMSNormHeads(x, be.FromHost(1, hd, hw), hd, 1e-6)
+		be.RoPE(x, pos, hd, invFreq)
+		be.Add(d, x)
+		return [][]float32{be.ToHost(x, make([]float32, rows*cols)), be.ToHost(d, make([]float32, rows*cols))}
+	}
+	one, four := run(cpu.NewWithWorkers(1)), run(cpu.NewWithWorkers(4))
+	requireBitEqual(t, four[0], one[0], "RMSNormHeads, RoPE on 4 workers")
+	requireBitEqual(t, four[1], one[1], "RMSNorm, Add on 4 workers")
+}
