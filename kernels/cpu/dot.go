@@ -38,17 +38,24 @@ import (
 // 8*nb elements (steps 1 and 2); the caller adds the tail (step 3).
 //
 //	dots6x8: dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) for i < 6, j < 8
+//	dots2x8: the same for i < 2, j < 8
 //	dots3x4: the same for i < 3, j < 4
 //	dots1x8: dst[j] = dot(x, w[j*ldw:]) for j < 8
 //	dots1x1: returns dot(x, w)
 //
-// dots6x8 may be nil: MatMulT then tiles with dots3x4. Only a CPU with
-// 32 vector registers (AVX-512) holds a 6×8 tile's accumulators.
+// dots6x8 and dots2x8 may be nil: MatMulT then tiles with dots3x4. Only
+// a CPU with 32 vector registers (AVX-512) holds a 6×8 tile's
+// accumulators; dots2x8 takes the rows a six-row band leaves in pairs.
 type dotKernels[W float32 | uint16] struct {
 	dots6x8 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
-	dots3x4 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
-	dots1x8 func(x []float32, w []W, ldw, nb int, dst []float32)
-	dots1x1 func(x []float32, w []W, nb int) float32
+	dots2x8 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+	// next6x8 and next2x8, where a set has them, are dots6x8 and dots2x8
+	// that also prefetch the eight weight rows after their own, for the
+	// last band over each group of eight (matMulBands); the same bits.
+	next6x8, next2x8 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+	dots3x4          func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+	dots1x8          func(x []float32, w []W, ldw, nb int, dst []float32)
+	dots1x1          func(x []float32, w []W, nb int) float32
 }
 
 // kernelSet is one implementation of the kernels for both weight types.
@@ -79,6 +86,7 @@ func goDotKernels[W float32 | uint16]() dotKernels[W] {
 	}
 	return dotKernels[W]{
 		dots6x8: tile(6, 8),
+		dots2x8: tile(2, 8),
 		dots3x4: tile(3, 4),
 		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
 			for j := range 8 {

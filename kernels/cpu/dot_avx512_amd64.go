@@ -17,6 +17,26 @@ func dots6x8AVX512(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, l
 func dots6x8BF16AVX512(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
 
 //go:noescape
+func dots2x8AVX512(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots2x8BF16AVX512(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
+
+// The ...Next tiles prefetch the eight weight rows after their own.
+//
+//go:noescape
+func dots6x8NextAVX512(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots6x8NextBF16AVX512(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots2x8NextAVX512(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
+func dots2x8NextBF16AVX512(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
+
+//go:noescape
 func axpy6x64AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 
 //go:noescape
@@ -33,6 +53,12 @@ var avx512Kernels = func() kernelSet {
 	ks.name = "avx512"
 	ks.f32.dots6x8 = asmTile(6, 8, dots6x8AVX512)
 	ks.bf16.dots6x8 = asmTile(6, 8, dots6x8BF16AVX512)
+	ks.f32.dots2x8 = asmTile(2, 8, dots2x8AVX512)
+	ks.bf16.dots2x8 = asmTile(2, 8, dots2x8BF16AVX512)
+	ks.f32.next6x8 = asmTile(6, 8, dots6x8NextAVX512)
+	ks.bf16.next6x8 = asmTile(6, 8, dots6x8NextBF16AVX512)
+	ks.f32.next2x8 = asmTile(2, 8, dots2x8NextAVX512)
+	ks.bf16.next2x8 = asmTile(2, 8, dots2x8NextBF16AVX512)
 	// kv16_avx512_amd64.go: the six-row axpy and 6×8 tiles over a
 	// 16-bit KV cache.
 	ks.kvBF16.axpyRows6 = kvAxpy6AVX512(kernels.KVBF16)

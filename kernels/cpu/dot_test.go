@@ -77,9 +77,14 @@ func TestKernelsMatchGo(t *testing.T) {
 	t.Logf("MatMulT kernels: %s (of %d runnable sets)", kern.name, len(runnable))
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, in := range []int{1, 7, 8, 9, 64, 100, 256, 517} {
-		for _, scale := range []float32{1, 1e-20, 3e15} {
-			t.Run(fmt.Sprintf("in=%d,scale=%g", in, scale), func(t *testing.T) {
-				const rows, cols = 13, 21
+		// 13 rows: two six-row bands and one row; 8: a band and a pair.
+		for _, tc := range []struct {
+			rows  int
+			scale float32
+		}{{13, 1}, {13, 1e-20}, {13, 3e15}, {8, 1}, {8, 3e15}} {
+			rows, scale := tc.rows, tc.scale
+			t.Run(fmt.Sprintf("in=%d,rows=%d,scale=%g", in, rows, scale), func(t *testing.T) {
+				const cols = 21
 				x, w := make([]float32, rows*in), make([]float32, cols*in)
 				for i := range x {
 					x[i] = scale * float32(rng.NormFloat64())
@@ -95,10 +100,16 @@ func TestKernelsMatchGo(t *testing.T) {
 				for _, ks := range runnable {
 					runs[ks.name+" f32"] = func(dst []float32) { matMulBlock(&ks.f32, dst, cols, x, w, in, 0, rows, 0, cols) }
 					runs[ks.name+" bf16"] = func(dst []float32) { matMulBlock(&ks.bf16, dst, cols, x, wh, in, 0, rows, 0, cols) }
-					// Without its widest tile, a set tiles 3×4.
-					narrow := ks.f32
-					narrow.dots6x8 = nil
+					// Without its widest tile, a set tiles 2×8 (if it has
+					// that tile), and without both, 3×4.
+					pairs, narrow := ks.f32, ks.f32
+					pairs.dots6x8 = nil
+					narrow.dots6x8, narrow.dots2x8 = nil, nil
+					runs[ks.name+" f32 2×8"] = func(dst []float32) { matMulBlock(&pairs, dst, cols, x, w, in, 0, rows, 0, cols) }
 					runs[ks.name+" f32 3×4"] = func(dst []float32) { matMulBlock(&narrow, dst, cols, x, w, in, 0, rows, 0, cols) }
+					pairsH := ks.bf16
+					pairsH.dots6x8 = nil
+					runs[ks.name+" bf16 2×8"] = func(dst []float32) { matMulBlock(&pairsH, dst, cols, x, wh, in, 0, rows, 0, cols) }
 				}
 				for name, run := range runs {
 					have := make([]float32, rows*cols)

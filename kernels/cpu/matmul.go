@@ -119,10 +119,17 @@ func (p *product) run(job int) {
 func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x []float32, w []W, in, r0, rows, c0, cols int) {
 	nb := in / 8
 	r, end := r0, r0+rows
-	if k.dots6x8 != nil {
+	if k.dots2x8 != nil {
+		// Six-row bands (where the set has them), then what they leave
+		// two rows at a time, each group of eight weight rows visited
+		// once for all of them: a serving step of eight sequences reads
+		// its weights from memory once, not once for the band and again
+		// for the pair.
+		r = matMulBands(k, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
+	} else if k.dots6x8 != nil {
 		r = matMulTiles(k, k.dots6x8, 6, 8, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
 	}
-	// What is left of a six-row tiling still fills three-row tiles.
+	// What is left still fills three-row tiles.
 	r = matMulTiles(k, k.dots3x4, 3, 4, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
 	// Rows left over (all of them for a decode): eight columns at a time.
 	c8 := c0 + cols/8*8
@@ -144,6 +151,47 @@ func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 			dst[r*ldd+c] = dotTail(dst[r*ldd+c], xr, w[c*in:(c+1)*in], 8*nb)
 		}
 	}
+}
+
+// matMulBands covers rows [r, end) with k's 6×8 tiles (if it has them)
+// and then, for what they leave, its 2×8 tiles, visiting all the bands of
+// a group of eight weight rows before the next group, so that the group
+// comes from memory once for every band; the group's last band runs the
+// tile that prefetches the next group (next6x8, next2x8) where k has one.
+// It returns the first row it left.
+func matMulBands[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x []float32, ldx int, w []W, ldw, nb, r, end, c0, cols int) int {
+	r1 := r // end of the rows the 6×8 tiles cover
+	if k.dots6x8 != nil {
+		r1 += (end - r) / 6 * 6
+	}
+	r2 := r1 + (end-r1)/2*2 // end of those the 2×8 tiles cover
+	ct := c0 + cols/8*8
+	last6, last2 := k.dots6x8, k.dots2x8
+	if k.next6x8 != nil && k.next2x8 != nil {
+		last6, last2 = k.next6x8, k.next2x8
+	}
+	for c := c0; c < ct; c += 8 {
+		for i := r; i < r1; i += 6 {
+			tile := k.dots6x8
+			if i+6 == r1 && r2 == r1 {
+				tile = last6
+			}
+			tile(x[i*ldx:], ldx, w[c*ldw:], ldw, nb, dst[i*ldd+c:], ldd)
+		}
+		for i := r1; i < r2; i += 2 {
+			tile := k.dots2x8
+			if i+2 == r2 {
+				tile = last2
+			}
+			tile(x[i*ldx:], ldx, w[c*ldw:], ldw, nb, dst[i*ldd+c:], ldd)
+		}
+	}
+	for i := r; i < r2; i++ {
+		for c := ct; c < c0+cols; c++ {
+			dst[i*ldd+c] = k.dots1x1(x[i*ldx:], w[c*ldw:], nb)
+		}
+	}
+	return r2
 }
 
 // matMulTiles covers as many whole th-row bands of rows [r, end) as fit
