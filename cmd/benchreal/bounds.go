@@ -124,33 +124,18 @@ func readBandwidth(size, threads, reps int) float64 {
 		src[i] = uint64(i)
 	}
 	sums := make([]uint64, threads)
-	pass := func() time.Duration {
-		t0 := time.Now()
-		var wg sync.WaitGroup
-		part := words / threads
-		for w := range threads {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				mine := src[w*part : (w+1)*part]
-				lane := len(mine) / streams
-				var s uint64
-				for i := 0; i < lane; i += line {
-					for k := range streams {
-						s += mine[k*lane+i]
-					}
-				}
-				sums[w] = s
-			}()
+	part := words / threads
+	best := bestPass(threads, reps, func(w int) {
+		mine := src[w*part : (w+1)*part]
+		lane := len(mine) / streams
+		var s uint64
+		for i := 0; i < lane; i += line {
+			for k := range streams {
+				s += mine[k*lane+i]
+			}
 		}
-		wg.Wait()
-		return time.Since(t0)
-	}
-	pass()
-	var ds []time.Duration
-	for range max(reps, 1) {
-		ds = append(ds, pass())
-	}
+		sums[w] = s
+	})
 	var total uint64
 	for _, s := range sums {
 		total += s
@@ -158,7 +143,7 @@ func readBandwidth(size, threads, reps int) float64 {
 	if total == 0 { // keeps the loads; a buffer of 0, 1, 2, ... never sums to 0
 		panic("readBandwidth: nothing read")
 	}
-	return float64(8*words) / slices.Min(ds).Seconds()
+	return float64(8*words) / best.Seconds()
 }
 
 // copyBandwidth measures memory bandwidth the way STREAM's Copy does:
@@ -171,16 +156,26 @@ func copyBandwidth(size, threads, reps int) float64 {
 	for i := range src {
 		src[i] = byte(i)
 	}
+	part := (size + threads - 1) / threads
+	best := bestPass(threads, reps, func(w int) {
+		lo, hi := min(w*part, size), min((w+1)*part, size)
+		copy(dst[lo:hi], src[lo:hi])
+	})
+	return 2 * float64(size) / best.Seconds()
+}
+
+// bestPass runs work(w) on threads goroutines at once, w = 0..threads-1,
+// once to touch the pages and then reps times, and returns the shortest
+// of the timed passes.
+func bestPass(threads, reps int, work func(w int)) time.Duration {
 	pass := func() time.Duration {
 		t0 := time.Now()
 		var wg sync.WaitGroup
-		part := (size + threads - 1) / threads
 		for w := range threads {
-			lo, hi := w*part, min((w+1)*part, size)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				copy(dst[lo:hi], src[lo:hi])
+				work(w)
 			}()
 		}
 		wg.Wait()
@@ -191,5 +186,5 @@ func copyBandwidth(size, threads, reps int) float64 {
 	for range max(reps, 1) {
 		ds = append(ds, pass())
 	}
-	return 2 * float64(size) / slices.Min(ds).Seconds()
+	return slices.Min(ds)
 }

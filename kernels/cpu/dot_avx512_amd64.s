@@ -223,41 +223,25 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 
 
 // The tiles' loop bodies, one step of eight elements of every row: BODY6X8
-// and BODY6X8H (bf16 weights) for three row pairs, BODY2X8 and BODY2X8H
-// for one.
-#define BODY6X8 \
+// for three row pairs, BODY2X8 for one; C is the weight row's macro (COL
+// and COL1 for float32, COLH and COLH1 for bf16) and WSTEP the bytes of
+// eight weights.
+#define BODY6X8(C, WSTEP) \
 	PAIR((SI), (SI)(R8*1), Y24, Z24); \
 	PAIR((SI)(R8*2), (SI)(R12*1), Y25, Z25); \
 	PAIR((R13), (R13)(R8*1), Y26, Z26); \
-	COL((DI), Z27, Z0, Z8, Z16); \
-	COL((DI)(R9*1), Z28, Z1, Z9, Z17); \
-	COL((DI)(R9*2), Z27, Z2, Z10, Z18); \
-	COL((DI)(R10*1), Z28, Z3, Z11, Z19); \
-	COL((BX), Z27, Z4, Z12, Z20); \
-	COL((BX)(R9*1), Z28, Z5, Z13, Z21); \
-	COL((BX)(R9*2), Z27, Z6, Z14, Z22); \
-	COL((BX)(R10*1), Z28, Z7, Z15, Z23); \
+	C((DI), Z27, Z0, Z8, Z16); \
+	C((DI)(R9*1), Z28, Z1, Z9, Z17); \
+	C((DI)(R9*2), Z27, Z2, Z10, Z18); \
+	C((DI)(R10*1), Z28, Z3, Z11, Z19); \
+	C((BX), Z27, Z4, Z12, Z20); \
+	C((BX)(R9*1), Z28, Z5, Z13, Z21); \
+	C((BX)(R9*2), Z27, Z6, Z14, Z22); \
+	C((BX)(R10*1), Z28, Z7, Z15, Z23); \
 	ADDQ $32, SI; \
 	ADDQ $32, R13; \
-	ADDQ $32, DI; \
-	ADDQ $32, BX
-
-#define BODY6X8H \
-	PAIR((SI), (SI)(R8*1), Y24, Z24); \
-	PAIR((SI)(R8*2), (SI)(R12*1), Y25, Z25); \
-	PAIR((R13), (R13)(R8*1), Y26, Z26); \
-	COLH((DI), Z27, Z0, Z8, Z16); \
-	COLH((DI)(R9*1), Z28, Z1, Z9, Z17); \
-	COLH((DI)(R9*2), Z27, Z2, Z10, Z18); \
-	COLH((DI)(R10*1), Z28, Z3, Z11, Z19); \
-	COLH((BX), Z27, Z4, Z12, Z20); \
-	COLH((BX)(R9*1), Z28, Z5, Z13, Z21); \
-	COLH((BX)(R9*2), Z27, Z6, Z14, Z22); \
-	COLH((BX)(R10*1), Z28, Z7, Z15, Z23); \
-	ADDQ $32, SI; \
-	ADDQ $32, R13; \
-	ADDQ $16, DI; \
-	ADDQ $16, BX
+	ADDQ WSTEP, DI; \
+	ADDQ WSTEP, BX
 
 // COL1 and COLH1 are COL and COLH for a single row pair (Z24).
 #define COL1(M, ZW, A0) \
@@ -280,33 +264,19 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 	VPXORD Z6, Z6, Z6; \
 	VPXORD Z7, Z7, Z7
 
-#define BODY2X8 \
+#define BODY2X8(C, WSTEP) \
 	PAIR((SI), (SI)(R8*1), Y24, Z24); \
-	COL1((DI), Z27, Z0); \
-	COL1((DI)(R9*1), Z28, Z1); \
-	COL1((DI)(R9*2), Z27, Z2); \
-	COL1((DI)(R10*1), Z28, Z3); \
-	COL1((BX), Z27, Z4); \
-	COL1((BX)(R9*1), Z28, Z5); \
-	COL1((BX)(R9*2), Z27, Z6); \
-	COL1((BX)(R10*1), Z28, Z7); \
+	C((DI), Z27, Z0); \
+	C((DI)(R9*1), Z28, Z1); \
+	C((DI)(R9*2), Z27, Z2); \
+	C((DI)(R10*1), Z28, Z3); \
+	C((BX), Z27, Z4); \
+	C((BX)(R9*1), Z28, Z5); \
+	C((BX)(R9*2), Z27, Z6); \
+	C((BX)(R10*1), Z28, Z7); \
 	ADDQ $32, SI; \
-	ADDQ $32, DI; \
-	ADDQ $32, BX
-
-#define BODY2X8H \
-	PAIR((SI), (SI)(R8*1), Y24, Z24); \
-	COLH1((DI), Z27, Z0); \
-	COLH1((DI)(R9*1), Z28, Z1); \
-	COLH1((DI)(R9*2), Z27, Z2); \
-	COLH1((DI)(R10*1), Z28, Z3); \
-	COLH1((BX), Z27, Z4); \
-	COLH1((BX)(R9*1), Z28, Z5); \
-	COLH1((BX)(R9*2), Z27, Z6); \
-	COLH1((BX)(R10*1), Z28, Z7); \
-	ADDQ $32, SI; \
-	ADDQ $16, DI; \
-	ADDQ $16, BX
+	ADDQ WSTEP, DI; \
+	ADDQ WSTEP, BX
 
 // NEXT sets AX to the weight rows after the tile's eight (rows 8..15 when
 // ldw is the row length), and PREFETCH256 / PREFETCH128 fetch the next
@@ -331,167 +301,75 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 	PREFETCHT0 64(AX); \
 	ADDQ       $128, AX
 
-// func dots6x8AVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
-// dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 6, j < 8.
-// Z(8p+j) accumulates rows 2p and 2p+1 against weight row j: 24
-// accumulators, 48 outputs, for 6 loads of x and 8 of w per 24 FMAs.
-TEXT ·dots6x8AVX512(SB), NOSPLIT, $0-56
-	TILEARGS($2)
-	ZERO24
-	TESTQ CX, CX
-	JZ    reduce6x8
-
-loop6x8:
-	BODY6X8
-	DECQ CX
-	JNZ  loop6x8
-
-reduce6x8:
-	REDUCE6X8
-	VZEROUPPER
+// TILE is a whole tile kernel: the arguments (TILEARGS, weights of
+// 1<<WSHIFT bytes), INIT (the bf16 shuffle control, NEXT, or nothing),
+// ZERO accumulators, nb steps of PF (a prefetch, or nothing) and BODY,
+// then REDUCE.
+#define TILE(WSHIFT, INIT, ZERO, PF, BODY, REDUCE) \
+	TILEARGS(WSHIFT); \
+	INIT; \
+	ZERO; \
+	TESTQ CX, CX; \
+	JZ    reduce; \
+loop: \
+	PF; \
+	BODY; \
+	DECQ CX; \
+	JNZ  loop; \
+reduce: \
+	REDUCE; \
+	VZEROUPPER; \
 	RET
 
-// func dots6x8NextAVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
-// dots6x8AVX512, prefetching the next eight weight rows (NEXT).
-TEXT ·dots6x8NextAVX512(SB), NOSPLIT, $0-56
-	TILEARGS($2)
-	NEXT
-	ZERO24
-	TESTQ CX, CX
-	JZ    reduce6x8n
-
-loop6x8n:
-	PREFETCH256
-	BODY6X8
-	DECQ CX
-	JNZ  loop6x8n
-
-reduce6x8n:
-	REDUCE6X8
-	VZEROUPPER
-	RET
-
-// func dots6x8BF16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
-// dots6x8AVX512 with bf16 weights, widened by COLH: the same FMAs in the
-// same order, so the same bits as with the widened float32 weights.
-TEXT ·dots6x8BF16AVX512(SB), NOSPLIT, $0-56
-	TILEARGS($1)
-	VMOVDQU32 widenBF16<>(SB), Z31
-	ZERO24
-	TESTQ     CX, CX
-	JZ        reduce6x8h
-
-loop6x8h:
-	BODY6X8H
-	DECQ CX
-	JNZ  loop6x8h
-
-reduce6x8h:
-	REDUCE6X8
-	VZEROUPPER
-	RET
-
-// func dots6x8NextBF16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
-TEXT ·dots6x8NextBF16AVX512(SB), NOSPLIT, $0-56
-	TILEARGS($1)
-	VMOVDQU32 widenBF16<>(SB), Z31
-	NEXT
-	ZERO24
-	TESTQ     CX, CX
-	JZ        reduce6x8hn
-
-loop6x8hn:
-	PREFETCH128
-	BODY6X8H
-	DECQ CX
-	JNZ  loop6x8hn
-
-reduce6x8hn:
-	REDUCE6X8
-	VZEROUPPER
-	RET
+#define NONE
+#define WIDENCTL VMOVDQU32 widenBF16<>(SB), Z31
+#define WIDENCTL_NEXT WIDENCTL; NEXT
 
 // REDUCE2X8 reduces one row pair's accumulators and stores its 2×8 sums.
 #define REDUCE2X8 \
 	VMOVDQU32 permRows<>(SB), Z29; \
 	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
 
+// func dots6x8AVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
+// dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 6, j < 8.
+// Z(8p+j) accumulates rows 2p and 2p+1 against weight row j: 24
+// accumulators, 48 outputs, for 6 loads of x and 8 of w per 24 FMAs.
+TEXT ·dots6x8AVX512(SB), NOSPLIT, $0-56
+	TILE($2, NONE, ZERO24, NONE, BODY6X8(COL, $32), REDUCE6X8)
+
+// func dots6x8NextAVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
+// dots6x8AVX512, prefetching the next eight weight rows (NEXT).
+TEXT ·dots6x8NextAVX512(SB), NOSPLIT, $0-56
+	TILE($2, NEXT, ZERO24, PREFETCH256, BODY6X8(COL, $32), REDUCE6X8)
+
+// func dots6x8BF16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+// dots6x8AVX512 with bf16 weights, widened by COLH: the same FMAs in the
+// same order, so the same bits as with the widened float32 weights.
+TEXT ·dots6x8BF16AVX512(SB), NOSPLIT, $0-56
+	TILE($1, WIDENCTL, ZERO24, NONE, BODY6X8(COLH, $16), REDUCE6X8)
+
+// func dots6x8NextBF16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+TEXT ·dots6x8NextBF16AVX512(SB), NOSPLIT, $0-56
+	TILE($1, WIDENCTL_NEXT, ZERO24, PREFETCH128, BODY6X8(COLH, $16), REDUCE6X8)
+
 // func dots2x8AVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
 // dots6x8AVX512 for one row pair: the rows a six-row band leaves, two at a
 // time, each weight loaded once for both, where the one-row kernel would
 // read the weights once per row. The same FMAs per half, so the same bits.
 TEXT ·dots2x8AVX512(SB), NOSPLIT, $0-56
-	TILEARGS($2)
-	ZERO8
-	TESTQ CX, CX
-	JZ    reduce2x8
-
-loop2x8:
-	BODY2X8
-	DECQ CX
-	JNZ  loop2x8
-
-reduce2x8:
-	REDUCE2X8
-	VZEROUPPER
-	RET
+	TILE($2, NONE, ZERO8, NONE, BODY2X8(COL1, $32), REDUCE2X8)
 
 // func dots2x8NextAVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
 TEXT ·dots2x8NextAVX512(SB), NOSPLIT, $0-56
-	TILEARGS($2)
-	NEXT
-	ZERO8
-	TESTQ CX, CX
-	JZ    reduce2x8n
-
-loop2x8n:
-	PREFETCH256
-	BODY2X8
-	DECQ CX
-	JNZ  loop2x8n
-
-reduce2x8n:
-	REDUCE2X8
-	VZEROUPPER
-	RET
+	TILE($2, NEXT, ZERO8, PREFETCH256, BODY2X8(COL1, $32), REDUCE2X8)
 
 // func dots2x8BF16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
 TEXT ·dots2x8BF16AVX512(SB), NOSPLIT, $0-56
-	TILEARGS($1)
-	VMOVDQU32 widenBF16<>(SB), Z31
-	ZERO8
-	TESTQ     CX, CX
-	JZ        reduce2x8h
-
-loop2x8h:
-	BODY2X8H
-	DECQ CX
-	JNZ  loop2x8h
-
-reduce2x8h:
-	REDUCE2X8
-	VZEROUPPER
-	RET
+	TILE($1, WIDENCTL, ZERO8, NONE, BODY2X8(COLH1, $16), REDUCE2X8)
 
 // func dots2x8NextBF16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
 TEXT ·dots2x8NextBF16AVX512(SB), NOSPLIT, $0-56
-	TILEARGS($1)
-	VMOVDQU32 widenBF16<>(SB), Z31
-	NEXT
-	ZERO8
-	TESTQ     CX, CX
-	JZ        reduce2x8hn
-
-loop2x8hn:
-	PREFETCH128
-	BODY2X8H
-	DECQ CX
-	JNZ  loop2x8hn
-
-reduce2x8hn:
-	REDUCE2X8
-	VZEROUPPER
-	RET
+	TILE($1, WIDENCTL_NEXT, ZERO8, PREFETCH128, BODY2X8(COLH1, $16), REDUCE2X8)
 
 // func axpy6x64AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 TEXT ·axpy6x64AVX512(SB), NOSPLIT, $0-56

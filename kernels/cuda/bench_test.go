@@ -72,17 +72,13 @@ func BenchmarkMatMulT(b *testing.B) {
 	}
 }
 
-// decodeBatch builds a decode step of seqs sequences with ctx tokens of
-// context each, Llama-3.2-1B's attention shape and blockSize-token blocks.
-func decodeBatch(be *Backend, seqs, ctx, blockSize int, dt kernels.KVDType) (out, q, kc, vc kernels.Tensor, as []kernels.AttnSeq, sh kernels.AttnShape) {
-	return decodeBatchHeads(be, headShape{llamaHeads, llamaKVHeads, llamaHeadDim}, seqs, ctx, blockSize, dt)
-}
-
 // headShape is a model's attention heads: query heads, KV heads, head dim.
 type headShape struct{ heads, kvHeads, headDim int }
 
-// decodeBatchHeads is decodeBatch for any head shape.
-func decodeBatchHeads(be *Backend, hs headShape, seqs, ctx, blockSize int, dt kernels.KVDType) (out, q, kc, vc kernels.Tensor, as []kernels.AttnSeq, sh kernels.AttnShape) {
+// decodeBatch builds a decode step of seqs sequences with ctx tokens of
+// context each in a dt cache, attention heads hs and blockSize-token
+// blocks.
+func decodeBatch(be *Backend, hs headShape, seqs, ctx, blockSize int, dt kernels.KVDType) (out, q, kc, vc kernels.Tensor, as []kernels.AttnSeq, sh kernels.AttnShape) {
 	sh = attnShape(hs.heads, hs.kvHeads, hs.headDim, blockSize)
 	perSeq := (ctx + blockSize - 1) / blockSize
 	blocks := seqs * perSeq
@@ -117,22 +113,7 @@ func BenchmarkAttendDecodeHeadDims(b *testing.B) {
 		for _, c := range []struct{ seqs, ctx int }{{1, 4096}, {64, 1024}, {256, 2048}} {
 			for _, dt := range []kernels.KVDType{kernels.KVF32, kernels.KVBF16} {
 				b.Run(fmt.Sprintf("%s/hd=%d/seqs=%d/ctx=%d/kv=%s", m.name, m.hs.headDim, c.seqs, c.ctx, dt), func(b *testing.B) {
-					out, q, kc, vc, as, sh := decodeBatchHeads(be, m.hs, c.seqs, c.ctx, 16, dt)
-					defer func() {
-						for _, t := range []kernels.Tensor{out, q, kc, vc} {
-							be.Free(t)
-						}
-					}()
-					kvBytes := float64(c.seqs) * float64(c.ctx) * float64(m.hs.kvHeads*m.hs.headDim) * float64(dt.Bytes()) * 2
-					qoBytes := float64(c.seqs) * float64(m.hs.heads*m.hs.headDim) * 4 * 2
-					be.Attend(out, q, kc, vc, as, sh)
-					be.Synchronize()
-					b.ResetTimer()
-					for range b.N {
-						be.Attend(out, q, kc, vc, as, sh)
-					}
-					be.Synchronize()
-					b.ReportMetric((kvBytes+qoBytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+					timeDecodeAttention(b, be, m.hs, c.seqs, c.ctx, dt)
 				})
 			}
 		}
@@ -146,32 +127,39 @@ func BenchmarkAttendDecodeHeadDims(b *testing.B) {
 // so this, compared with the GPU's peak bandwidth, is its efficiency.
 func BenchmarkAttendDecode(b *testing.B) {
 	be := needGPU(b)
+	llama := headShape{llamaHeads, llamaKVHeads, llamaHeadDim}
 	for _, c := range []struct{ seqs, ctx int }{{1, 4096}, {16, 1024}, {64, 1024}, {64, 4096}, {256, 2048}} {
 		for _, dt := range kernels.KVDTypes {
 			name := fmt.Sprintf("seqs=%d/ctx=%d/bs=16", c.seqs, c.ctx)
 			if dt != kernels.KVF32 { // the float32 names stay as earlier runs recorded them
 				name += "/kv=" + dt.String()
 			}
-			b.Run(name, func(b *testing.B) {
-				out, q, kc, vc, as, sh := decodeBatch(be, c.seqs, c.ctx, 16, dt)
-				defer func() {
-					for _, t := range []kernels.Tensor{out, q, kc, vc} {
-						be.Free(t)
-					}
-				}()
-				kvBytes := float64(c.seqs) * float64(c.ctx) * float64(llamaKVHeads*llamaHeadDim) * float64(dt.Bytes()) * 2
-				qoBytes := float64(c.seqs) * float64(llamaHeads*llamaHeadDim) * 4 * 2
-				be.Attend(out, q, kc, vc, as, sh) // warm-up, and uploads the page tables
-				be.Synchronize()
-				b.ResetTimer()
-				for range b.N {
-					be.Attend(out, q, kc, vc, as, sh)
-				}
-				be.Synchronize()
-				b.ReportMetric((kvBytes+qoBytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-			})
+			b.Run(name, func(b *testing.B) { timeDecodeAttention(b, be, llama, c.seqs, c.ctx, dt) })
 		}
 	}
+}
+
+// timeDecodeAttention times one layer's decode attention for seqs
+// sequences of ctx keys in 16-token blocks, and reports GB/s: the bytes
+// the kernel must move (every context token's key and value head slices
+// at dt's size, plus the float32 queries and outputs) over the time.
+func timeDecodeAttention(b *testing.B, be *Backend, hs headShape, seqs, ctx int, dt kernels.KVDType) {
+	out, q, kc, vc, as, sh := decodeBatch(be, hs, seqs, ctx, 16, dt)
+	defer func() {
+		for _, t := range []kernels.Tensor{out, q, kc, vc} {
+			be.Free(t)
+		}
+	}()
+	kvBytes := float64(seqs) * float64(ctx) * float64(hs.kvHeads*hs.headDim) * float64(dt.Bytes()) * 2
+	qoBytes := float64(seqs) * float64(hs.heads*hs.headDim) * 4 * 2
+	be.Attend(out, q, kc, vc, as, sh) // warm-up, and uploads the page tables
+	be.Synchronize()
+	b.ResetTimer()
+	for range b.N {
+		be.Attend(out, q, kc, vc, as, sh)
+	}
+	be.Synchronize()
+	b.ReportMetric((kvBytes+qoBytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
 
 // BenchmarkAttendPrefill times one layer's attention for a 512-token
