@@ -1,0 +1,175 @@
+// avx512_amd64.h: the macros and tables that the AVX-512 kernels of
+// dot_avx512_amd64.s (float32 and bf16 weights, float32 KV) and
+// kv16_avx512_amd64.s (16-bit KV) share: the 6×8 tile's arguments, pairs,
+// zeroing and reduction, and the six-row attention axpy's arguments and
+// moves.
+
+// REDUCE8 reduces the eight accumulators A0..A7 of one row pair (weight
+// rows 0..7) and stores the sixteen sums: row 2p's eight at (DX), row
+// 2p+1's at (DX)(R11*1). Each sum follows the tree of dot.go,
+// ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)), but eight accumulators go
+// through each level together: the first level adds the 128-bit quarters
+// s0..s3 and s4..s7 of two accumulators at once, the second adds lanes 0,1
+// to lanes 2,3 of four, the third adds lane 0 to lane 1 of eight, and a
+// final permutation (Z29, permRows) puts the sums in column order.
+// Y0 is A0's low half. Z24 and Z25 are scratch; A0..A3 end up holding
+// partial results.
+#define REDUCE8(A0, A1, A2, A3, A4, A5, A6, A7, Y0) \
+	VSHUFF32X4 $0x88, A1, A0, Z24; \
+	VSHUFF32X4 $0xDD, A1, A0, Z25; \
+	VADDPS     Z25, Z24, A0; \
+	VSHUFF32X4 $0x88, A3, A2, Z24; \
+	VSHUFF32X4 $0xDD, A3, A2, Z25; \
+	VADDPS     Z25, Z24, A1; \
+	VSHUFF32X4 $0x88, A5, A4, Z24; \
+	VSHUFF32X4 $0xDD, A5, A4, Z25; \
+	VADDPS     Z25, Z24, A2; \
+	VSHUFF32X4 $0x88, A7, A6, Z24; \
+	VSHUFF32X4 $0xDD, A7, A6, Z25; \
+	VADDPS     Z25, Z24, A3; \
+	VSHUFPS    $0x44, A1, A0, Z24; \
+	VSHUFPS    $0xEE, A1, A0, Z25; \
+	VADDPS     Z25, Z24, A0; \
+	VSHUFPS    $0x44, A3, A2, Z24; \
+	VSHUFPS    $0xEE, A3, A2, Z25; \
+	VADDPS     Z25, Z24, A1; \
+	VSHUFPS    $0x88, A1, A0, Z24; \
+	VSHUFPS    $0xDD, A1, A0, Z25; \
+	VADDPS     Z25, Z24, A0; \
+	VPERMPS    A0, Z29, A0; \
+	VMOVUPS    Y0, (DX); \
+	VEXTRACTF32X8 $1, A0, (DX)(R11*1)
+
+// permRows maps the reduced sums to column order. After REDUCE8's third
+// level, quarter 0 holds row 2p's sums for weight rows 0, 2, 4, 6, quarter
+// 1 row 2p+1's for the same, quarters 2 and 3 those for rows 1, 3, 5, 7.
+DATA permRows<>+0(SB)/4, $0
+DATA permRows<>+4(SB)/4, $8
+DATA permRows<>+8(SB)/4, $1
+DATA permRows<>+12(SB)/4, $9
+DATA permRows<>+16(SB)/4, $2
+DATA permRows<>+20(SB)/4, $10
+DATA permRows<>+24(SB)/4, $3
+DATA permRows<>+28(SB)/4, $11
+DATA permRows<>+32(SB)/4, $4
+DATA permRows<>+36(SB)/4, $12
+DATA permRows<>+40(SB)/4, $5
+DATA permRows<>+44(SB)/4, $13
+DATA permRows<>+48(SB)/4, $6
+DATA permRows<>+52(SB)/4, $14
+DATA permRows<>+56(SB)/4, $7
+DATA permRows<>+60(SB)/4, $15
+GLOBL permRows<>(SB), RODATA|NOPTR, $64
+
+// PAIR loads eight floats of row A into the low half of Z and eight of row
+// B into its high half.
+#define PAIR(A, B, Y, Z) \
+	VMOVUPS      A, Y; \
+	VINSERTF32X8 $1, B, Z, Z
+
+// TILEARGS loads a 6×8 tile kernel's arguments: SI x, R8 ldx, DI w, R9
+// ldw, CX nb, DX dst, R11 ldd, strides in bytes (a weight is 1<<WSHIFT
+// bytes); R12 = 3*ldx, R13 = x's row 4, R10 = 3*ldw, BX = w's row 4.
+#define TILEARGS(WSHIFT) \
+	MOVQ x+0(FP), SI; \
+	MOVQ ldx+8(FP), R8; \
+	MOVQ w+16(FP), DI; \
+	MOVQ ldw+24(FP), R9; \
+	MOVQ nb+32(FP), CX; \
+	MOVQ dst+40(FP), DX; \
+	MOVQ ldd+48(FP), R11; \
+	SHLQ $2, R8; \
+	SHLQ WSHIFT, R9; \
+	SHLQ $2, R11; \
+	LEAQ (R8)(R8*2), R12; \
+	LEAQ (SI)(R8*4), R13; \
+	LEAQ (R9)(R9*2), R10; \
+	LEAQ (DI)(R9*4), BX
+
+// ZERO24 clears the 24 accumulators Z0..Z23.
+#define ZERO24 \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23
+
+// The six-row axpy of attention (attnkern.go): each value row is loaded
+// once and added, weighted, into the accumulators of six query rows. Every
+// accumulator element is the same chain of fused multiply-adds over the
+// keys in order as axpyRows's, so the width of the registers changes no
+// bit. AXPYARGS loads the arguments: DI acc, R8 step (bytes), SI p (row r's
+// weights 256 bytes = attnBlock floats apart), DX v at the head's column,
+// BX rows, CX the number of keys, R9 ld (bytes; a value is 1<<VSHIFT bytes); R11 = 3*step and R12 =
+// acc + 4*step address rows 3..5.
+#define AXPYARGS(VSHIFT) \
+	MOVQ acc+0(FP), DI; \
+	MOVQ step+8(FP), R8; \
+	MOVQ p+16(FP), SI; \
+	MOVQ v+24(FP), DX; \
+	MOVQ rows+32(FP), BX; \
+	MOVQ n+40(FP), CX; \
+	MOVQ ld+48(FP), R9; \
+	SHLQ $2, R8; \
+	SHLQ VSHIFT, R9; \
+	LEAQ (R8)(R8*2), R11; \
+	LEAQ (DI)(R8*4), R12
+
+// VROW sets AX to the address of key t's value row and advances BX.
+#define VROW \
+	MOVLQSX (BX), AX; \
+	IMULQ   R9, AX; \
+	ADDQ    DX, AX; \
+	ADDQ    $4, BX
+
+// LOAD6 and STORE6 move the accumulators A0..A5 of the six rows, OFF
+// bytes into each row's slot, from and to memory (rows step bytes apart).
+#define LOAD6(OFF, A0, A1, A2, A3, A4, A5) \
+	VMOVUPS OFF(DI), A0; \
+	VMOVUPS OFF(DI)(R8*1), A1; \
+	VMOVUPS OFF(DI)(R8*2), A2; \
+	VMOVUPS OFF(DI)(R11*1), A3; \
+	VMOVUPS OFF(R12), A4; \
+	VMOVUPS OFF(R12)(R8*1), A5
+
+#define STORE6(OFF, A0, A1, A2, A3, A4, A5) \
+	VMOVUPS A0, OFF(DI); \
+	VMOVUPS A1, OFF(DI)(R8*1); \
+	VMOVUPS A2, OFF(DI)(R8*2); \
+	VMOVUPS A3, OFF(DI)(R11*1); \
+	VMOVUPS A4, OFF(R12); \
+	VMOVUPS A5, OFF(R12)(R8*1)
+
+// PROWk adds one row's weight for key t (at OFF(SI), broadcast into ZB)
+// times the value row held in Z24..Z(23+k) to that row's k accumulators.
+#define PROW1(OFF, ZB, A0) \
+	VBROADCASTSS OFF(SI), ZB; \
+	VFMADD231PS  Z24, ZB, A0
+
+#define PROW2(OFF, ZB, A0, A1) \
+	PROW1(OFF, ZB, A0); \
+	VFMADD231PS Z25, ZB, A1
+
+#define PROW4(OFF, ZB, A0, A1, A2, A3) \
+	PROW2(OFF, ZB, A0, A1); \
+	VFMADD231PS Z26, ZB, A2; \
+	VFMADD231PS Z27, ZB, A3
