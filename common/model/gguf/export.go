@@ -403,11 +403,10 @@ type tokenizerJSON struct {
 	} `json:"model"`
 }
 
-// readVocab reads dir's tokenizer as a GGUF vocabulary of size entries
-// (the model's vocab_size: ids the tokenizer does not use become unused
-// "[PADn]" tokens, as llama.cpp's converter writes them). The tokenizer
-// must load in package tokenizer, which checks it is byte-level BPE.
-func readVocab(dir string, size int) (*vocabulary, error) {
+// loadTokenizer loads dir's tokenizer, and decodes its tokenizer.json into
+// raw too, for the fields the exporters read that package tokenizer does
+// not expose (vocabulary, merges, added tokens).
+func loadTokenizer(dir string, raw any) (*tokenizer.Tokenizer, error) {
 	tok, err := tokenizer.Load(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("gguf: %s has no %s; llama.cpp needs the model's vocabulary", dir, tokenizer.TokenizerFile)
@@ -415,13 +414,25 @@ func readVocab(dir string, size int) (*vocabulary, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, tokenizer.TokenizerFile))
+	b, err := os.ReadFile(filepath.Join(dir, tokenizer.TokenizerFile))
 	if err != nil {
 		return nil, err
 	}
-	var tj tokenizerJSON
-	if err := json.Unmarshal(raw, &tj); err != nil {
+	if err := json.Unmarshal(b, raw); err != nil {
 		return nil, fmt.Errorf("gguf: %s: %w", tokenizer.TokenizerFile, err)
+	}
+	return tok, nil
+}
+
+// readVocab reads dir's tokenizer as a GGUF vocabulary of size entries
+// (the model's vocab_size: ids the tokenizer does not use become unused
+// "[PADn]" tokens, as llama.cpp's converter writes them). The tokenizer
+// must load in package tokenizer, which checks it is byte-level BPE.
+func readVocab(dir string, size int) (*vocabulary, error) {
+	var tj tokenizerJSON
+	tok, err := loadTokenizer(dir, &tj)
+	if err != nil {
+		return nil, err
 	}
 	v := &vocabulary{tokens: make([]string, size), types: make([]int32, size), bos: -1, eos: -1}
 	set := func(id int32, text string, typ int32) error {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -297,20 +295,10 @@ var byteToken = regexp.MustCompile(`^<0x[0-9A-F]{2}>$`)
 //     <end_of_turn> (as eot) ids; the chat template.
 func gemmaVocab(dir string, cfg *model.Config) ([]KV, error) {
 	size := cfg.VocabSize
-	tok, err := tokenizer.Load(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("gguf: %s has no %s; llama.cpp needs the model's vocabulary", dir, tokenizer.TokenizerFile)
-	}
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, tokenizer.TokenizerFile))
-	if err != nil {
-		return nil, err
-	}
 	var tj gemmaTokenizerJSON
-	if err := json.Unmarshal(raw, &tj); err != nil {
-		return nil, fmt.Errorf("gguf: %s: %w", tokenizer.TokenizerFile, err)
+	tok, err := loadTokenizer(dir, &tj)
+	if err != nil {
+		return nil, err
 	}
 	if tj.Model.Type != "BPE" || !tj.Model.ByteFallback {
 		return nil, fmt.Errorf("gguf: %s: a Gemma-3 vocabulary is a BPE with byte_fallback; have type %q, byte_fallback %v", tokenizer.TokenizerFile, tj.Model.Type, tj.Model.ByteFallback)
