@@ -66,15 +66,23 @@ var avx512Kernels = func() kernelSet {
 		ks.kvF16.axpyRows6 = kvAxpy6AVX512(kernels.KVF16)
 		ks.kvF16.ownTiles.dots6x8 = asmTile(6, 8, dots6x8F16AVX512)
 	}
-	ks.attn.axpyRows6 = func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
-		var k func(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+	ks.attn.axpyRows6 = asmAxpy6(axpy6x64AVX512, axpy6x32AVX512, axpy6x16AVX512)
+	return ks
+}()
+
+// asmAxpy6 wraps the six-row axpy kernels of 64-, 32- and 16-wide value
+// columns (float32 or 16-bit values V), bounds-checking the slices once
+// per call so the assembly can trust its pointers.
+func asmAxpy6[V float32 | uint16](k64, k32, k16 func(acc *float32, step int, p *float32, v *V, rows *int32, n, ld int)) func(acc []float32, step int, p []float32, v []V, off int, rows []int32, ld, width int) {
+	return func(acc []float32, step int, p []float32, v []V, off int, rows []int32, ld, width int) {
+		var k func(acc *float32, step int, p *float32, v *V, rows *int32, n, ld int)
 		switch width {
 		case 64:
-			k = axpy6x64AVX512
+			k = k64
 		case 32:
-			k = axpy6x32AVX512
+			k = k32
 		case 16:
-			k = axpy6x16AVX512
+			k = k16
 		default:
 			panic("cpu: axpyRows6: no kernel for this width")
 		}
@@ -84,8 +92,7 @@ var avx512Kernels = func() kernelSet {
 			k(unsafe.SliceData(acc), step, unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 		}
 	}
-	return ks
-}()
+}
 
 // hasAVX512 reports whether the CPU has the AVX-512 foundation, DQ
 // (VINSERTF32X8, VBROADCASTF32X8) and BW (a 512-bit VPSHUFB) instructions
