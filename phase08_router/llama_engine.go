@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"kvlab/common/tokenizer"
 	"kvlab/common/workload"
@@ -132,10 +131,8 @@ func (e *llamaEngine) complete(ctx context.Context, body []byte) ([]int32, int, 
 // piece is not valid UTF-8 by itself.
 func nonUTF8Tokens(tok *tokenizer.Tokenizer) [][2]any {
 	var out [][2]any
-	for id := range int32(tok.VocabSize()) {
-		if !tok.IsSpecial(id) && !utf8.Valid(tok.Piece(id)) {
-			out = append(out, [2]any{id, false})
-		}
+	for _, id := range tok.PartialCharacters() {
+		out = append(out, [2]any{id, false})
 	}
 	return out
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"kvlab/common/metrics"
 	"kvlab/common/tokenizer"
@@ -231,10 +230,8 @@ func serving(ctx context.Context, client *http.Client, t target, reqs []workload
 // changes which tokens come out, not how many nor what each costs.
 func nonUTF8Tokens(tok *tokenizer.Tokenizer) [][2]any {
 	var out [][2]any
-	for id := range int32(tok.VocabSize()) {
-		if !tok.IsSpecial(id) && !utf8.Valid(tok.Piece(id)) {
-			out = append(out, [2]any{id, false})
-		}
+	for _, id := range tok.PartialCharacters() {
+		out = append(out, [2]any{id, false})
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -518,6 +519,20 @@ func (t *Tokenizer) Piece(id int32) []byte {
 		return []byte(name)
 	}
 	return t.bytesOf(id)
+}
+
+// PartialCharacters returns, in id order, the ordinary (not special)
+// tokens whose piece is not valid UTF-8 by itself: a lone byte of a longer
+// character, say. A client of a server that parses every answer as text
+// (llama-server does) bans them to keep a random model's output valid.
+func (t *Tokenizer) PartialCharacters() []int32 {
+	var out []int32
+	for id := range int32(t.VocabSize()) {
+		if !t.IsSpecial(id) && !utf8.Valid(t.Piece(id)) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // VocabSize returns one more than the largest id the tokenizer knows

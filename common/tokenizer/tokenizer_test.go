@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -406,4 +407,23 @@ func FuzzRoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPartialCharacters: what it lists are ordinary tokens whose piece
+// alone is not UTF-8, a byte-level vocabulary has some, and a word's token
+// is not among them.
+func TestPartialCharacters(t *testing.T) {
+	tok, err := Load("testdata/llama3")
+	require.NoError(t, err)
+	ids := tok.PartialCharacters()
+	require.NotEmpty(t, ids, "a byte-level vocabulary has lone bytes of longer characters")
+	listed := map[int32]bool{}
+	for _, id := range ids {
+		listed[id] = true
+		assert.False(t, tok.IsSpecial(id), "id %d", id)
+		assert.False(t, utf8.Valid(tok.Piece(id)), "id %d: piece %q", id, tok.Piece(id))
+	}
+	for _, id := range tok.Encode(" the") {
+		assert.False(t, listed[id], "the piece %q is whole UTF-8", tok.Piece(id))
+	}
 }
