@@ -119,15 +119,13 @@ func (p *product) run(job int) {
 func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x []float32, w []W, in, r0, rows, c0, cols int) {
 	nb := in / 8
 	r, end := r0, r0+rows
-	if k.dots2x8 != nil {
-		// Six-row bands (where the set has them), then what they leave
-		// two rows at a time, each group of eight weight rows visited
-		// once for all of them: a serving step of eight sequences reads
-		// its weights from memory once, not once for the band and again
-		// for the pair.
+	if k.dots6x8 != nil || k.dots2x8 != nil {
+		// Six-row bands, then what they leave two rows at a time (where
+		// the set has those tiles), each group of eight weight rows
+		// visited once for all of them: a serving step of eight sequences
+		// reads its weights from memory once, not once for the band and
+		// again for the pair.
 		r = matMulBands(k, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
-	} else if k.dots6x8 != nil {
-		r = matMulTiles(k, k.dots6x8, 6, 8, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
 	}
 	// What is left still fills three-row tiles.
 	r = matMulTiles(k, k.dots3x4, 3, 4, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
@@ -153,8 +151,8 @@ func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 	}
 }
 
-// matMulBands covers rows [r, end) with k's 6×8 tiles (if it has them)
-// and then, for what they leave, its 2×8 tiles, visiting all the bands of
+// matMulBands covers rows [r, end) with k's 6×8 tiles and then, for what
+// they leave, its 2×8 tiles (each where k has them), visiting all the bands of
 // a group of eight weight rows before the next group, so that the group
 // comes from memory once for every band; the group's last band runs the
 // tile that prefetches the next group (next6x8, next2x8) where k has one.
@@ -164,11 +162,17 @@ func matMulBands[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 	if k.dots6x8 != nil {
 		r1 += (end - r) / 6 * 6
 	}
-	r2 := r1 + (end-r1)/2*2 // end of those the 2×8 tiles cover
+	r2 := r1 // and of those the 2×8 tiles cover
+	if k.dots2x8 != nil {
+		r2 += (end - r1) / 2 * 2
+	}
 	ct := c0 + cols/8*8
 	last6, last2 := k.dots6x8, k.dots2x8
-	if k.next6x8 != nil && k.next2x8 != nil {
-		last6, last2 = k.next6x8, k.next2x8
+	if k.next6x8 != nil {
+		last6 = k.next6x8
+	}
+	if k.next2x8 != nil {
+		last2 = k.next2x8
 	}
 	for c := c0; c < ct; c += 8 {
 		for i := r; i < r1; i += 6 {
