@@ -20,6 +20,20 @@ import (
 	"kvlab/kernels/cuda"
 )
 
+// needCUDA returns the CUDA backend, or skips the test without a device,
+// unless KVLAB_REQUIRE_GPU=1 makes that a failure.
+func needCUDA(t *testing.T) kernels.Backend {
+	t.Helper()
+	gpu, err := cuda.New()
+	if err != nil {
+		if os.Getenv("KVLAB_REQUIRE_GPU") == "1" {
+			t.Fatalf("KVLAB_REQUIRE_GPU=1 and cuda.New failed: %v", err)
+		}
+		t.Skipf("no CUDA device: %v", err)
+	}
+	return gpu
+}
+
 // TestCUDAEngineParity is the engine-level check of the CUDA backend: the
 // same small model of each architecture, loaded once on the CPU backend (the
 // reference) and once on the GPU, serves the same requests through the
@@ -47,13 +61,7 @@ import (
 // and the largest logit error, which scripts/gpu-check.sh records. Without
 // a device it skips, unless KVLAB_REQUIRE_GPU=1.
 func TestCUDAEngineParity(t *testing.T) {
-	gpu, err := cuda.New()
-	if err != nil {
-		if os.Getenv("KVLAB_REQUIRE_GPU") == "1" {
-			t.Fatalf("KVLAB_REQUIRE_GPU=1 and cuda.New failed: %v", err)
-		}
-		t.Skipf("no CUDA device: %v", err)
-	}
+	gpu := needCUDA(t)
 	for _, arch := range model.BuiltinArchs {
 		t.Run(arch, func(t *testing.T) {
 			o := modeltest.Options(arch, 3)

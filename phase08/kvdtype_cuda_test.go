@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"kvlab/common/model/modeltest"
 	"kvlab/kernels"
 	"kvlab/kernels/cpu"
-	"kvlab/kernels/cuda"
 )
 
 // TestCUDAKVCacheDType runs the engine with the KV pool in bfloat16 and in
@@ -26,13 +24,7 @@ import (
 // dtype (both store the same rounded bits, so they differ as they do in
 // float32). Without a device it skips, unless KVLAB_REQUIRE_GPU=1.
 func TestCUDAKVCacheDType(t *testing.T) {
-	gpu, err := cuda.New()
-	if err != nil {
-		if os.Getenv("KVLAB_REQUIRE_GPU") == "1" {
-			t.Fatalf("KVLAB_REQUIRE_GPU=1 and cuda.New failed: %v", err)
-		}
-		t.Skipf("no CUDA device: %v", err)
-	}
+	gpu := needCUDA(t)
 	o := modeltest.Options(model.ArchLlama, 3)
 	o.DType = "bf16"
 	dir := filepath.Join(t.TempDir(), "model")
