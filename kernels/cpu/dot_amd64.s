@@ -1,82 +1,15 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "avx2_amd64.h"
 
 // AVX2+FMA dot-product kernels. Each YMM accumulator holds the eight lane
-// sums of one output element (step 1 of the order in dot.go); HSUM is step
-// 2. Loads are unaligned (VMOVUPS), so where a row starts in memory never
-// changes the arithmetic.
+// sums of one output element (step 1 of the order in dot.go); HSUM
+// (avx2_amd64.h) is step 2. Loads are unaligned (VMOVUPS), so where a row
+// starts in memory never changes the arithmetic.
 
-// HSUM reduces the eight lanes of Y into the low lane of X:
-// ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)). T is a scratch register.
-#define HSUM(Y, X, T) \
-	VEXTRACTF128 $1, Y, T; \
-	VADDPS       T, X, X; \
-	VMOVHLPS     X, T, T; \
-	VADDPS       T, X, X; \
-	VMOVSHDUP    X, T; \
-	VADDSS       T, X, X
-
-// The axpy kernels' pieces (attention's weighted sum of values, see
-// attnkern.go). AXPYROWSARGS loads the arguments: DI acc, SI p, AX v, DX
-// rows, R8 n, CX ld in bytes. LOADACCn and STOREACCn move acc's first 8n
-// floats to and from Y0..Y(n-1); AXPYKEY broadcasts p[t] into Y8 and points
-// BX at key t's value row; FMAROWn adds p[t] times that row into the
-// accumulators; AXPYNEXT steps to the next key and counts down.
-#define AXPYROWSARGS \
-	MOVQ acc+0(FP), DI; \
-	MOVQ p+8(FP), SI; \
-	MOVQ v+16(FP), AX; \
-	MOVQ rows+24(FP), DX; \
-	MOVQ n+32(FP), R8; \
-	MOVQ ld+40(FP), CX; \
-	SHLQ $2, CX
-
-#define AXPYKEY \
-	VBROADCASTSS (SI), Y8; \
-	ROWPTR((DX), BX)
-
-#define AXPYNEXT \
-	ADDQ $4, SI; \
-	ADDQ $4, DX; \
-	DECQ R8
-
-#define LOADACC1 \
-	VMOVUPS (DI), Y0
-#define LOADACC2 \
-	LOADACC1; \
-	VMOVUPS 32(DI), Y1
-#define LOADACC4 \
-	LOADACC2; \
-	VMOVUPS 64(DI), Y2; \
-	VMOVUPS 96(DI), Y3
-#define LOADACC6 \
-	LOADACC4; \
-	VMOVUPS 128(DI), Y4; \
-	VMOVUPS 160(DI), Y5
-#define LOADACC8 \
-	LOADACC6; \
-	VMOVUPS 192(DI), Y6; \
-	VMOVUPS 224(DI), Y7
-
-#define STOREACC1 \
-	VMOVUPS Y0, (DI)
-#define STOREACC2 \
-	STOREACC1; \
-	VMOVUPS Y1, 32(DI)
-#define STOREACC4 \
-	STOREACC2; \
-	VMOVUPS Y2, 64(DI); \
-	VMOVUPS Y3, 96(DI)
-#define STOREACC6 \
-	STOREACC4; \
-	VMOVUPS Y4, 128(DI); \
-	VMOVUPS Y5, 160(DI)
-#define STOREACC8 \
-	STOREACC6; \
-	VMOVUPS Y6, 192(DI); \
-	VMOVUPS Y7, 224(DI)
-
+// FMAROWk adds p[t] times key t's float32 value row at BX into the
+// accumulators Y0..Y(k-1), for the axpy kernels (AXPYROWS, avx2_amd64.h).
 #define FMAROW1 \
 	VFMADD231PS (BX), Y8, Y0
 #define FMAROW2 \
@@ -98,87 +31,7 @@
 // func dots3x4AVX2(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
 // dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 3, j < 4.
 TEXT ·dots3x4AVX2(SB), NOSPLIT, $0-56
-	MOVQ x+0(FP), SI
-	MOVQ ldx+8(FP), R8
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), R9
-	MOVQ nb+32(FP), CX
-	MOVQ dst+40(FP), DX
-	MOVQ ldd+48(FP), R11
-	SHLQ $2, R8              // strides in bytes
-	SHLQ $2, R9
-	SHLQ $2, R11
-	LEAQ (R9)(R9*2), R10     // 3*ldw
-
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	TESTQ  CX, CX
-	JZ     reduce3x4
-
-loop3x4:
-	VMOVUPS     (SI), Y12
-	VMOVUPS     (SI)(R8*1), Y13
-	VMOVUPS     (SI)(R8*2), Y14
-	VMOVUPS     (DI), Y15
-	VFMADD231PS Y15, Y12, Y0
-	VFMADD231PS Y15, Y13, Y4
-	VFMADD231PS Y15, Y14, Y8
-	VMOVUPS     (DI)(R9*1), Y15
-	VFMADD231PS Y15, Y12, Y1
-	VFMADD231PS Y15, Y13, Y5
-	VFMADD231PS Y15, Y14, Y9
-	VMOVUPS     (DI)(R9*2), Y15
-	VFMADD231PS Y15, Y12, Y2
-	VFMADD231PS Y15, Y13, Y6
-	VFMADD231PS Y15, Y14, Y10
-	VMOVUPS     (DI)(R10*1), Y15
-	VFMADD231PS Y15, Y12, Y3
-	VFMADD231PS Y15, Y13, Y7
-	VFMADD231PS Y15, Y14, Y11
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	DECQ        CX
-	JNZ         loop3x4
-
-reduce3x4:
-	HSUM(Y0, X0, X15)
-	VMOVSS X0, (DX)
-	HSUM(Y1, X1, X15)
-	VMOVSS X1, 4(DX)
-	HSUM(Y2, X2, X15)
-	VMOVSS X2, 8(DX)
-	HSUM(Y3, X3, X15)
-	VMOVSS X3, 12(DX)
-	ADDQ   R11, DX
-	HSUM(Y4, X4, X15)
-	VMOVSS X4, (DX)
-	HSUM(Y5, X5, X15)
-	VMOVSS X5, 4(DX)
-	HSUM(Y6, X6, X15)
-	VMOVSS X6, 8(DX)
-	HSUM(Y7, X7, X15)
-	VMOVSS X7, 12(DX)
-	ADDQ   R11, DX
-	HSUM(Y8, X8, X15)
-	VMOVSS X8, (DX)
-	HSUM(Y9, X9, X15)
-	VMOVSS X9, 4(DX)
-	HSUM(Y10, X10, X15)
-	VMOVSS X10, 8(DX)
-	HSUM(Y11, X11, X15)
-	VMOVSS X11, 12(DX)
-	VZEROUPPER
-	RET
+	DOTS3X4(LOADF, $2, $32)
 
 // func dots1x8AVX2(x *float32, w *float32, ldw int, nb int, dst *float32)
 // dst[j] = dot(x, w[j*ldw:]) over 8*nb elements, j < 8. One row against
@@ -195,14 +48,7 @@ TEXT ·dots1x8AVX2(SB), NOSPLIT, $0-40
 	LEAQ (DI)(R9*4), BX      // rows 4..7
 	LEAQ (DI)(R9*8), R11     // rows 8..15: the next call's, when ldw is the row length
 
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	ZERO8
 	TESTQ  CX, CX
 	JZ     reduce1x8
 
@@ -232,22 +78,7 @@ loop1x8:
 	JNZ         loop1x8
 
 reduce1x8:
-	HSUM(Y0, X0, X15)
-	VMOVSS X0, (DX)
-	HSUM(Y1, X1, X15)
-	VMOVSS X1, 4(DX)
-	HSUM(Y2, X2, X15)
-	VMOVSS X2, 8(DX)
-	HSUM(Y3, X3, X15)
-	VMOVSS X3, 12(DX)
-	HSUM(Y4, X4, X15)
-	VMOVSS X4, 16(DX)
-	HSUM(Y5, X5, X15)
-	VMOVSS X5, 20(DX)
-	HSUM(Y6, X6, X15)
-	VMOVSS X6, 24(DX)
-	HSUM(Y7, X7, X15)
-	VMOVSS X7, 28(DX)
+	STORE8
 	VZEROUPPER
 	RET
 
@@ -292,203 +123,25 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	MOVL AX, eax+0(FP)
 	RET
 
-// The bf16 kernels below are the float32 ones with each weight vector
-// widened on load: eight bf16 values zero-extended to 32 bits and shifted
-// into the top half (exact), then the same FMAs in the same order.
-
-// WIDEN loads eight bf16 weights at M into the float32 lanes of Y.
-#define WIDEN(M, Y) \
-	VPMOVZXWD M, Y; \
-	VPSLLD    $16, Y, Y
+// The bf16 kernels are the float32 ones with each weight vector widened on
+// load (WIDENB, avx2_amd64.h), then the same FMAs in the same order; the
+// f16 ones in kv16_amd64.s are the same tiles with WIDENH.
 
 // func dots3x4BF16AVX2(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
 TEXT ·dots3x4BF16AVX2(SB), NOSPLIT, $0-56
-	MOVQ x+0(FP), SI
-	MOVQ ldx+8(FP), R8
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), R9
-	MOVQ nb+32(FP), CX
-	MOVQ dst+40(FP), DX
-	MOVQ ldd+48(FP), R11
-	SHLQ $2, R8              // x and dst strides in bytes (float32)
-	SHLQ $1, R9              // w stride in bytes (bf16)
-	SHLQ $2, R11
-	LEAQ (R9)(R9*2), R10     // 3*ldw
-
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	TESTQ  CX, CX
-	JZ     reduce3x4h
-
-loop3x4h:
-	VMOVUPS     (SI), Y12
-	VMOVUPS     (SI)(R8*1), Y13
-	VMOVUPS     (SI)(R8*2), Y14
-	WIDEN((DI), Y15)
-	VFMADD231PS Y15, Y12, Y0
-	VFMADD231PS Y15, Y13, Y4
-	VFMADD231PS Y15, Y14, Y8
-	WIDEN((DI)(R9*1), Y15)
-	VFMADD231PS Y15, Y12, Y1
-	VFMADD231PS Y15, Y13, Y5
-	VFMADD231PS Y15, Y14, Y9
-	WIDEN((DI)(R9*2), Y15)
-	VFMADD231PS Y15, Y12, Y2
-	VFMADD231PS Y15, Y13, Y6
-	VFMADD231PS Y15, Y14, Y10
-	WIDEN((DI)(R10*1), Y15)
-	VFMADD231PS Y15, Y12, Y3
-	VFMADD231PS Y15, Y13, Y7
-	VFMADD231PS Y15, Y14, Y11
-	ADDQ        $32, SI
-	ADDQ        $16, DI
-	DECQ        CX
-	JNZ         loop3x4h
-
-reduce3x4h:
-	HSUM(Y0, X0, X15)
-	VMOVSS X0, (DX)
-	HSUM(Y1, X1, X15)
-	VMOVSS X1, 4(DX)
-	HSUM(Y2, X2, X15)
-	VMOVSS X2, 8(DX)
-	HSUM(Y3, X3, X15)
-	VMOVSS X3, 12(DX)
-	ADDQ   R11, DX
-	HSUM(Y4, X4, X15)
-	VMOVSS X4, (DX)
-	HSUM(Y5, X5, X15)
-	VMOVSS X5, 4(DX)
-	HSUM(Y6, X6, X15)
-	VMOVSS X6, 8(DX)
-	HSUM(Y7, X7, X15)
-	VMOVSS X7, 12(DX)
-	ADDQ   R11, DX
-	HSUM(Y8, X8, X15)
-	VMOVSS X8, (DX)
-	HSUM(Y9, X9, X15)
-	VMOVSS X9, 4(DX)
-	HSUM(Y10, X10, X15)
-	VMOVSS X10, 8(DX)
-	HSUM(Y11, X11, X15)
-	VMOVSS X11, 12(DX)
-	VZEROUPPER
-	RET
+	DOTS3X4(WIDENB, $1, $16)
 
 // func dots1x8BF16AVX2(x *float32, w *uint16, ldw int, nb int, dst *float32)
 TEXT ·dots1x8BF16AVX2(SB), NOSPLIT, $0-40
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ldw+16(FP), R9
-	MOVQ nb+24(FP), CX
-	MOVQ dst+32(FP), DX
-	SHLQ $1, R9
-	LEAQ (R9)(R9*2), R10     // 3*ldw
-	LEAQ (DI)(R9*4), BX      // rows 4..7
-	LEAQ (DI)(R9*8), R11     // rows 8..15: the next call's, when ldw is the row length
-
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	TESTQ  CX, CX
-	JZ     reduce1x8h
-
-loop1x8h:
-	// 16 bytes of each of eight rows per step: prefetch the next eight
-	// rows' 128 (as in dots1x8AVX2).
-	PREFETCHT0  (R11)
-	PREFETCHT0  64(R11)
-	ADDQ        $128, R11
-	VMOVUPS     (SI), Y8
-	WIDEN((DI), Y9)
-	WIDEN((DI)(R9*1), Y10)
-	WIDEN((DI)(R9*2), Y11)
-	WIDEN((DI)(R10*1), Y12)
-	VFMADD231PS Y9, Y8, Y0
-	VFMADD231PS Y10, Y8, Y1
-	VFMADD231PS Y11, Y8, Y2
-	VFMADD231PS Y12, Y8, Y3
-	WIDEN((BX), Y9)
-	WIDEN((BX)(R9*1), Y10)
-	WIDEN((BX)(R9*2), Y11)
-	WIDEN((BX)(R10*1), Y12)
-	VFMADD231PS Y9, Y8, Y4
-	VFMADD231PS Y10, Y8, Y5
-	VFMADD231PS Y11, Y8, Y6
-	VFMADD231PS Y12, Y8, Y7
-	ADDQ        $32, SI
-	ADDQ        $16, DI
-	ADDQ        $16, BX
-	DECQ        CX
-	JNZ         loop1x8h
-
-reduce1x8h:
-	HSUM(Y0, X0, X15)
-	VMOVSS X0, (DX)
-	HSUM(Y1, X1, X15)
-	VMOVSS X1, 4(DX)
-	HSUM(Y2, X2, X15)
-	VMOVSS X2, 8(DX)
-	HSUM(Y3, X3, X15)
-	VMOVSS X3, 12(DX)
-	HSUM(Y4, X4, X15)
-	VMOVSS X4, 16(DX)
-	HSUM(Y5, X5, X15)
-	VMOVSS X5, 20(DX)
-	HSUM(Y6, X6, X15)
-	VMOVSS X6, 24(DX)
-	HSUM(Y7, X7, X15)
-	VMOVSS X7, 28(DX)
-	VZEROUPPER
-	RET
+	DOTS1X8(WIDENB, PF16INIT, PF16STEP)
 
 // func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
 TEXT ·dots1x1BF16AVX2(SB), NOSPLIT, $0-28
-	MOVQ   x+0(FP), SI
-	MOVQ   w+8(FP), DI
-	MOVQ   nb+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	TESTQ  CX, CX
-	JZ     reduce1x1h
-
-loop1x1h:
-	VMOVUPS     (SI), Y8
-	WIDEN((DI), Y9)
-	VFMADD231PS Y9, Y8, Y0
-	ADDQ        $32, SI
-	ADDQ        $16, DI
-	DECQ        CX
-	JNZ         loop1x1h
-
-reduce1x1h:
-	HSUM(Y0, X0, X15)
-	VMOVSS X0, ret+24(FP)
-	VZEROUPPER
-	RET
+	DOTS1X1(WIDENB)
 
 // Attention kernels (see attnkern.go). Row j of the cache starts at
-// w + rows[j]*ld*4 bytes; off is already added to w by the caller.
-
-// ROWPTR sets R to base + rows[i]*stride, for an int32 rows[i] at M.
-#define ROWPTR(M, R) \
-	MOVLQSX M, R; \
-	IMULQ   CX, R; \
-	ADDQ    AX, R
+// w + rows[i]*ld*4 bytes (ROWPTR, avx2_amd64.h); off is already added to w
+// by the caller.
 
 // func dotsRows8AVX2(x *float32, w *float32, rows *int32, ld int, nb int, dst *float32)
 TEXT ·dotsRows8AVX2(SB), NOSPLIT, $0-48
@@ -509,14 +162,7 @@ TEXT ·dotsRows8AVX2(SB), NOSPLIT, $0-48
 	MOVQ dst+40(FP), DX
 	XORQ AX, AX             // byte offset into every row
 
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	ZERO8
 	TESTQ  CX, CX
 	JZ     reduceRows8
 
@@ -535,22 +181,7 @@ loopRows8:
 	JNZ         loopRows8
 
 reduceRows8:
-	HSUM(Y0, X0, X15)
-	VMOVSS X0, (DX)
-	HSUM(Y1, X1, X15)
-	VMOVSS X1, 4(DX)
-	HSUM(Y2, X2, X15)
-	VMOVSS X2, 8(DX)
-	HSUM(Y3, X3, X15)
-	VMOVSS X3, 12(DX)
-	HSUM(Y4, X4, X15)
-	VMOVSS X4, 16(DX)
-	HSUM(Y5, X5, X15)
-	VMOVSS X5, 20(DX)
-	HSUM(Y6, X6, X15)
-	VMOVSS X6, 24(DX)
-	HSUM(Y7, X7, X15)
-	VMOVSS X7, 28(DX)
+	STORE8
 	VZEROUPPER
 	RET
 
@@ -558,97 +189,27 @@ reduceRows8:
 // acc[0:64] += p[t] * v[rows[t]*ld:][0:64] for t < n, one FMA per element
 // per key, keys in order.
 TEXT ·axpyRows8AVX2(SB), NOSPLIT, $0-48
-	AXPYROWSARGS
-	LOADACC8
-	TESTQ R8, R8
-	JZ    storeAxpy8
-
-loopAxpy8:
-	AXPYKEY
-	FMAROW8
-	AXPYNEXT
-	JNZ   loopAxpy8
-
-storeAxpy8:
-	STOREACC8
-	VZEROUPPER
-	RET
+	AXPYROWS($2, LOADACC8, FMAROW8, STOREACC8)
 
 // func axpyRows1AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:8].
 TEXT ·axpyRows1AVX2(SB), NOSPLIT, $0-48
-	AXPYROWSARGS
-	LOADACC1
-	TESTQ R8, R8
-	JZ    storeAxpy1
-
-loopAxpy1:
-	AXPYKEY
-	FMAROW1
-	AXPYNEXT
-	JNZ   loopAxpy1
-
-storeAxpy1:
-	STOREACC1
-	VZEROUPPER
-	RET
+	AXPYROWS($2, LOADACC1, FMAROW1, STOREACC1)
 
 // func axpyRows6AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:48].
 TEXT ·axpyRows6AVX2(SB), NOSPLIT, $0-48
-	AXPYROWSARGS
-	LOADACC6
-	TESTQ R8, R8
-	JZ    storeAxpy6
-
-loopAxpy6:
-	AXPYKEY
-	FMAROW6
-	AXPYNEXT
-	JNZ   loopAxpy6
-
-storeAxpy6:
-	STOREACC6
-	VZEROUPPER
-	RET
+	AXPYROWS($2, LOADACC6, FMAROW6, STOREACC6)
 
 // func axpyRows4AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:32].
 TEXT ·axpyRows4AVX2(SB), NOSPLIT, $0-48
-	AXPYROWSARGS
-	LOADACC4
-	TESTQ R8, R8
-	JZ    storeAxpy4
-
-loopAxpy4:
-	AXPYKEY
-	FMAROW4
-	AXPYNEXT
-	JNZ   loopAxpy4
-
-storeAxpy4:
-	STOREACC4
-	VZEROUPPER
-	RET
+	AXPYROWS($2, LOADACC4, FMAROW4, STOREACC4)
 
 // func axpyRows2AVX2(acc *float32, p *float32, v *float32, rows *int32, n int, ld int)
 // The same for acc[0:16].
 TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-48
-	AXPYROWSARGS
-	LOADACC2
-	TESTQ R8, R8
-	JZ    storeAxpy2
-
-loopAxpy2:
-	AXPYKEY
-	FMAROW2
-	AXPYNEXT
-	JNZ   loopAxpy2
-
-storeAxpy2:
-	STOREACC2
-	VZEROUPPER
-	RET
+	AXPYROWS($2, LOADACC2, FMAROW2, STOREACC2)
 
 // func prefetchRowsAVX2(w *float32, rows *int32, n, ld, lines int)
 // Prefetches lines cache lines from w + rows[i]*ld*4 bytes on, for each
