@@ -30,8 +30,8 @@ func asmDotKernels[W float32 | uint16](
 	k3x4 func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int),
 	k1x8 func(x *float32, w *W, ldw, nb int, dst *float32),
 	k1x1 func(x *float32, w *W, nb int) float32,
-) dotKernels[W] {
-	return dotKernels[W]{
+) dotKernels[float32, W] {
+	return dotKernels[float32, W]{
 		dots3x4: asmTile(3, 4, k3x4),
 		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
 			if nb == 0 {
@@ -49,16 +49,17 @@ func asmDotKernels[W float32 | uint16](
 
 // asmTile wraps a th×tw tile kernel, bounds-checking its slices once per
 // call so the assembly can trust its pointers.
-func asmTile[W float32 | uint16](th, tw int, k func(x *float32, ldx int, w *W, ldw, nb int, dst *float32, ldd int)) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
-	return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+func asmTile[X, W float32 | uint16](th, tw int, k func(x *X, ldx int, w *W, ldw, nb int, dst *float32, ldd int)) func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+	g := groupLen[X]()
+	return func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
 		if nb == 0 {
 			for i := range th {
 				clear(dst[i*ldd : i*ldd+tw])
 			}
 			return
 		}
-		_ = x[(th-1)*ldx+8*nb-1]
-		_ = w[(tw-1)*ldw+8*nb-1]
+		_ = x[(th-1)*ldx+g*nb-1]
+		_ = w[(tw-1)*ldw+g*nb-1]
 		_ = dst[(th-1)*ldd+tw-1]
 		k(unsafe.SliceData(x), ldx, unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst), ldd)
 	}

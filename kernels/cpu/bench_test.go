@@ -46,8 +46,21 @@ func BenchmarkMatMulT(b *testing.B) {
 // BenchmarkMatMulTBF16 is BenchmarkMatMulT with bf16 weights: the tiles
 // that widen each weight to float32 before the multiply (dots6x8 and
 // dots3x4 over uint16).
-func BenchmarkMatMulTBF16(b *testing.B) {
+func BenchmarkMatMulTBF16(b *testing.B) { benchMatMulTBF16(b, cpu.New()) }
+
+// BenchmarkMatMulTBF16Dot is BenchmarkMatMulTBF16 with bf16 products
+// (bf16dot.go): VDPBF16PS tiles on a CPU with AVX512-BF16, Go elsewhere;
+// the time includes rounding x to bf16.
+func BenchmarkMatMulTBF16Dot(b *testing.B) {
+	if !cpu.BF16DotNative() {
+		b.Skip("bf16 products run in Go on this CPU")
+	}
 	be := cpu.New()
+	be.SetBF16Dot(true)
+	benchMatMulTBF16(b, be)
+}
+
+func benchMatMulTBF16(b *testing.B, be *cpu.Backend) {
 	for _, s := range matMulShapes {
 		b.Run(fmt.Sprintf("n=%d,in=%d,out=%d", s.n, s.in, s.out), func(b *testing.B) {
 			rng := newRand(1)

@@ -143,6 +143,7 @@ type Backend struct {
 	attn     sync.Pool // *attnCall, reused so that decode steps do not allocate
 	poolOnce sync.Once
 	pool     *workerPool // workers-1 helper goroutines, started on first use
+	bf16Dot  bool        // bf16 products (bf16dot.go) for bf16 weights
 }
 
 var _ kernels.Backend = (*Backend)(nil)

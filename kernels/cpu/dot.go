@@ -46,24 +46,30 @@ import (
 // dots6x8 and dots2x8 may be nil: MatMulT then tiles with dots3x4. Only
 // a CPU with 32 vector registers (AVX-512) holds a 6×8 tile's
 // accumulators; dots2x8 takes the rows a six-row band leaves in pairs.
-type dotKernels[W float32 | uint16] struct {
-	dots6x8 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
-	dots2x8 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+type dotKernels[X, W float32 | uint16] struct {
+	dots6x8 func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+	dots2x8 func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
 	// next6x8 and next2x8, where a set has them, are dots6x8 and dots2x8
 	// that also prefetch the eight weight rows after their own, for the
 	// last band over each group of eight (matMulBands); the same bits.
-	next6x8, next2x8 func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
-	dots3x4          func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
-	dots1x8          func(x []float32, w []W, ldw, nb int, dst []float32)
-	dots1x1          func(x []float32, w []W, nb int) float32
+	next6x8, next2x8 func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+	dots3x4          func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
+	dots1x8          func(x []X, w []W, ldw, nb int, dst []float32)
+	dots1x1          func(x []X, w []W, nb int) float32
 }
 
 // kernelSet is one implementation of the kernels for both weight types.
 type kernelSet struct {
 	name string
-	f32  dotKernels[float32]
-	bf16 dotKernels[uint16]
-	attn attnKernels // attnkern.go
+	f32  dotKernels[float32, float32]
+	bf16 dotKernels[float32, uint16]
+	// dp are the kernels of bf16 products (bf16dot.go): bf16 weights
+	// times activations rounded to bf16 by toBF16, the definition
+	// MatMulT follows when the backend's BF16Dot is on.
+	dp       dotKernels[uint16, uint16]
+	toBF16   func(dst []uint16, src []float32)
+	dpNative bool        // dp runs on the CPU's bf16 instructions (not Go's)
+	attn     attnKernels // attnkern.go
 	// kvBF16 and kvF16 are attention's kernels over a 16-bit KV cache
 	// (kv16.go); a set without them runs the Go ones.
 	kvBF16, kvF16 kv16Kernels
@@ -72,9 +78,10 @@ type kernelSet struct {
 }
 
 // goKernels is the portable kernel set.
-var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](), attn: goAttnKernels, siluMul: siluMulGo}
+var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](),
+	dp: goDPKernels, toBF16: toBF16Go, attn: goAttnKernels, siluMul: siluMulGo}
 
-func goDotKernels[W float32 | uint16]() dotKernels[W] {
+func goDotKernels[W float32 | uint16]() dotKernels[float32, W] {
 	tile := func(th, tw int) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
 		return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
 			for i := range th {
@@ -84,7 +91,7 @@ func goDotKernels[W float32 | uint16]() dotKernels[W] {
 			}
 		}
 	}
-	return dotKernels[W]{
+	return dotKernels[float32, W]{
 		dots6x8: tile(6, 8),
 		dots2x8: tile(2, 8),
 		dots3x4: tile(3, 4),
@@ -132,10 +139,11 @@ func dotGo[W float32 | uint16](x []float32, w []W, nb int) float32 {
 }
 
 // dotTail is step 3: it adds x[i]·w[i] for i in [from, len(x)) to r, one
-// fused multiply-add at a time.
-func dotTail[W float32 | uint16](r float32, x []float32, w []W, from int) float32 {
+// fused multiply-add at a time. (x is bf16 in bf16 products, whose step 3
+// is the same.)
+func dotTail[X, W float32 | uint16](r float32, x []X, w []W, from int) float32 {
 	for i := from; i < len(x); i++ {
-		r = fmaf(x[i], widen(w[i]), r)
+		r = fmaf(widen(x[i]), widen(w[i]), r)
 	}
 	return r
 }

@@ -71,6 +71,9 @@ var avx2Kernels = kernelSet{
 	name: "avx2",
 	f32:  asmDotKernels(dots3x4AVX2, dots1x8AVX2, dots1x1AVX2),
 	bf16: asmDotKernels(dots3x4BF16AVX2, dots1x8BF16AVX2, dots1x1BF16AVX2),
+	// bf16 products in Go (bf16dot.go): no bf16 dot-product kernels here.
+	dp:     goDPKernels,
+	toBF16: toBF16Go,
 	// kv16_amd64.go
 	kvBF16:  kvBF16AVX2,
 	kvF16:   kvF16AVX2,

@@ -78,6 +78,9 @@ var neonKernels = kernelSet{
 	name: "neon",
 	f32:  asmDotKernels(dots3x4NEON, dots1x8NEON, dots1x1NEON),
 	bf16: asmDotKernels(dots3x4BF16NEON, dots1x8BF16NEON, dots1x1BF16NEON),
+	// bf16 products in Go (bf16dot.go): no bf16 dot-product kernels here.
+	dp:     goDPKernels,
+	toBF16: toBF16Go,
 	// kv16_arm64.go
 	kvBF16:  kvBF16NEON,
 	kvF16:   kvF16NEON,

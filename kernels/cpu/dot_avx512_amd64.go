@@ -67,6 +67,9 @@ var avx512Kernels = func() kernelSet {
 		ks.kvF16.ownTiles.dots6x8 = asmTile(6, 8, dots6x8F16AVX512)
 	}
 	ks.attn.axpyRows6 = asmAxpy6(axpy6x64AVX512, axpy6x32AVX512, axpy6x16AVX512)
+	if hasAVX512BF16() { // bf16dot_amd64.go
+		ks.dp, ks.toBF16, ks.dpNative = dpAVX512, toBF16ByAVX512, true
+	}
 	return ks
 }()
 

@@ -288,3 +288,106 @@ done6x16:
 	VZEROUPPER
 	RET
 
+
+// The tiles of bf16 products (bf16dot.go): x is bf16 too, and each
+// VDPBF16PS lane takes a pair of elements, so a step covers sixteen
+// elements of every row in the 32 bytes a float32 tile reads for eight.
+// The row pairs sit in the halves of Z24..Z26 as in dots6x8AVX512, the
+// sixteen weights of a row are broadcast to both halves, and REDUCE8
+// reduces the eight lane sums of each half by the same tree.
+#include "bf16dot_amd64.h"
+
+// XBF16 halves the x strides TILEARGS computed for float32 rows: R8 ldx and
+// R12 3*ldx in bytes of bf16, R13 x's row 4.
+#define XBF16 \
+	SHRQ $1, R8; \
+	SHRQ $1, R12; \
+	LEAQ (SI)(R8*4), R13
+
+#define XBF16_NEXT XBF16; NEXT
+
+#define DPBODY6X8 \
+	PAIR((SI), (SI)(R8*1), Y24, Z24); \
+	PAIR((SI)(R8*2), (SI)(R12*1), Y25, Z25); \
+	PAIR((R13), (R13)(R8*1), Y26, Z26); \
+	DPCOL6_0((DI)); \
+	DPCOL6_1((DI)(R9*1)); \
+	DPCOL6_2((DI)(R9*2)); \
+	DPCOL6_3((DI)(R10*1)); \
+	DPCOL6_4((BX)); \
+	DPCOL6_5((BX)(R9*1)); \
+	DPCOL6_6((BX)(R9*2)); \
+	DPCOL6_7((BX)(R10*1)); \
+	ADDQ $32, SI; \
+	ADDQ $32, R13; \
+	ADDQ $32, DI; \
+	ADDQ $32, BX
+
+#define DPBODY2X8 \
+	PAIR((SI), (SI)(R8*1), Y24, Z24); \
+	DPCOL2_0((DI)); \
+	DPCOL2_1((DI)(R9*1)); \
+	DPCOL2_2((DI)(R9*2)); \
+	DPCOL2_3((DI)(R10*1)); \
+	DPCOL2_4((BX)); \
+	DPCOL2_5((BX)(R9*1)); \
+	DPCOL2_6((BX)(R9*2)); \
+	DPCOL2_7((BX)(R10*1)); \
+	ADDQ $32, SI; \
+	ADDQ $32, DI; \
+	ADDQ $32, BX
+
+// func dots6x8DPAVX512(x *uint16, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+// dst[i*ldd+j] = the bf16 product of x[i*ldx:] and w[j*ldw:] over 16*nb
+// elements, i < 6, j < 8: 24 VDPBF16PS, 768 multiply-adds, a step.
+TEXT ·dots6x8DPAVX512(SB), NOSPLIT, $0-56
+	TILE($1, XBF16, ZERO24, NONE, DPBODY6X8, REDUCE6X8)
+
+// func dots6x8NextDPAVX512(x *uint16, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+// dots6x8DPAVX512, prefetching the next eight weight rows (256 bytes a step).
+TEXT ·dots6x8NextDPAVX512(SB), NOSPLIT, $0-56
+	TILE($1, XBF16_NEXT, ZERO24, PREFETCH256, DPBODY6X8, REDUCE6X8)
+
+// func dots2x8DPAVX512(x *uint16, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+TEXT ·dots2x8DPAVX512(SB), NOSPLIT, $0-56
+	TILE($1, XBF16, ZERO8, NONE, DPBODY2X8, REDUCE2X8)
+
+// func dots2x8NextDPAVX512(x *uint16, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
+TEXT ·dots2x8NextDPAVX512(SB), NOSPLIT, $0-56
+	TILE($1, XBF16_NEXT, ZERO8, PREFETCH256, DPBODY2X8, REDUCE2X8)
+
+// func toBF16AVX512(dst *uint16, src *float32, n int)
+// Rounds 16*n floats to bf16 (bf16dot.go's step 0), sixteen at a time.
+TEXT ·toBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  n+16(FP), CX
+	TESTQ CX, CX
+	JZ    cvtdone
+
+cvtloop:
+	VMOVUPS (SI), Z0
+	CVT_Y1_Z0
+	VMOVDQU Y1, (DI)
+	ADDQ    $64, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     cvtloop
+
+cvtdone:
+	VZEROUPPER
+	RET
+
+// func vdpbf16psProbe(acc *float32, x, w *uint16)
+// One VDPBF16PS for TestBF16DotInstruction: acc[0:16] += the pairs of
+// x[0:32] times those of w[0:16], broadcast to both halves (DPCOL2_0).
+TEXT ·vdpbf16psProbe(SB), NOSPLIT, $0-24
+	MOVQ    acc+0(FP), DI
+	MOVQ    x+8(FP), SI
+	MOVQ    w+16(FP), DX
+	VMOVUPS (DI), Z0
+	VMOVDQU32 (SI), Z24
+	DPCOL2_0((DX))
+	VMOVUPS Z0, (DI)
+	VZEROUPPER
+	RET

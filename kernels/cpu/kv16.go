@@ -138,7 +138,7 @@ type kvKern[E float32 | uint16] struct {
 	axpyRowsGo   func(acc, p []float32, v []E, off int, rows []int32, ld int)
 	axpyRows6    func(acc []float32, step int, p []float32, v []E, off int, rows []int32, ld, width int)
 	prefetchRows func(w []E, off int, rows []int32, ld, width int)
-	tiles        *dotKernels[E]
+	tiles        *dotKernels[float32, E]
 }
 
 // kv16Kernels are the kernels a kernel set has for one 16-bit dtype; a set
@@ -153,7 +153,7 @@ type kv16Kernels struct {
 	// (bf16 only: they widen bf16); ownTiles are tiles of the dtype's own,
 	// when their dots3x4 is not nil (float16's).
 	tiles    bool
-	ownTiles dotKernels[uint16]
+	ownTiles dotKernels[float32, uint16]
 }
 
 // kvKernF32 returns ks's attention kernels over a float32 cache.
@@ -161,7 +161,7 @@ func kvKernF32(ks *kernelSet) kvKern[float32] {
 	return kvKern[float32]{
 		dotsRows8:    ks.attn.dotsRows8,
 		dots1x1:      ks.f32.dots1x1,
-		dotTail:      dotTail[float32],
+		dotTail:      dotTail[float32, float32],
 		axpyRows:     ks.attn.axpyRows,
 		axpyRowsGo:   axpyRowsGo,
 		axpyRows6:    ks.attn.axpyRows6,

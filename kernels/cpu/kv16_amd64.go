@@ -60,7 +60,7 @@ func dots1x8F16AVX2(x *float32, w *uint16, ldw, nb int, dst *float32)
 var (
 	kvBF16AVX2 = asmKV16(dotsRows8BF16AVX2, dots1x1BF16AVX2, [9]axpy16{
 		1: axpyRows1BF16AVX2, 2: axpyRows2BF16AVX2, 4: axpyRows4BF16AVX2, 6: axpyRows6BF16AVX2, 8: axpyRows8BF16AVX2,
-	}, true, dotKernels[uint16]{})
+	}, true, dotKernels[float32, uint16]{})
 	kvF16AVX2 = func() kv16Kernels {
 		if !hasF16C() {
 			return kv16Kernels{}
@@ -79,7 +79,7 @@ type axpy16 func(acc, p *float32, v *uint16, rows *int32, n, ld int)
 // number of YMM accumulators (len(acc)/8); tiles and own are
 // kv16Kernels' tiles and ownTiles.
 func asmKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32),
-	dot1 func(x *float32, w *uint16, nb int) float32, axpy [9]axpy16, tiles bool, own dotKernels[uint16]) kv16Kernels {
+	dot1 func(x *float32, w *uint16, nb int) float32, axpy [9]axpy16, tiles bool, own dotKernels[float32, uint16]) kv16Kernels {
 	return kv16Kernels{
 		dotsRows8: asmDotsRows8(rows8),
 		dots1x1:   asmDot1x1(dot1),

@@ -30,20 +30,35 @@ const (
 // its own columns.
 func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 	p := b.planProduct(dst, x, w)
-	if p.jobs > 0 {
-		b.parallel(p.jobs, func(_, job int) { p.run(job) })
+	if p.jobs == 0 {
+		return
 	}
+	if p.dp {
+		xb := b.roundRows(p.x)
+		defer bf16Rows.Put(xb)
+		p.xb = *xb
+	}
+	b.parallel(p.jobs, func(_, job int) { p.run(job) })
 }
 
 // MatMulTMany computes ps[i].Dst = x · ps[i].Wᵀ for every i
 // (kernels.ProductBatcher): the jobs of all the products go to the workers
 // in one hand-off, and each output element is the same dot product as
-// MatMulT's, so the bits are those of one MatMulT per product.
+// MatMulT's, so the bits are those of one MatMulT per product. With bf16
+// products on, x is rounded to bf16 once for all of them.
 func (b *Backend) MatMulTMany(x kernels.Tensor, ps []kernels.Product) {
 	var buf [4]product
 	plans, jobs := buf[:0], 0
+	var xb *[]uint16
 	for _, p := range ps {
 		pl := b.planProduct(p.Dst, x, p.W)
+		if pl.dp && pl.jobs > 0 {
+			if xb == nil {
+				xb = b.roundRows(pl.x)
+				defer bf16Rows.Put(xb)
+			}
+			pl.xb = *xb
+		}
 		plans = append(plans, pl)
 		jobs += pl.jobs
 	}
@@ -68,7 +83,9 @@ type product struct {
 	d, x, w             *Tensor
 	n, in, out          int
 	colBlock, colBlocks int
-	jobs                int // 0: nothing left to compute
+	jobs                int      // 0: nothing left to compute
+	dp                  bool     // a bf16 product (bf16dot.go): w is bf16 and BF16Dot is on
+	xb                  []uint16 // x rounded to bf16, when dp
 }
 
 // planProduct checks the shapes of dst = x · wᵀ and cuts it into jobs
@@ -80,7 +97,7 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 		panic(fmt.Sprintf("cpu: MatMulT %d×%d · (%d×%d)ᵀ into %d×%d",
 			n, in, wt.rows, wt.cols, d.rows, d.cols))
 	}
-	p := product{d: d, x: xt, w: wt, n: n, in: in, out: out}
+	p := product{d: d, x: xt, w: wt, n: n, in: in, out: out, dp: b.bf16Dot && wt.bf16 != nil}
 	if n == 0 || out == 0 {
 		return p
 	}
@@ -107,17 +124,21 @@ func (p *product) run(job int) {
 	r0 := (job / p.colBlocks) * mmRowBlock
 	c0 := (job % p.colBlocks) * p.colBlock
 	rows, cols := min(mmRowBlock, p.n-r0), min(p.colBlock, p.out-c0)
-	if p.w.bf16 != nil {
+	switch {
+	case p.dp:
+		matMulBlock(&kern.dp, p.d.Data, p.out, p.xb, p.w.bf16, p.in, r0, rows, c0, cols)
+	case p.w.bf16 != nil:
 		matMulBlock(&kern.bf16, p.d.Data, p.out, p.x.Data, p.w.bf16, p.in, r0, rows, c0, cols)
-	} else {
+	default:
 		matMulBlock(&kern.f32, p.d.Data, p.out, p.x.Data, p.w.Data, p.in, r0, rows, c0, cols)
 	}
 }
 
 // matMulBlock computes rows [r0, r0+rows) × columns [c0, c0+cols) of
 // dst = x · wᵀ, where x and w have in columns and dst has ldd.
-func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x []float32, w []W, in, r0, rows, c0, cols int) {
-	nb := in / 8
+func matMulBlock[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd int, x []X, w []W, in, r0, rows, c0, cols int) {
+	g := groupLen[X]()
+	nb := in / g
 	r, end := r0, r0+rows
 	if k.dots6x8 != nil || k.dots2x8 != nil {
 		// Six-row bands, then what they leave two rows at a time (where
@@ -140,13 +161,13 @@ func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 			dst[r*ldd+c] = k.dots1x1(xr, w[c*in:], nb)
 		}
 	}
-	if in%8 == 0 {
+	if in%g == 0 {
 		return
 	}
 	for r := r0; r < end; r++ {
 		xr := x[r*in : (r+1)*in]
 		for c := c0; c < c0+cols; c++ {
-			dst[r*ldd+c] = dotTail(dst[r*ldd+c], xr, w[c*in:(c+1)*in], 8*nb)
+			dst[r*ldd+c] = dotTail(dst[r*ldd+c], xr, w[c*in:(c+1)*in], g*nb)
 		}
 	}
 }
@@ -157,7 +178,7 @@ func matMulBlock[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 // comes from memory once for every band; the group's last band runs the
 // tile that prefetches the next group (next6x8, next2x8) where k has one.
 // It returns the first row it left.
-func matMulBands[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x []float32, ldx int, w []W, ldw, nb, r, end, c0, cols int) int {
+func matMulBands[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd int, x []X, ldx int, w []W, ldw, nb, r, end, c0, cols int) int {
 	r1 := r // end of the rows the 6×8 tiles cover
 	if k.dots6x8 != nil {
 		r1 += (end - r) / 6 * 6
@@ -203,8 +224,11 @@ func matMulBands[W float32 | uint16](k *dotKernels[W], dst []float32, ldd int, x
 // one element at a time, and returns the first row it left. Row i of x
 // starts at x[i*ldx:] and row c of w at w[c*ldw:]; each product is over
 // 8*nb elements (no tail).
-func matMulTiles[W float32 | uint16](k *dotKernels[W], tile func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int),
-	th, tw int, dst []float32, ldd int, x []float32, ldx int, w []W, ldw, nb, r, end, c0, cols int) int {
+func matMulTiles[X, W float32 | uint16](k *dotKernels[X, W], tile func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int),
+	th, tw int, dst []float32, ldd int, x []X, ldx int, w []W, ldw, nb, r, end, c0, cols int) int {
+	if tile == nil {
+		return r
+	}
 	rt := r + (end-r)/th*th // end of the rows covered by tiles
 	ct := c0 + cols/tw*tw   // end of the columns covered by tiles
 	// tw columns of w at a time against every th rows of x: the weight
