@@ -108,6 +108,13 @@ type kvFigures struct {
 // row over kvLogitTolerance or a divergence that is no near-tie.
 func (f *kvFigures) compare(t *testing.T, dt kernels.KVDType, want, have []kvResult) {
 	t.Helper()
+	f.compareWithin(t, dt.String(), kvLogitTolerance[dt], want, have)
+}
+
+// compareWithin is compare for a run named what, with a tolerance of its
+// own.
+func (f *kvFigures) compareWithin(t *testing.T, what string, tol float64, want, have []kvResult) {
+	t.Helper()
 	for i := range want {
 		w, h := want[i], have[i]
 		if !slices.Equal(w.prompt, h.prompt) {
@@ -126,11 +133,11 @@ func (f *kvFigures) compare(t *testing.T, dt kernels.KVDType, want, have []kvRes
 			}
 			e := math.Sqrt(diff / norm)
 			f.maxErr, f.sumErr, f.rows = math.Max(f.maxErr, e), f.sumErr+e, f.rows+1
-			require.LessOrEqual(t, e, kvLogitTolerance[dt], "%v: request %d token %d: logits too far from float32's", dt, i, p)
+			require.LessOrEqual(t, e, tol, "%s: request %d token %d: logits too far from float32's", what, i, p)
 			if w.Tokens[p] != h.Tokens[p] {
 				gap := float64(w.Logits[p][w.Tokens[p]]) - float64(w.Logits[p][h.Tokens[p]])
-				t.Logf("%v: request %d parts from float32 at token %d of %d: float32's top two %.2e apart, logits differ by up to %.2e", dt, i, p, n, gap, slack)
-				require.LessOrEqual(t, gap, 2*slack, "%v: request %d parts from float32 at token %d where float32's choice was no near-tie", dt, i, p)
+				t.Logf("%s: request %d parts from float32 at token %d of %d: float32's top two %.2e apart, logits differ by up to %.2e", what, i, p, n, gap, slack)
+				require.LessOrEqual(t, gap, 2*slack, "%s: request %d parts from float32 at token %d where float32's choice was no near-tie", what, i, p)
 				break
 			}
 		}
@@ -145,10 +152,16 @@ func (f *kvFigures) compare(t *testing.T, dt kernels.KVDType, want, have []kvRes
 // report prints the figures and holds the token match to kvTokenMatch.
 func (f *kvFigures) report(t *testing.T, dt kernels.KVDType, what string) {
 	t.Helper()
+	f.reportAs(t, fmt.Sprintf("kv-cache-dtype %-4v", dt), kvTokenMatch[dt], what)
+}
+
+// reportAs is report for a run named run, holding its token match to least.
+func (f *kvFigures) reportAs(t *testing.T, run string, least float64, what string) {
+	t.Helper()
 	rate := float64(f.match) / float64(f.tokens)
-	fmt.Printf("kv-cache-dtype %-4v against f32 (%s): logit error (normwise per row) max %.2e, mean %.2e over %d rows; greedy tokens before the first divergence %d/%d (%.1f%%); requests identical %d/%d\n",
-		dt, what, f.maxErr, f.sumErr/float64(f.rows), f.rows, f.match, f.tokens, 100*rate, f.same, f.requests)
-	require.GreaterOrEqual(t, rate, kvTokenMatch[dt], "%v: greedy tokens matching float32's", dt)
+	fmt.Printf("%s against f32 (%s): logit error (normwise per row) max %.2e, mean %.2e over %d rows; greedy tokens before the first divergence %d/%d (%.1f%%); requests identical %d/%d\n",
+		run, what, f.maxErr, f.sumErr/float64(f.rows), f.rows, f.match, f.tokens, 100*rate, f.same, f.requests)
+	require.GreaterOrEqual(t, rate, least, "%s: greedy tokens matching float32's", run)
 }
 
 // kvLogitTolerance bounds ‖l16 − l32‖ / ‖l32‖ for one row of logits, with
