@@ -22,6 +22,14 @@ var matMulShapes = []struct{ n, in, out int }{
 	{256, 1024, 3072},
 }
 
+// llamaMLPShapes are a 512-token prefill chunk through Llama-3.2-1B's
+// gate (or up) and down projections: weights of 32 MiB in bf16, larger
+// than a core's cache, where the order of the jobs starts to matter.
+var llamaMLPShapes = []struct{ n, in, out int }{
+	{512, 2048, 8192},
+	{512, 8192, 2048},
+}
+
 func reportGFLOPs(b *testing.B, flopsPerOp float64) {
 	b.ReportMetric(flopsPerOp*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
@@ -61,7 +69,7 @@ func BenchmarkMatMulTBF16Dot(b *testing.B) {
 }
 
 func benchMatMulTBF16(b *testing.B, be *cpu.Backend) {
-	for _, s := range matMulShapes {
+	for _, s := range append(matMulShapes[:len(matMulShapes):len(matMulShapes)], llamaMLPShapes...) {
 		b.Run(fmt.Sprintf("n=%d,in=%d,out=%d", s.n, s.in, s.out), func(b *testing.B) {
 			rng := newRand(1)
 			x := randTensor(be, rng, s.n, s.in)

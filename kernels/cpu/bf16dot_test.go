@@ -73,7 +73,7 @@ func TestBF16DotKernels(t *testing.T) {
 // dot.go's bits.
 func TestBF16DotMatMulT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	const n, in, out = 50, 96, 40
+	const n, in, out = 50, 96, 72 // two row blocks, two column blocks, column-major jobs
 	x := make([]float32, n*in)
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())

@@ -78,11 +78,14 @@ func (b *Backend) MatMulTMany(x kernels.Tensor, ps []kernels.Product) {
 
 // product is one MatMulT cut into jobs: job j computes rows
 // [r0, r0+mmRowBlock) × columns [c0, c0+colBlock) of dst, where r0 =
-// (j / colBlocks)·mmRowBlock and c0 = (j % colBlocks)·colBlock.
+// (j / colBlocks)·mmRowBlock and c0 = (j % colBlocks)·colBlock, or with
+// colMajor r0 = (j % rowBlocks)·mmRowBlock and c0 = (j / rowBlocks)·colBlock.
 type product struct {
 	d, x, w             *Tensor
 	n, in, out          int
 	colBlock, colBlocks int
+	rowBlocks           int
+	colMajor            bool     // job j is column block j / rowBlocks, row block j % rowBlocks
 	jobs                int      // 0: nothing left to compute
 	dp                  bool     // a bf16 product (bf16dot.go): w is bf16 and BF16Dot is on
 	xb                  []uint16 // x rounded to bf16, when dp
@@ -115,14 +118,25 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 		p.colBlock = max(8, ((out+jobs-1)/jobs+7)/8*8)
 	}
 	p.colBlocks = (out + p.colBlock - 1) / p.colBlock
+	p.rowBlocks = rowBlocks
 	p.jobs = rowBlocks * p.colBlocks
+	// A bf16 product's tiles compute twice as fast as the float32 ones
+	// and wait on memory where those do not: with more weight rows than
+	// rows of x (both bf16), the jobs go down the rows of x under one
+	// block of weights, which then stays in the core's cache, instead of
+	// across every weight for each block of rows (BenchmarkMatMulTBF16Dot's
+	// Llama-3.2-1B shapes; docs/benchmarks.md, "bf16 products").
+	p.colMajor = p.dp && out > n
 	return p
 }
 
 // run computes job j of the product.
 func (p *product) run(job int) {
-	r0 := (job / p.colBlocks) * mmRowBlock
-	c0 := (job % p.colBlocks) * p.colBlock
+	rb, cb := job/p.colBlocks, job%p.colBlocks
+	if p.colMajor {
+		rb, cb = job%p.rowBlocks, job/p.rowBlocks
+	}
+	r0, c0 := rb*mmRowBlock, cb*p.colBlock
 	rows, cols := min(mmRowBlock, p.n-r0), min(p.colBlock, p.out-c0)
 	switch {
 	case p.dp:
