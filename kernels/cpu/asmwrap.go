@@ -65,20 +65,20 @@ func asmTile[X, W float32 | uint16](th, tw int, k func(x *X, ldx int, w *W, ldw,
 	}
 }
 
-// asmSiluMul runs k over the whole groups of eight and the Go kernel over
-// the rest.
-func asmSiluMul(k func(dst, gate, up *float32, n int)) func(dst, g, u []float32) {
+// asmGateMul wraps a gated product's kernel (siluMul, geluMul): k over
+// the whole groups of eight, the Go kernel goK over the rest.
+func asmGateMul(k func(dst, gate, up *float32, n int), goK func(dst, g, u []float32)) func(dst, g, u []float32) {
 	return func(dst, g, u []float32) {
 		n8 := len(g) / 8
 		if n8 > 0 {
 			_, _ = dst[8*n8-1], u[8*n8-1]
 			k(unsafe.SliceData(dst), unsafe.SliceData(g), unsafe.SliceData(u), n8)
 		}
-		siluMulGo(dst[8*n8:], g[8*n8:], u[8*n8:])
+		goK(dst[8*n8:], g[8*n8:], u[8*n8:])
 	}
 }
 
-// asmScaleMax is asmSiluMul's split for attention's scaleMax.
+// asmScaleMax is asmGateMul's split for attention's scaleMax.
 func asmScaleMax(k func(x *float32, n int, s float32) float32) func(x []float32, s float32) float32 {
 	return func(x []float32, s float32) float32 {
 		n8 := len(x) / 8
@@ -90,7 +90,7 @@ func asmScaleMax(k func(x *float32, n int, s float32) float32) func(x []float32,
 	}
 }
 
-// asmExpShift is asmSiluMul's split for attention's expShift.
+// asmExpShift is asmGateMul's split for attention's expShift.
 func asmExpShift(k func(x *float32, n int, m float32)) func(x []float32, m float32) {
 	return func(x []float32, m float32) {
 		n8 := len(x) / 8

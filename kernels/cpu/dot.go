@@ -75,11 +75,12 @@ type kernelSet struct {
 	kvBF16, kvF16 kv16Kernels
 
 	siluMul func(dst, g, u []float32) // dst = silu(g)·u, as siluMulGo (exp.go)
+	geluMul func(dst, g, u []float32) // dst = gelu(g)·u, as geluMulGo (exp.go)
 }
 
 // goKernels is the portable kernel set.
 var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](),
-	dp: goDPKernels, toBF16: toBF16Go, attn: goAttnKernels, siluMul: siluMulGo}
+	dp: goDPKernels, toBF16: toBF16Go, attn: goAttnKernels, siluMul: siluMulGo, geluMul: geluMulGo}
 
 func goDotKernels[W float32 | uint16]() dotKernels[float32, W] {
 	tile := func(th, tw int) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {

@@ -59,6 +59,9 @@ func scaleMaxAVX2(x *float32, n int, s float32) float32
 //go:noescape
 func siluMulAVX2(dst, gate, up *float32, n int)
 
+//go:noescape
+func geluMulAVX2(dst, gate, up *float32, n int)
+
 // axpyAVX2 holds the assembly axpy kernels by the number of YMM
 // accumulators (len(acc)/8).
 var axpyAVX2 = [9]func(acc, p, v *float32, rows *int32, n, ld int){
@@ -77,7 +80,8 @@ var avx2Kernels = kernelSet{
 	// kv16_amd64.go
 	kvBF16:  kvBF16AVX2,
 	kvF16:   kvF16AVX2,
-	siluMul: asmSiluMul(siluMulAVX2),
+	siluMul: asmGateMul(siluMulAVX2, siluMulGo),
+	geluMul: asmGateMul(geluMulAVX2, geluMulGo),
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8AVX2),
 		axpyRows:  asmAxpyRows(axpyAVX2[:], 8),

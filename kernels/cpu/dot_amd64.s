@@ -310,43 +310,72 @@ expDone:
 	VZEROUPPER
 	RET
 
+// GATEMUL is the loop of a gated product, dst[i] = g[i]·σ(z)·u[i] with z
+// from ZLOAD (which sets Y0 from the g at (SI) and may use Y13 and Y15), in
+// the order of sigmoid (exp.go): e = expNeg(-|z|), r = 1/(1+e), s = e·r
+// where z's sign bit is set and r elsewhere, 0 where z < expLo, then
+// (g·s)·u. z waits in dst while the exponential takes every register.
+// DI is dst, SI gate, DX up and CX the groups of eight.
+#define GATEMUL(ZLOAD, LOOP, DONE) \
+	EXPCONSTS; \
+	BCAST($0x80000000, X1, Y1); \
+	TESTQ CX, CX; \
+	JZ    DONE; \
+LOOP: \
+	ZLOAD; \
+	VMOVUPS   Y0, (DI); \
+	VORPS     Y1, Y0, Y0; \
+	EXPNEG; \
+	VADDPS    Y12, Y13, Y15; \
+	VDIVPS    Y15, Y12, Y15; \
+	VMULPS    Y15, Y13, Y13; \
+	VMOVUPS   (DI), Y0; \
+	VBLENDVPS Y0, Y13, Y15, Y15; \
+	VCMPPS    $1, Y2, Y0, Y13; \
+	VANDNPS   Y15, Y13, Y15; \
+	VMULPS    (SI), Y15, Y0; \
+	VMULPS    (DX), Y0, Y0; \
+	VMOVUPS   Y0, (DI); \
+	ADDQ      $32, SI; \
+	ADDQ      $32, DX; \
+	ADDQ      $32, DI; \
+	DECQ      CX; \
+	JNZ       LOOP; \
+DONE: \
+	VZEROUPPER; \
+	RET
+
+// SILUZ: silu's argument of σ is g itself.
+#define SILUZ VMOVUPS (SI), Y0
+
+// GELUZ is geluZ (exp.go): a = g·g, b = 1 + 0.044715·a, z = (2c·g)·b.
+#define GELUZ \
+	VMOVUPS (SI), Y0; \
+	VMULPS  Y0, Y0, Y13; \
+	BCAST($0x3d372713, X15, Y15); \
+	VMULPS  Y15, Y13, Y13; \
+	VADDPS  Y12, Y13, Y13; \
+	BCAST($0x3fcc422a, X15, Y15); \
+	VMULPS  Y15, Y0, Y0; \
+	VMULPS  Y13, Y0, Y0
+
 // func siluMulAVX2(dst, gate, up *float32, n int)
-// dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, in the order of
-// siluMulGo (exp.go): e = expNeg(-|g|), r = 1/(1+e), s = e·r where g's
-// sign bit is set and r elsewhere, 0 where g < expLo, then (g·s)·u.
+// dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, as siluMulGo.
 TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ gate+8(FP), SI
 	MOVQ up+16(FP), DX
 	MOVQ n+24(FP), CX
-	EXPCONSTS
-	BCAST($0x80000000, X1, Y1) // the sign bit
-	TESTQ CX, CX
-	JZ    siluDone
+	GATEMUL(SILUZ, siluLoop, siluDone)
 
-siluLoop:
-	VMOVUPS   (SI), Y0
-	VORPS     Y1, Y0, Y0 // -|g|
-	EXPNEG
-	VADDPS    Y12, Y13, Y15
-	VDIVPS    Y15, Y12, Y15 // r = 1/(1+e)
-	VMULPS    Y15, Y13, Y13 // e·r
-	VMOVUPS   (SI), Y0
-	VBLENDVPS Y0, Y13, Y15, Y15 // s: e·r where g's sign bit is set
-	VCMPPS    $1, Y2, Y0, Y13   // g < expLo
-	VANDNPS   Y15, Y13, Y15     // s = 0 there
-	VMULPS    Y15, Y0, Y0
-	VMULPS    (DX), Y0, Y0
-	VMOVUPS   Y0, (DI)
-	ADDQ      $32, SI
-	ADDQ      $32, DX
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       siluLoop
-
-siluDone:
-	VZEROUPPER
-	RET
+// func geluMulAVX2(dst, gate, up *float32, n int)
+// dst[i] = gelu(g[i])·u[i] for i < 8*n, eight at a time, as geluMulGo.
+TEXT ·geluMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	GATEMUL(GELUZ, geluLoop, geluDone)
 
 // func scaleMaxAVX2(x *float32, n int, s float32) float32
 // x[i] *= s for i < 8*n, eight at a time, and returns the largest product

@@ -84,7 +84,8 @@ var neonKernels = kernelSet{
 	// kv16_arm64.go
 	kvBF16:  kvBF16NEON,
 	kvF16:   kvF16NEON,
-	siluMul: asmSiluMul(siluMulNEON),
+	siluMul: asmGateMul(siluMulNEON, siluMulGo),
+	geluMul: geluMulGo, // no NEON kernel yet
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8NEON),
 		axpyRows:  asmAxpyRows(axpyNEON[:], 4),

@@ -48,22 +48,54 @@ func expShiftGo(x []float32, m float32) {
 	}
 }
 
-// siluMulGo sets dst[i] = silu(g[i])·u[i], silu(g) = g·σ(g), with the
-// logistic σ from expNeg: e = e^-|g| (never above 1, so never overflows),
-// σ(|g|) = 1/(1+e), and σ(-|g|) = e·σ(|g|), or 0 below expLo. The assembly (siluMulAVX2)
-// does the same operations, eight at a time.
+// siluMulGo sets dst[i] = silu(g[i])·u[i], silu(g) = g·σ(g), with σ from
+// sigmoid. The assembly (siluMulAVX2) does the same operations, eight at
+// a time.
 func siluMulGo(dst, g, u []float32) {
 	u, dst = u[:len(g)], dst[:len(g)]
 	for i, gv := range g {
-		neg := math.Signbit(float64(gv))
-		e := expNeg(math.Float32frombits(math.Float32bits(gv) | 1<<31))
-		s := 1 / (1 + e)
-		if neg {
-			s = e * s
-		}
-		if gv < expLo {
-			s = 0 // e^g < 2^-126: e, held at expNeg's floor, would be too large
-		}
-		dst[i] = gv * s * u[i]
+		dst[i] = gv * sigmoid(gv) * u[i]
 	}
 }
+
+// sigmoid is the logistic σ(z) from expNeg: e = e^-|z| (never above 1, so
+// never overflows), σ(|z|) = 1/(1+e), and σ(-|z|) = e·σ(|z|), or 0 below
+// expLo.
+func sigmoid(z float32) float32 {
+	e := expNeg(math.Float32frombits(math.Float32bits(z) | 1<<31))
+	s := 1 / (1 + e)
+	if math.Signbit(float64(z)) {
+		s = e * s
+	}
+	if z < expLo {
+		s = 0 // e^z < 2^-126: e, held at expNeg's floor, would be too large
+	}
+	return s
+}
+
+// geluMulGo sets dst[i] = gelu(g[i])·u[i] with GELU's tanh approximation,
+// 0.5·x·(1 + tanh(c·(x + 0.044715·x³))), c = √(2/π), written as
+// x·σ(geluZ(x)) (1 + tanh(y) = 2σ(2y)): siluMulGo's operations with
+// another argument of σ. The assembly (geluMulAVX2) does the same, eight
+// at a time.
+func geluMulGo(dst, g, u []float32) {
+	u, dst = u[:len(g)], dst[:len(g)]
+	for i, gv := range g {
+		dst[i] = gv * sigmoid(geluZ(gv)) * u[i]
+	}
+}
+
+// geluZ is 2c·x·(1 + 0.044715·x²), each operation rounded to float32 in
+// this order: a = x·x, b = 1 + 0.044715·a, then (2c·x)·b. The explicit
+// conversion keeps Go from fusing the multiply and add (it may on arm64).
+func geluZ(x float32) float32 {
+	b := 1 + float32(geluK1*float32(x*x))
+	return float32(x*geluK2) * b
+}
+
+// The constants of geluZ, as float32 bit patterns (the assembly loads the
+// same patterns).
+var (
+	geluK1 = math.Float32frombits(0x3d372713) // 0.044715
+	geluK2 = math.Float32frombits(0x3fcc422a) // 2·√(2/π) ≈ 1.5957692
+)
