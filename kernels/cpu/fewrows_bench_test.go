@@ -16,23 +16,30 @@ import (
 // pass goes through its layers. GB/s counts the weight bytes read.
 func BenchmarkMatMulTFewRows(b *testing.B) {
 	const in, out, mats = 2048, 8192, 4
-	be := cpu.New()
+	be, dot := cpu.New(), cpu.New()
+	dot.SetBF16Dot(true)
 	rng := newRand(1)
 	ws := make([]kernels.Tensor, mats)
 	for i := range ws {
 		ws[i] = be.FromHostBF16(out, in, randFloats(rng, out*in))
 	}
 	for _, n := range []int{1, 2, 3, 4, 6, 8, 12} {
-		b.Run(fmt.Sprintf("n=%d,bf16", n), func(b *testing.B) {
-			x := randTensor(be, rng, n, in)
-			dst := be.New(n, out)
-			i := 0
-			for b.Loop() {
-				be.MatMulT(dst, x, ws[i%mats])
-				i++
-			}
-			reportGFLOPs(b, 2*float64(n*in*out))
-			b.ReportMetric(2*float64(in*out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
+		b.Run(fmt.Sprintf("n=%d,bf16", n), func(b *testing.B) { benchFewRows(b, be, ws, n, in, out) })
+		if cpu.BF16DotNative() { // bf16 products (-bf16-dot)
+			b.Run(fmt.Sprintf("n=%d,bf16dot", n), func(b *testing.B) { benchFewRows(b, dot, ws, n, in, out) })
+		}
 	}
+}
+
+// benchFewRows times n rows through the matrices ws in turn on be.
+func benchFewRows(b *testing.B, be *cpu.Backend, ws []kernels.Tensor, n, in, out int) {
+	x := randTensor(be, newRand(2), n, in)
+	dst := be.New(n, out)
+	i := 0
+	for b.Loop() {
+		be.MatMulT(dst, x, ws[i%len(ws)])
+		i++
+	}
+	reportGFLOPs(b, 2*float64(n*in*out))
+	b.ReportMetric(2*float64(in*out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
