@@ -101,33 +101,7 @@ func dpGo(x, w []uint16, nb int) float32 {
 
 // goDPKernels are the bf16 product kernels in Go, the definition every
 // other set's dp kernels are tested against.
-var goDPKernels = func() dotKernels[uint16, uint16] {
-	tile := func(th, tw int) func(x []uint16, ldx int, w []uint16, ldw, nb int, dst []float32, ldd int) {
-		return func(x []uint16, ldx int, w []uint16, ldw, nb int, dst []float32, ldd int) {
-			for i := range th {
-				for j := range tw {
-					dst[i*ldd+j] = dpGo(x[i*ldx:], w[j*ldw:], nb)
-				}
-			}
-		}
-	}
-	return dotKernels[uint16, uint16]{
-		dots6x8: tile(6, 8),
-		dots2x8: tile(2, 8),
-		dots1x8: dots1x8ByPair(tile(2, 8)),
-		dots1x1: dpGo,
-	}
-}()
-
-// dots1x8ByPair makes the one-row kernel of a pair tile: the row twice
-// (ldx 0), both results written to the same place (ldd 0). The pair tile
-// does twice the arithmetic, but a single row's product is bound by
-// reading the weights, which it reads once.
-func dots1x8ByPair(pair func(x []uint16, ldx int, w []uint16, ldw, nb int, dst []float32, ldd int)) func(x []uint16, w []uint16, ldw, nb int, dst []float32) {
-	return func(x []uint16, w []uint16, ldw, nb int, dst []float32) {
-		pair(x, 0, w, ldw, nb, dst, 0)
-	}
-}
+var goDPKernels = goTiles(dpGo)
 
 // groupLen is the number of elements of x and w one step of the dot product
 // covers: eight float32 lanes (dot.go), or eight lanes of bf16 pairs.

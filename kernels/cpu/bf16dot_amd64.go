@@ -34,6 +34,16 @@ var dpAVX512 = dotKernels[uint16, uint16]{
 	dots1x1: dpGo,
 }
 
+// dots1x8ByPair makes the one-row kernel of a pair tile: the row twice
+// (ldx 0), both results written to the same place (ldd 0). The pair tile
+// does twice the arithmetic, but a single row's product is bound by
+// reading the weights, which it reads once.
+func dots1x8ByPair(pair func(x []uint16, ldx int, w []uint16, ldw, nb int, dst []float32, ldd int)) func(x []uint16, w []uint16, ldw, nb int, dst []float32) {
+	return func(x []uint16, w []uint16, ldw, nb int, dst []float32) {
+		pair(x, 0, w, ldw, nb, dst, 0)
+	}
+}
+
 // toBF16ByAVX512 is step 0 with VCVTNEPS2BF16, sixteen values at a time.
 func toBF16ByAVX512(dst []uint16, src []float32) {
 	dst = dst[:len(src)]

@@ -82,26 +82,30 @@ type kernelSet struct {
 var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](),
 	dp: goDPKernels, toBF16: toBF16Go, attn: goAttnKernels, siluMul: siluMulGo, geluMul: geluMulGo}
 
-func goDotKernels[W float32 | uint16]() dotKernels[float32, W] {
-	tile := func(th, tw int) func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
-		return func(x []float32, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+func goDotKernels[W float32 | uint16]() dotKernels[float32, W] { return goTiles(dotGo[W]) }
+
+// goTiles builds every tile shape from one dot product in Go: dotGo for
+// dot.go's definition, dpGo for bf16 products (bf16dot.go).
+func goTiles[X, W float32 | uint16](dot func(x []X, w []W, nb int) float32) dotKernels[X, W] {
+	tile := func(th, tw int) func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
+		return func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int) {
 			for i := range th {
 				for j := range tw {
-					dst[i*ldd+j] = dotGo(x[i*ldx:], w[j*ldw:], nb)
+					dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:], nb)
 				}
 			}
 		}
 	}
-	return dotKernels[float32, W]{
+	return dotKernels[X, W]{
 		dots6x8: tile(6, 8),
 		dots2x8: tile(2, 8),
 		dots3x4: tile(3, 4),
-		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
+		dots1x8: func(x []X, w []W, ldw, nb int, dst []float32) {
 			for j := range 8 {
-				dst[j] = dotGo(x, w[j*ldw:], nb)
+				dst[j] = dot(x, w[j*ldw:], nb)
 			}
 		},
-		dots1x1: dotGo[W],
+		dots1x1: dot,
 	}
 }
 

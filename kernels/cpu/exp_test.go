@@ -67,40 +67,56 @@ func TestExpShiftKernelsMatchGo(t *testing.T) {
 // ulp of silu(g)·u computed in float64.
 func TestSiLUMulKernelsMatchGo(t *testing.T) {
 	special := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 88, -88, 100, -100, 1e30, -1e30}
+	worst := checkGateMul(t, "silu", siluMulGo, func(ks *kernelSet) func(dst, g, u []float32) { return ks.siluMul }, 20, special,
+		func(have, g, u float32) float64 {
+			exact := float64(g) / (1 + math.Exp(-float64(g))) * float64(u)
+			if math.Abs(exact) <= 1e-30 {
+				if math.Abs(float64(have)) > 1e-30 {
+					t.Fatalf("silu(%v)·%v = %v; want %v", g, u, have, exact)
+				}
+				return 0
+			}
+			return ulps(have, exact)
+		})
+	t.Logf("worst error: %.3g ulp", worst)
+	if worst > 6 {
+		t.Errorf("worst error %.3g ulp; want at most 6", worst)
+	}
+}
+
+// checkGateMul checks a gated product's kernels, the one pick takes from
+// each kernel set, against goK bit for bit, over lengths 0..69 of gates of
+// up to ±scale with special values mixed in, and returns the worst of
+// errOf (the Go result's error against an exact formula) over them.
+func checkGateMul(t *testing.T, name string, goK func(dst, g, u []float32), pick func(*kernelSet) func(dst, g, u []float32),
+	scale float32, special []float32, errOf func(have, g, u float32) float64) float64 {
+	t.Helper()
 	worst := 0.0
 	for n := range 70 {
 		g, u := make([]float32, n), make([]float32, n)
 		for i := range g {
-			g[i] = float32(math.Sin(float64(i*7+n))) * 20
+			g[i] = float32(math.Sin(float64(i*7+n))) * scale
 			u[i] = float32(math.Cos(float64(i*3+n))) * 2
 			if i%5 == 4 {
 				g[i] = special[(i+n)%len(special)]
 			}
 		}
 		want := make([]float32, n)
-		siluMulGo(want, g, u)
+		goK(want, g, u)
 		for i := range want {
-			exact := float64(g[i]) / (1 + math.Exp(-float64(g[i]))) * float64(u[i])
-			if math.Abs(exact) > 1e-30 {
-				worst = max(worst, ulps(want[i], exact))
-			} else if math.Abs(float64(want[i])) > 1e-30 {
-				t.Fatalf("silu(%v)·%v = %v; want %v", g[i], u[i], want[i], exact)
-			}
+			worst = max(worst, errOf(want[i], g[i], u[i]))
 		}
 		for _, ks := range runnable {
 			have := make([]float32, n)
-			ks.siluMul(have, g, u)
+			pick(ks)(have, g, u)
 			for i := range have {
 				if math.Float32bits(have[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%s: n=%d, silu(%v)·%v = %v; want %v", ks.name, n, g[i], u[i], have[i], want[i])
+					t.Fatalf("%s: n=%d, %s(%v)·%v = %v; want %v", ks.name, n, name, g[i], u[i], have[i], want[i])
 				}
 			}
 		}
 	}
-	t.Logf("worst error: %.3g ulp", worst)
-	if worst > 6 {
-		t.Errorf("worst error %.3g ulp; want at most 6", worst)
-	}
+	return worst
 }
 
 // TestScaleMaxKernelsMatchGo checks every kernel set's scaleMax against
