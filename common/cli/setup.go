@@ -56,7 +56,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (cpu.pprof) into this directory")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a heap profile (mem.pprof) into this directory")
 	f.weights.register(fs)
-	fs.BoolVar(&f.bf16Dot, "bf16-dot", false, "multiply bf16 weights by activations rounded to bf16, with the CPU's bf16 dot product (AVX512-BF16), as llama.cpp does: about twice the prefill speed of a bf16 checkpoint, logits within about 1e-2 of the float32 activations' (docs/phase07.md); cpu only, no effect on f32 weights")
+	fs.BoolVar(&f.bf16Dot, "bf16-dot", false, "multiply bf16 weights by activations rounded to bf16, with the CPU's bf16 dot product (AVX512-BF16), as llama.cpp does: about twice the prefill speed of a bf16 checkpoint, logits about 1% of their norm from float32 activations' (docs/phase07.md); cpu only, no effect on f32 weights")
 	fs.IntVar(&f.eng.BlockSize, "block-size", f.eng.BlockSize, "tokens per KV block")
 	fs.IntVar(&f.eng.NumBlocks, "blocks", f.eng.NumBlocks, "KV pool size in blocks")
 	f.kvDType.register(fs, &f.eng.KVCacheDType)

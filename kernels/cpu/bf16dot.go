@@ -35,9 +35,9 @@ import (
 // As in dot.go, nothing depends on the batch, the tiling or the thread, so
 // a row gives the same bits alone or in any batch, with or without a
 // prefix cache. What changes is the value: each activation loses 16 bits
-// of mantissa, a relative error of up to 2⁻⁹, so logits move by about a
-// part in a thousand (TestBF16DotAccuracy, and the greedy tokens in
-// docs/phase07.md).
+// of mantissa, a relative error of up to 2⁻⁹, so a product moves by up to
+// about 2⁻⁸ of Σ|x·w| (TestBF16DotAccuracy) and a model's logits by about
+// 1 % of their norm (TestBF16DotParity, in phase08).
 
 // dpStep is one half of a lane's step 1: s + x·w with VDPBF16PS's
 // rounding and flushing. The product of two bf16 values is exact in
