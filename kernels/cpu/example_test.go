@@ -37,3 +37,22 @@ func ExampleBackend_Attend() {
 	fmt.Printf("%.3f\n", cpu.Data(out))
 	// Output: [1.000 2.000 2.462 3.462]
 }
+
+// ExampleBackend_SetBF16Dot multiplies the same bf16 weights by the same
+// activations twice: first as float32 (the default: the weights widen
+// exactly), then as bf16 products, whose activations are rounded to bf16
+// (8 significant bits) first. 1.001 is not a bf16 value; it rounds to 1.
+func ExampleBackend_SetBF16Dot() {
+	x := []float32{1.001, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	w := []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	for _, dot := range []bool{false, true} {
+		be := cpu.New()
+		be.SetBF16Dot(dot)
+		y := be.New(1, 1)
+		be.MatMulT(y, be.FromHost(1, 16, x), be.FromHostBF16(1, 16, w))
+		fmt.Printf("bf16 products %v: %.3f\n", dot, cpu.Data(y))
+	}
+	// Output:
+	// bf16 products false: [136.001]
+	// bf16 products true: [136.000]
+}
