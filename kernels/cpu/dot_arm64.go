@@ -59,6 +59,9 @@ func scaleMaxNEON(x *float32, n int, s float32) float32
 //go:noescape
 func siluMulNEON(dst, gate, up *float32, n int)
 
+//go:noescape
+func geluMulNEON(dst, gate, up *float32, n int)
+
 // axpyNEON holds the assembly axpy kernels by the number of NEON
 // accumulators (len(acc)/4): one for each of axpyWidths.
 var axpyNEON = [17]func(acc, p, v *float32, rows *int32, n, ld int){
@@ -85,7 +88,7 @@ var neonKernels = kernelSet{
 	kvBF16:  kvBF16NEON,
 	kvF16:   kvF16NEON,
 	siluMul: asmGateMul(siluMulNEON, siluMulGo),
-	geluMul: geluMulGo, // no NEON kernel yet
+	geluMul: asmGateMul(geluMulNEON, geluMulGo),
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8NEON),
 		axpyRows:  asmAxpyRows(axpyNEON[:], 4),

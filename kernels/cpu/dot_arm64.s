@@ -1095,50 +1095,86 @@ expLoop:
 expDone:
 	RET
 
+// GATEMUL is the loop of a gated product, dst[i] = g[i]·σ(z)·u[i], eight
+// at a time: g in V8, V9, z from ZLOAD in V14, V15 (ZLOAD may use V12,
+// V13), then in the order of sigmoid (exp.go): e = expNeg(-|z|),
+// r = 1/(1+e), s = e·r where z's sign bit is set and r elsewhere, 0 where
+// z < expLo, then (g·s)·u. R0 is dst, R1 gate, R2 up, R3 the groups of
+// eight.
+#define GATEMUL(ZLOAD, LOOP, DONE) \
+	EXPCONSTS; \
+	BCAST(0x80000000, V28); \
+	VEOR V29.B16, V29.B16, V29.B16; \
+	CBZ  R3, DONE; \
+LOOP: \
+	VLD1.P 32(R1), [V8.S4, V9.S4]; \
+	ZLOAD; \
+	VORR   V28.B16, V14.B16, V0.B16; \
+	VORR   V28.B16, V15.B16, V1.B16; \
+	EXPNEG8; \
+	FADD4S(10, 4, 26); \
+	FADD4S(11, 5, 26); \
+	FDIV4S(10, 26, 10); \
+	FDIV4S(11, 26, 11); \
+	FMUL4S(4, 4, 10); \
+	FMUL4S(5, 5, 11); \
+	VCMTST V28.S4, V14.S4, V12.S4; \
+	VCMTST V28.S4, V15.S4, V13.S4; \
+	VBIT   V12.B16, V4.B16, V10.B16; \
+	VBIT   V13.B16, V5.B16, V11.B16; \
+	FCMGT4S(12, 16, 14); \
+	FCMGT4S(13, 16, 15); \
+	VBIT   V12.B16, V29.B16, V10.B16; \
+	VBIT   V13.B16, V29.B16, V11.B16; \
+	FMUL4S(10, 8, 10); \
+	FMUL4S(11, 9, 11); \
+	VLD1.P 32(R2), [V14.S4, V15.S4]; \
+	FMUL4S(10, 10, 14); \
+	FMUL4S(11, 11, 15); \
+	VST1.P [V10.S4, V11.S4], 32(R0); \
+	SUBS   $1, R3, R3; \
+	BNE    LOOP; \
+DONE: \
+	RET
+
+// SILUZ: silu's argument of σ is g itself.
+#define SILUZ \
+	VMOV V8.B16, V14.B16; \
+	VMOV V9.B16, V15.B16
+
+// GELUZ is geluZ (exp.go), with V30 = 0.044715 and V31 = 2c: a = g·g,
+// b = 1 + 0.044715·a, z = (2c·g)·b.
+#define GELUZ \
+	FMUL4S(14, 8, 8); \
+	FMUL4S(15, 9, 9); \
+	FMUL4S(14, 14, 30); \
+	FMUL4S(15, 15, 30); \
+	FADD4S(14, 14, 26); \
+	FADD4S(15, 15, 26); \
+	FMUL4S(12, 8, 31); \
+	FMUL4S(13, 9, 31); \
+	FMUL4S(14, 12, 14); \
+	FMUL4S(15, 13, 15)
+
 // func siluMulNEON(dst, gate, up *float32, n int)
-// dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, in the order of
-// siluMulGo (exp.go): e = expNeg(-|g|), r = 1/(1+e), s = e·r where g's
-// sign bit is set and r elsewhere, 0 where g < expLo, then (g·s)·u.
+// dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, as siluMulGo.
 TEXT ·siluMulNEON(SB), NOSPLIT, $0-32
 	MOVD dst+0(FP), R0
 	MOVD gate+8(FP), R1
 	MOVD up+16(FP), R2
 	MOVD n+24(FP), R3
-	EXPCONSTS
-	BCAST(0x80000000, V28) // the sign bit
-	VEOR V29.B16, V29.B16, V29.B16
-	CBZ  R3, siluDone
+	GATEMUL(SILUZ, siluLoop, siluDone)
 
-siluLoop:
-	VLD1.P  32(R1), [V8.S4, V9.S4]
-	VORR    V28.B16, V8.B16, V0.B16 // -|g|
-	VORR    V28.B16, V9.B16, V1.B16
-	EXPNEG8
-	FADD4S(10, 4, 26)
-	FADD4S(11, 5, 26)
-	FDIV4S(10, 26, 10) // r = 1/(1+e)
-	FDIV4S(11, 26, 11)
-	FMUL4S(4, 4, 10) // e·r
-	FMUL4S(5, 5, 11)
-	VCMTST  V28.S4, V8.S4, V12.S4 // g's sign bit set
-	VCMTST  V28.S4, V9.S4, V13.S4
-	VBIT    V12.B16, V4.B16, V10.B16 // s = e·r there
-	VBIT    V13.B16, V5.B16, V11.B16
-	FCMGT4S(12, 16, 8) // g < expLo
-	FCMGT4S(13, 16, 9)
-	VBIT    V12.B16, V29.B16, V10.B16 // s = 0 there
-	VBIT    V13.B16, V29.B16, V11.B16
-	FMUL4S(10, 8, 10)
-	FMUL4S(11, 9, 11)
-	VLD1.P  32(R2), [V14.S4, V15.S4]
-	FMUL4S(10, 10, 14)
-	FMUL4S(11, 11, 15)
-	VST1.P  [V10.S4, V11.S4], 32(R0)
-	SUBS    $1, R3, R3
-	BNE     siluLoop
-
-siluDone:
-	RET
+// func geluMulNEON(dst, gate, up *float32, n int)
+// dst[i] = gelu(g[i])·u[i] for i < 8*n, eight at a time, as geluMulGo.
+TEXT ·geluMulNEON(SB), NOSPLIT, $0-32
+	MOVD dst+0(FP), R0
+	MOVD gate+8(FP), R1
+	MOVD up+16(FP), R2
+	MOVD n+24(FP), R3
+	BCAST(0x3d372713, V30)
+	BCAST(0x3fcc422a, V31)
+	GATEMUL(GELUZ, geluLoop, geluDone)
 
 // func scaleMaxNEON(x *float32, n int, s float32) float32
 // x[i] *= s for i < 8*n, eight at a time, and returns the largest product
