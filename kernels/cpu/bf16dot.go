@@ -65,16 +65,13 @@ func flushSubnormal(f float32) float32 {
 	return f
 }
 
-// roundBF16 is step 0 for one value, as VCVTNEPS2BF16 does it.
+// roundBF16 is step 0 for one value, as VCVTNEPS2BF16 does it:
+// kernels.F32ToBF16, except that a subnormal becomes a zero of its sign.
 func roundBF16(f float32) uint16 {
-	u := math.Float32bits(f)
-	switch {
-	case u&0x7fffffff > 0x7f800000: // NaN: keep the sign and top payload, make it quiet
-		return uint16(u>>16) | 0x40
-	case u&0x7f800000 == 0: // zero or subnormal
+	if u := math.Float32bits(f); u&0x7f800000 == 0 {
 		return uint16(u>>16) & 0x8000
 	}
-	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
+	return kernels.F32ToBF16(f)
 }
 
 // toBF16Go is step 0 over a row: dst[i] = roundBF16(src[i]).
@@ -133,7 +130,8 @@ func (b *Backend) BF16Dot() bool { return b.bf16Dot }
 var bf16Rows sync.Pool // *[]uint16
 
 // roundRows returns x rounded to bf16 in a pooled buffer, which the caller
-// gives back with bf16Rows.Put. Large inputs are split across the workers.
+// gives back with bf16Rows.Put. Large inputs are split across the workers
+// (rowChunks).
 func (b *Backend) roundRows(x *Tensor) *[]uint16 {
 	n := len(x.Data)
 	buf, _ := bf16Rows.Get().(*[]uint16)
@@ -141,16 +139,8 @@ func (b *Backend) roundRows(x *Tensor) *[]uint16 {
 		s := make([]uint16, n)
 		buf = &s
 	}
-	*buf = (*buf)[:n]
-	const chunk = 1 << 14
-	if n <= chunk {
-		kern.toBF16(*buf, x.Data)
-		return buf
-	}
-	dst := *buf
-	b.parallel((n+chunk-1)/chunk, func(_, i int) {
-		lo, hi := i*chunk, min(n, (i+1)*chunk)
-		kern.toBF16(dst[lo:hi], x.Data[lo:hi])
-	})
+	dst := (*buf)[:n]
+	*buf = dst
+	b.rowChunks(x, func(lo, hi int) { kern.toBF16(dst[lo:hi], x.Data[lo:hi]) })
 	return buf
 }

@@ -118,7 +118,6 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 		p.colBlock = max(8, ((out+jobs-1)/jobs+7)/8*8)
 	}
 	p.colBlocks = (out + p.colBlock - 1) / p.colBlock
-	p.rowBlocks = rowBlocks
 	p.jobs = rowBlocks * p.colBlocks
 	// A bf16 product's tiles compute twice as fast as the float32 ones
 	// and wait on memory where those do not: with more weight rows than
@@ -134,7 +133,8 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 func (p *product) run(job int) {
 	rb, cb := job/p.colBlocks, job%p.colBlocks
 	if p.colMajor {
-		rb, cb = job%p.rowBlocks, job/p.rowBlocks
+		rowBlocks := p.jobs / p.colBlocks
+		rb, cb = job%rowBlocks, job/rowBlocks
 	}
 	r0, c0 := rb*mmRowBlock, cb*p.colBlock
 	rows, cols := min(mmRowBlock, p.n-r0), min(p.colBlock, p.out-c0)
