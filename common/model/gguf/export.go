@@ -16,19 +16,22 @@ import (
 	"kvlab/common/tokenizer"
 )
 
-// Architecture names llama.cpp knows the two supported models by
+// Architecture names llama.cpp knows the supported models by
 // (general.architecture, and the prefix of their hyperparameter keys).
 const (
-	ArchLlama = "llama"
-	ArchQwen3 = "qwen3"
+	ArchLlama  = "llama"
+	ArchQwen3  = "qwen3"
+	ArchGemma3 = "gemma3"
 )
 
 // Token types of tokenizer.ggml.token_type, as llama.cpp numbers them.
 const (
 	TokenNormal      int32 = 1
+	TokenUnknown     int32 = 2
 	TokenControl     int32 = 3
 	TokenUserDefined int32 = 4
 	TokenUnused      int32 = 5
+	TokenByte        int32 = 6 // a byte-fallback token, <0xXX>
 )
 
 // llama.cpp's general.file_type values for the three float layouts ("most"
@@ -50,7 +53,7 @@ var preTokenizers = map[string]string{
 
 // Summary describes an exported file.
 type Summary struct {
-	Arch    string       // ArchLlama or ArchQwen3
+	Arch    string       // ArchLlama, ArchQwen3 or ArchGemma3
 	Tensors []TensorInfo // as written, offsets included
 	Vocab   int          // entries of tokenizer.ggml.tokens
 	Pre     string       // tokenizer.ggml.pre
@@ -103,10 +106,12 @@ type planned struct {
 	heads  int    // > 0: reorder the rows of each of this many heads for llama.cpp's RoPE
 	typ    TensorType
 	values []float32 // a generated tensor's values
+	norm   bool      // Gemma RMSNorm: written as 1 + weight
 }
 
 // Export writes the checkpoint in dir (config.json, safetensors weights,
-// tokenizer.json) to w as a GGUF file llama.cpp can run:
+// tokenizer.json) to w as a GGUF file llama.cpp can run. A Gemma-3
+// checkpoint is written as exportGemma3 says; a Llama or Qwen3 one gets:
 //
 //   - the metadata keys llama.cpp reads for the architecture ("llama" or
 //     "qwen3"), with the values config.json gives;
@@ -152,6 +157,18 @@ func Export(dir string, w io.Writer) (*Summary, error) {
 
 	kv := metadata(cfg, arch, filepath.Base(filepath.Clean(dir)), plan)
 	kv = append(kv, vocab.kv()...)
+	tensors, err := writeFile(w, dir, kv, plan)
+	if err != nil {
+		return nil, err
+	}
+	return &Summary{Arch: arch, Tensors: tensors, Vocab: len(vocab.tokens), Pre: vocab.pre}, nil
+}
+
+// writeFile writes the GGUF file of metadata kv and the tensors of plan
+// to w, reading their values from the checkpoint in dir (rows reordered
+// where heads is set, 1 added where norm is), and returns the tensors as
+// written.
+func writeFile(w io.Writer, dir string, kv []KV, plan []planned) ([]TensorInfo, error) {
 	infos := make([]TensorInfo, len(plan))
 	for i, p := range plan {
 		infos[i] = TensorInfo{Name: p.name, Type: p.typ, Dims: ggufDims(p.shape)}
@@ -175,6 +192,11 @@ func Export(dir string, w io.Writer) (*Summary, error) {
 			}
 			data = ht.Data
 		}
+		if p.norm { // in place: a norm is read, never generated
+			for i, x := range data {
+				data[i] = 1 + x
+			}
+		}
 		if p.heads > 0 {
 			data = PermuteRoPE(data, p.heads, p.shape[0]/p.heads, p.shape[1])
 		}
@@ -189,7 +211,7 @@ func Export(dir string, w io.Writer) (*Summary, error) {
 	if err := gw.Close(); err != nil {
 		return nil, err
 	}
-	return &Summary{Arch: arch, Tensors: gw.Tensors(), Vocab: len(vocab.tokens), Pre: vocab.pre}, nil
+	return gw.Tensors(), nil
 }
 
 // tensorType is the GGUF type that keeps weight hf in its on-disk dtype.

@@ -8,30 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 
 	"kvlab/common/model"
 	"kvlab/common/tokenizer"
 )
-
-// archGemma3 is llama.cpp's name for Gemma-3 (general.architecture, and
-// the prefix of its hyperparameter keys).
-const archGemma3 = "gemma3"
-
-// Token types of tokenizer.ggml.token_type that package gguf does not
-// name: the unknown token and the 256 byte-fallback tokens.
-const (
-	tokenUnknown int32 = 2
-	tokenByte    int32 = 6
-)
-
-// gemmaTensor is one tensor of a Gemma-3 GGUF file.
-type gemmaTensor struct {
-	name, hf string
-	shape    []int // HuggingFace shape
-	typ      TensorType
-	norm     bool // a Gemma RMSNorm weight: written as 1 + weight
-}
 
 // exportGemma3 writes the Gemma-3 checkpoint in dir to w as a GGUF file
 // llama.cpp runs as its "gemma3" architecture:
@@ -74,51 +54,11 @@ func exportGemma3(dir string, cfg *model.Config, w io.Writer) (*Summary, error) 
 	}
 	kv := gemmaMetadata(cfg, filepath.Base(filepath.Clean(dir)), period, plan)
 	kv = append(kv, vocab...)
-	infos := make([]TensorInfo, len(plan))
-	for i, p := range plan {
-		dims := make([]uint64, len(p.shape))
-		for j, n := range p.shape {
-			dims[len(p.shape)-1-j] = uint64(n)
-		}
-		infos[i] = TensorInfo{Name: p.name, Type: p.typ, Dims: dims}
-	}
-	gw, err := NewWriter(w, kv, infos)
+	tensors, err := writeFile(w, dir, kv, plan)
 	if err != nil {
 		return nil, err
 	}
-	ck, err := model.OpenCheckpoint(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer ck.Close()
-	for _, p := range plan {
-		t, err := ck.Read(p.hf, p.shape...)
-		if err != nil {
-			return nil, err
-		}
-		if p.norm {
-			for i, x := range t.Data {
-				t.Data[i] = 1 + x
-			}
-		}
-		raw, err := encode(t.Data, p.typ)
-		if err != nil {
-			return nil, fmt.Errorf("gguf: tensor %s (%s): %w", p.name, p.hf, err)
-		}
-		if err := gw.WriteTensor(p.name, raw); err != nil {
-			return nil, err
-		}
-	}
-	if err := gw.Close(); err != nil {
-		return nil, err
-	}
-	tokens := 0
-	for _, e := range vocab {
-		if e.Key == "tokenizer.ggml.tokens" {
-			tokens = len(e.Value.([]string))
-		}
-	}
-	return &Summary{Arch: archGemma3, Tensors: gw.Tensors(), Vocab: tokens, Pre: "default"}, nil
+	return &Summary{Arch: ArchGemma3, Tensors: tensors, Vocab: cfg.VocabSize, Pre: "default"}, nil
 }
 
 // gemmaExportable refuses the Gemma-3 settings llama.cpp would run
@@ -170,9 +110,9 @@ func gemmaPeriod(types []string) (uint32, error) {
 
 // gemmaPlan lists the output tensors in llama.cpp's naming, in the order
 // HuggingFace's modules declare them.
-func gemmaPlan(c *model.Config, dtypes map[string]string) ([]gemmaTensor, error) {
+func gemmaPlan(c *model.Config, dtypes map[string]string) ([]planned, error) {
 	h, q, kvd, inter, hd := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.HeadDim
-	var plan []gemmaTensor
+	var plan []planned
 	var errs []error
 	add := func(name, hf string, norm bool, shape ...int) {
 		dt, ok := dtypes[hf]
@@ -187,7 +127,7 @@ func gemmaPlan(c *model.Config, dtypes map[string]string) ([]gemmaTensor, error)
 				errs = append(errs, err)
 			}
 		}
-		plan = append(plan, gemmaTensor{name: name, hf: hf, shape: shape, typ: typ, norm: norm})
+		plan = append(plan, planned{name: name, hf: hf, shape: shape, typ: typ, norm: norm})
 	}
 	layer := func(l int, part string) string { return fmt.Sprintf("model.layers.%d.%s.weight", l, part) }
 	blk := func(l int, part string) string { return fmt.Sprintf("blk.%d.%s.weight", l, part) }
@@ -214,38 +154,15 @@ func gemmaPlan(c *model.Config, dtypes map[string]string) ([]gemmaTensor, error)
 	return plan, errors.Join(errs...)
 }
 
-// gemmaMetadata returns the model's hyperparameters under llama.cpp's keys.
-func gemmaMetadata(c *model.Config, name string, period uint32, plan []gemmaTensor) []KV {
-	ft := uint32(0) // all F32
-	for _, p := range plan {
-		switch p.typ {
-		case BF16:
-			ft = 32 // mostly BF16
-		case F16:
-			ft = 1 // mostly F16
-		}
-	}
-	k := func(s string) string { return archGemma3 + "." + s }
-	kv := []KV{
-		{Key: "general.architecture", Value: archGemma3},
-		{Key: "general.name", Value: name},
-		{Key: "general.file_type", Value: ft},
-		{Key: k("vocab_size"), Value: uint32(c.VocabSize)},
-		{Key: k("context_length"), Value: uint32(c.MaxPositionEmbeddings)},
-		{Key: k("embedding_length"), Value: uint32(c.HiddenSize)},
-		{Key: k("block_count"), Value: uint32(c.NumHiddenLayers)},
-		{Key: k("feed_forward_length"), Value: uint32(c.IntermediateSize)},
-		{Key: k("attention.head_count"), Value: uint32(c.NumAttentionHeads)},
-		{Key: k("attention.head_count_kv"), Value: uint32(c.NumKeyValueHeads)},
-		{Key: k("attention.key_length"), Value: uint32(c.HeadDim)},
-		{Key: k("attention.value_length"), Value: uint32(c.HeadDim)},
-		{Key: k("attention.layer_norm_rms_epsilon"), Value: float32(c.RMSNormEps)},
-		{Key: k("rope.dimension_count"), Value: uint32(c.HeadDim)},
-		{Key: k("rope.freq_base"), Value: float32(c.RopeTheta)},
-		{Key: k("rope.freq_base_swa"), Value: float32(c.RopeLocalBaseFreq)},
-		{Key: k("attention.sliding_window"), Value: uint32(c.SlidingWindow)},
-		{Key: k("attention.sliding_window_pattern"), Value: period},
-	}
+// gemmaMetadata returns the model's hyperparameters under llama.cpp's
+// keys: metadata's, then Gemma-3's own.
+func gemmaMetadata(c *model.Config, name string, period uint32, plan []planned) []KV {
+	k := func(s string) string { return ArchGemma3 + "." + s }
+	kv := append(metadata(c, ArchGemma3, name, plan),
+		KV{Key: k("rope.freq_base_swa"), Value: float32(c.RopeLocalBaseFreq)},
+		KV{Key: k("attention.sliding_window"), Value: uint32(c.SlidingWindow)},
+		KV{Key: k("attention.sliding_window_pattern"), Value: period},
+	)
 	if c.FinalLogitSoftcapping > 0 {
 		kv = append(kv, KV{Key: k("final_logit_softcapping"), Value: float32(c.FinalLogitSoftcapping)})
 	}
@@ -314,12 +231,12 @@ func gemmaVocab(dir string, cfg *model.Config) ([]KV, error) {
 		return nil
 	}
 	for text, id := range tj.Model.Vocab {
-		typ := tokenNormal
+		typ := TokenNormal
 		switch {
 		case text == tj.Model.UnkToken:
-			typ = tokenUnknown
+			typ = TokenUnknown
 		case byteToken.MatchString(text):
-			typ = tokenByte
+			typ = TokenByte
 		}
 		if err := set(id, text, typ); err != nil {
 			return nil, err
@@ -329,7 +246,7 @@ func gemmaVocab(dir string, cfg *model.Config) ([]KV, error) {
 		typ := TokenUserDefined
 		switch {
 		case a.Content == tj.Model.UnkToken:
-			typ = tokenUnknown
+			typ = TokenUnknown
 		case a.Special:
 			typ = TokenControl
 		}
@@ -370,17 +287,17 @@ func gemmaVocab(dir string, cfg *model.Config) ([]KV, error) {
 	} else if eos := tok.EOS(); len(eos) > 0 {
 		kv = append(kv, KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(eos[0])})
 	}
-	for key, text := range map[string]string{
-		"tokenizer.ggml.unknown_token_id": tj.Model.UnkToken,
-		"tokenizer.ggml.padding_token_id": tokenizer.GemmaPad,
-		"tokenizer.ggml.eot_token_id":     tokenizer.GemmaEndOfTurn,
+	// The other token ids, keeping the id keys (bos and eos above) in
+	// alphabetical order.
+	for _, e := range []struct{ key, text string }{
+		{"tokenizer.ggml.eot_token_id", tokenizer.GemmaEndOfTurn},
+		{"tokenizer.ggml.padding_token_id", tokenizer.GemmaPad},
+		{"tokenizer.ggml.unknown_token_id", tj.Model.UnkToken},
 	} {
-		if id, ok := ids[text]; ok && text != "" {
-			kv = append(kv, KV{Key: key, Value: uint32(id)})
+		if id, ok := ids[e.text]; ok && e.text != "" {
+			kv = append(kv, KV{Key: e.key, Value: uint32(id)})
 		}
 	}
-	// Map order must not decide the file's bytes.
-	slices.SortStableFunc(kv[5:], func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
 	kv = append(kv,
 		KV{Key: "tokenizer.ggml.add_bos_token", Value: true},
 		KV{Key: "tokenizer.ggml.add_eos_token", Value: false},
@@ -391,6 +308,3 @@ func gemmaVocab(dir string, cfg *model.Config) ([]KV, error) {
 	}
 	return kv, nil
 }
-
-// tokenNormal is TokenNormal, named here beside the two above.
-const tokenNormal = TokenNormal
