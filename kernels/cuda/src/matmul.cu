@@ -145,25 +145,6 @@ __device__ __forceinline__ float4 load4(const float* __restrict__ a, long long r
     return v;
 }
 
-// load4 of a bf16 weight: the same, widened to f32 exactly. With vec the
-// four values are one 8-byte load (cols % 4 == 0 keeps it aligned).
-__device__ __forceinline__ float4 load4(const bf16w* __restrict__ a, long long rows, long long cols, long long r,
-                                        long long c, bool vec) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r >= rows || c >= cols) return v;
-    const bf16w* p = a + r * cols + c;
-    if (vec && c + 4 <= cols) {
-        const uint2 u = *reinterpret_cast<const uint2*>(p);
-        return make_float4(bf16_to_float(u.x & 0xffffu), bf16_to_float(u.x >> 16), bf16_to_float(u.y & 0xffffu),
-                           bf16_to_float(u.y >> 16));
-    }
-    v.x = bf16_to_float(p[0]);
-    if (c + 1 < cols) v.y = bf16_to_float(p[1]);
-    if (c + 2 < cols) v.z = bf16_to_float(p[2]);
-    if (c + 3 < cols) v.w = bf16_to_float(p[3]);
-    return v;
-}
-
 // stage4 reads 4 staged elements (16-byte aligned f32, 8-byte aligned bf16)
 // as f32.
 __device__ __forceinline__ float4 stage4(const float* p) { return *reinterpret_cast<const float4*>(p); }
