@@ -1,8 +1,8 @@
 // avx512_amd64.h: the macros and tables that the AVX-512 kernels of
 // dot_avx512_amd64.s (float32 and bf16 weights, float32 KV) and
 // kv16_avx512_amd64.s (16-bit KV) share: the 6×8 tile's arguments, pairs,
-// zeroing and reduction, and the six-row attention axpy's arguments and
-// moves.
+// zeroing, reduction and frame (TILE), and the six-row attention axpy's
+// arguments and moves.
 
 // REDUCE8 reduces the eight accumulators A0..A7 of one row pair (weight
 // rows 0..7) and stores the sixteen sums: row 2p's eight at (DX), row
@@ -112,6 +112,43 @@ GLOBL permRows<>(SB), RODATA|NOPTR, $64
 	VPXORD Z21, Z21, Z21; \
 	VPXORD Z22, Z22, Z22; \
 	VPXORD Z23, Z23, Z23
+
+// REDUCE2X8 reduces one row pair's accumulators and stores its 2×8 sums;
+// REDUCE6X8 reduces three row pairs' and stores the 6×8 sums at DX, rows
+// R11 bytes apart.
+#define REDUCE2X8 \
+	VMOVDQU32 permRows<>(SB), Z29; \
+	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
+
+#define REDUCE6X8 \
+	REDUCE2X8; \
+	LEAQ (DX)(R11*2), DX; \
+	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8); \
+	LEAQ (DX)(R11*2), DX; \
+	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
+
+// TILE is a whole tile kernel: the arguments (TILEARGS, weights of
+// 1<<WSHIFT bytes), INIT (the bf16 shuffle control, NEXT, or nothing),
+// ZERO accumulators, nb steps of PF (a prefetch, or nothing) and BODY,
+// then REDUCE.
+#define TILE(WSHIFT, INIT, ZERO, PF, BODY, REDUCE) \
+	TILEARGS(WSHIFT); \
+	INIT; \
+	ZERO; \
+	TESTQ CX, CX; \
+	JZ    reduce; \
+loop: \
+	PF; \
+	BODY; \
+	DECQ CX; \
+	JNZ  loop; \
+reduce: \
+	REDUCE; \
+	VZEROUPPER; \
+	RET
+
+// NONE is an empty INIT or PF of TILE.
+#define NONE
 
 // The six-row axpy of attention (attnkern.go): each value row is loaded
 // once and added, weighted, into the accumulators of six query rows. Every

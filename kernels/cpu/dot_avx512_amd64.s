@@ -42,16 +42,6 @@ DATA widenBF16<>+48(SB)/8, $0x0b0a808009088080
 DATA widenBF16<>+56(SB)/8, $0x0f0e80800d0c8080
 GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 
-// REDUCE6X8 reduces the three row pairs' accumulators and stores the 6×8
-// sums at DX, rows R11 bytes apart.
-#define REDUCE6X8 \
-	VMOVDQU32 permRows<>(SB), Z29; \
-	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0); \
-	LEAQ      (DX)(R11*2), DX; \
-	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8); \
-	LEAQ      (DX)(R11*2), DX; \
-	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
-
 // The tiles' loop bodies, one step of eight elements of every row: BODY6X8
 // for three row pairs, BODY2X8 for one; C is the weight row's macro (COL
 // and COL1 for float32, COLH and COLH1 for bf16) and WSTEP the bytes of
@@ -131,34 +121,8 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 	PREFETCHT0 64(AX); \
 	ADDQ       $128, AX
 
-// TILE is a whole tile kernel: the arguments (TILEARGS, weights of
-// 1<<WSHIFT bytes), INIT (the bf16 shuffle control, NEXT, or nothing),
-// ZERO accumulators, nb steps of PF (a prefetch, or nothing) and BODY,
-// then REDUCE.
-#define TILE(WSHIFT, INIT, ZERO, PF, BODY, REDUCE) \
-	TILEARGS(WSHIFT); \
-	INIT; \
-	ZERO; \
-	TESTQ CX, CX; \
-	JZ    reduce; \
-loop: \
-	PF; \
-	BODY; \
-	DECQ CX; \
-	JNZ  loop; \
-reduce: \
-	REDUCE; \
-	VZEROUPPER; \
-	RET
-
-#define NONE
 #define WIDENCTL VMOVDQU32 widenBF16<>(SB), Z31
 #define WIDENCTL_NEXT WIDENCTL; NEXT
-
-// REDUCE2X8 reduces one row pair's accumulators and stores its 2×8 sums.
-#define REDUCE2X8 \
-	VMOVDQU32 permRows<>(SB), Z29; \
-	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
 
 // func dots6x8AVX512(x *float32, ldx int, w *float32, ldw int, nb int, dst *float32, ldd int)
 // dst[i*ldd+j] = dot(x[i*ldx:], w[j*ldw:]) over 8*nb elements, i < 6, j < 8.

@@ -108,6 +108,25 @@ done: \
 	VFMADD231PS  ZW, Z25, A1; \
 	VFMADD231PS  ZW, Z26, A2
 
+// BODY6X8F is dot_avx512_amd64.s's BODY6X8 with COLF: a step reads eight
+// halves (16 bytes) of each weight row.
+#define BODY6X8F \
+	PAIR((SI), (SI)(R8*1), Y24, Z24); \
+	PAIR((SI)(R8*2), (SI)(R12*1), Y25, Z25); \
+	PAIR((R13), (R13)(R8*1), Y26, Z26); \
+	COLF((DI), Y27, Z27, Z0, Z8, Z16); \
+	COLF((DI)(R9*1), Y28, Z28, Z1, Z9, Z17); \
+	COLF((DI)(R9*2), Y27, Z27, Z2, Z10, Z18); \
+	COLF((DI)(R10*1), Y28, Z28, Z3, Z11, Z19); \
+	COLF((BX), Y27, Z27, Z4, Z12, Z20); \
+	COLF((BX)(R9*1), Y28, Z28, Z5, Z13, Z21); \
+	COLF((BX)(R9*2), Y27, Z27, Z6, Z14, Z22); \
+	COLF((BX)(R10*1), Y28, Z28, Z7, Z15, Z23); \
+	ADDQ $32, SI; \
+	ADDQ $32, R13; \
+	ADDQ $16, DI; \
+	ADDQ $16, BX
+
 // func axpy6x64BF16AVX512(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int)
 TEXT ·axpy6x64BF16AVX512(SB), NOSPLIT, $0-56
 	AXPY6X64(WIDENB)
@@ -134,36 +153,4 @@ TEXT ·axpy6x16F16AVX512(SB), NOSPLIT, $0-56
 
 // func dots6x8F16AVX512(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
 TEXT ·dots6x8F16AVX512(SB), NOSPLIT, $0-56
-	TILEARGS($1)
-	ZERO24
-	TESTQ CX, CX
-	JZ    reduce
-
-loop:
-	PAIR((SI), (SI)(R8*1), Y24, Z24)
-	PAIR((SI)(R8*2), (SI)(R12*1), Y25, Z25)
-	PAIR((R13), (R13)(R8*1), Y26, Z26)
-	COLF((DI), Y27, Z27, Z0, Z8, Z16)
-	COLF((DI)(R9*1), Y28, Z28, Z1, Z9, Z17)
-	COLF((DI)(R9*2), Y27, Z27, Z2, Z10, Z18)
-	COLF((DI)(R10*1), Y28, Z28, Z3, Z11, Z19)
-	COLF((BX), Y27, Z27, Z4, Z12, Z20)
-	COLF((BX)(R9*1), Y28, Z28, Z5, Z13, Z21)
-	COLF((BX)(R9*2), Y27, Z27, Z6, Z14, Z22)
-	COLF((BX)(R10*1), Y28, Z28, Z7, Z15, Z23)
-	ADDQ $32, SI
-	ADDQ $32, R13
-	ADDQ $16, DI
-	ADDQ $16, BX
-	DECQ CX
-	JNZ  loop
-
-reduce:
-	VMOVDQU32 permRows<>(SB), Z29
-	REDUCE8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Y0)
-	LEAQ      (DX)(R11*2), DX
-	REDUCE8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Y8)
-	LEAQ      (DX)(R11*2), DX
-	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
-	VZEROUPPER
-	RET
+	TILE($1, NONE, ZERO24, NONE, BODY6X8F, REDUCE6X8)
