@@ -1,8 +1,8 @@
 // avx512_amd64.h: the macros and tables that the AVX-512 kernels of
 // dot_avx512_amd64.s (float32 and bf16 weights, float32 KV) and
 // kv16_avx512_amd64.s (16-bit KV) share: the 6×8 tile's arguments, pairs,
-// zeroing, reduction and frame (TILE), and the six-row attention axpy's
-// arguments and moves.
+// zeroing, reduction and frame (TILE), and the six-row attention axpy
+// (AXPY6X64/32/16, which take the value row's load as an argument).
 
 // REDUCE8 reduces the eight accumulators A0..A7 of one row pair (weight
 // rows 0..7) and stores the sixteen sums: row 2p's eight at (DX), row
@@ -210,3 +210,90 @@ reduce: \
 	PROW2(OFF, ZB, A0, A1); \
 	VFMADD231PS Z26, ZB, A2; \
 	VFMADD231PS Z27, ZB, A3
+
+// LOADZ is the float32 W of the AXPY6X kernels.
+#define LOADZ(M, Z) VMOVUPS M, Z
+
+// AXPY6X64, AXPY6X32 and AXPY6X16 are whole six-row axpy kernels over 64,
+// 32 and 16 columns: the accumulators of the six rows are loaded, then for
+// each key its value row is loaded by W (LOADZ for float32, a widening for
+// 16-bit values; sixteen values per register, the registers O1, O2, O3
+// bytes after the first) and the six rows' weights times it are added.
+// VSHIFT is AXPYARGS's: $2 for float32 values, $1 for 16-bit.
+#define AXPY6X64(VSHIFT, W, O1, O2, O3) \
+	AXPYARGS(VSHIFT); \
+	LOAD6(0, Z0, Z4, Z8, Z12, Z16, Z20); \
+	LOAD6(64, Z1, Z5, Z9, Z13, Z17, Z21); \
+	LOAD6(128, Z2, Z6, Z10, Z14, Z18, Z22); \
+	LOAD6(192, Z3, Z7, Z11, Z15, Z19, Z23); \
+	TESTQ CX, CX; \
+	JZ    done; \
+loop: \
+	VROW; \
+	W((AX), Z24); \
+	W(O1(AX), Z25); \
+	W(O2(AX), Z26); \
+	W(O3(AX), Z27); \
+	PROW4(0, Z28, Z0, Z1, Z2, Z3); \
+	PROW4(256, Z29, Z4, Z5, Z6, Z7); \
+	PROW4(512, Z28, Z8, Z9, Z10, Z11); \
+	PROW4(768, Z29, Z12, Z13, Z14, Z15); \
+	PROW4(1024, Z28, Z16, Z17, Z18, Z19); \
+	PROW4(1280, Z29, Z20, Z21, Z22, Z23); \
+	ADDQ  $4, SI; \
+	DECQ  CX; \
+	JNZ   loop; \
+done: \
+	STORE6(0, Z0, Z4, Z8, Z12, Z16, Z20); \
+	STORE6(64, Z1, Z5, Z9, Z13, Z17, Z21); \
+	STORE6(128, Z2, Z6, Z10, Z14, Z18, Z22); \
+	STORE6(192, Z3, Z7, Z11, Z15, Z19, Z23); \
+	VZEROUPPER; \
+	RET
+
+#define AXPY6X32(VSHIFT, W, O1) \
+	AXPYARGS(VSHIFT); \
+	LOAD6(0, Z0, Z2, Z4, Z6, Z8, Z10); \
+	LOAD6(64, Z1, Z3, Z5, Z7, Z9, Z11); \
+	TESTQ CX, CX; \
+	JZ    done; \
+loop: \
+	VROW; \
+	W((AX), Z24); \
+	W(O1(AX), Z25); \
+	PROW2(0, Z28, Z0, Z1); \
+	PROW2(256, Z29, Z2, Z3); \
+	PROW2(512, Z28, Z4, Z5); \
+	PROW2(768, Z29, Z6, Z7); \
+	PROW2(1024, Z28, Z8, Z9); \
+	PROW2(1280, Z29, Z10, Z11); \
+	ADDQ  $4, SI; \
+	DECQ  CX; \
+	JNZ   loop; \
+done: \
+	STORE6(0, Z0, Z2, Z4, Z6, Z8, Z10); \
+	STORE6(64, Z1, Z3, Z5, Z7, Z9, Z11); \
+	VZEROUPPER; \
+	RET
+
+#define AXPY6X16(VSHIFT, W) \
+	AXPYARGS(VSHIFT); \
+	LOAD6(0, Z0, Z1, Z2, Z3, Z4, Z5); \
+	TESTQ CX, CX; \
+	JZ    done; \
+loop: \
+	VROW; \
+	W((AX), Z24); \
+	PROW1(0, Z28, Z0); \
+	PROW1(256, Z29, Z1); \
+	PROW1(512, Z28, Z2); \
+	PROW1(768, Z29, Z3); \
+	PROW1(1024, Z28, Z4); \
+	PROW1(1280, Z29, Z5); \
+	ADDQ  $4, SI; \
+	DECQ  CX; \
+	JNZ   loop; \
+done: \
+	STORE6(0, Z0, Z1, Z2, Z3, Z4, Z5); \
+	VZEROUPPER; \
+	RET

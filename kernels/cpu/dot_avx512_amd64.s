@@ -167,91 +167,15 @@ TEXT ·dots2x8NextBF16AVX512(SB), NOSPLIT, $0-56
 
 // func axpy6x64AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 TEXT ·axpy6x64AVX512(SB), NOSPLIT, $0-56
-	AXPYARGS($2)
-	LOAD6(0, Z0, Z4, Z8, Z12, Z16, Z20)
-	LOAD6(64, Z1, Z5, Z9, Z13, Z17, Z21)
-	LOAD6(128, Z2, Z6, Z10, Z14, Z18, Z22)
-	LOAD6(192, Z3, Z7, Z11, Z15, Z19, Z23)
-	TESTQ CX, CX
-	JZ    done6x64
-
-loop6x64:
-	VROW
-	VMOVUPS (AX), Z24
-	VMOVUPS 64(AX), Z25
-	VMOVUPS 128(AX), Z26
-	VMOVUPS 192(AX), Z27
-	PROW4(0, Z28, Z0, Z1, Z2, Z3)
-	PROW4(256, Z29, Z4, Z5, Z6, Z7)
-	PROW4(512, Z28, Z8, Z9, Z10, Z11)
-	PROW4(768, Z29, Z12, Z13, Z14, Z15)
-	PROW4(1024, Z28, Z16, Z17, Z18, Z19)
-	PROW4(1280, Z29, Z20, Z21, Z22, Z23)
-	ADDQ  $4, SI
-	DECQ  CX
-	JNZ   loop6x64
-
-done6x64:
-	STORE6(0, Z0, Z4, Z8, Z12, Z16, Z20)
-	STORE6(64, Z1, Z5, Z9, Z13, Z17, Z21)
-	STORE6(128, Z2, Z6, Z10, Z14, Z18, Z22)
-	STORE6(192, Z3, Z7, Z11, Z15, Z19, Z23)
-	VZEROUPPER
-	RET
+	AXPY6X64($2, LOADZ, 64, 128, 192)
 
 // func axpy6x32AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 TEXT ·axpy6x32AVX512(SB), NOSPLIT, $0-56
-	AXPYARGS($2)
-	LOAD6(0, Z0, Z2, Z4, Z6, Z8, Z10)
-	LOAD6(64, Z1, Z3, Z5, Z7, Z9, Z11)
-	TESTQ CX, CX
-	JZ    done6x32
-
-loop6x32:
-	VROW
-	VMOVUPS (AX), Z24
-	VMOVUPS 64(AX), Z25
-	PROW2(0, Z28, Z0, Z1)
-	PROW2(256, Z29, Z2, Z3)
-	PROW2(512, Z28, Z4, Z5)
-	PROW2(768, Z29, Z6, Z7)
-	PROW2(1024, Z28, Z8, Z9)
-	PROW2(1280, Z29, Z10, Z11)
-	ADDQ  $4, SI
-	DECQ  CX
-	JNZ   loop6x32
-
-done6x32:
-	STORE6(0, Z0, Z2, Z4, Z6, Z8, Z10)
-	STORE6(64, Z1, Z3, Z5, Z7, Z9, Z11)
-	VZEROUPPER
-	RET
+	AXPY6X32($2, LOADZ, 64)
 
 // func axpy6x16AVX512(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 TEXT ·axpy6x16AVX512(SB), NOSPLIT, $0-56
-	AXPYARGS($2)
-	LOAD6(0, Z0, Z1, Z2, Z3, Z4, Z5)
-	TESTQ CX, CX
-	JZ    done6x16
-
-loop6x16:
-	VROW
-	VMOVUPS (AX), Z24
-	PROW1(0, Z28, Z0)
-	PROW1(256, Z29, Z1)
-	PROW1(512, Z28, Z2)
-	PROW1(768, Z29, Z3)
-	PROW1(1024, Z28, Z4)
-	PROW1(1280, Z29, Z5)
-	ADDQ  $4, SI
-	DECQ  CX
-	JNZ   loop6x16
-
-done6x16:
-	STORE6(0, Z0, Z1, Z2, Z3, Z4, Z5)
-	VZEROUPPER
-	RET
-
+	AXPY6X16($2, LOADZ)
 
 // The tiles of bf16 products (bf16dot.go): x is bf16 too, and each
 // VDPBF16PS lane takes a pair of elements, so a step covers sixteen
