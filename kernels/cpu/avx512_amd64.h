@@ -86,8 +86,8 @@ GLOBL permRows<>(SB), RODATA|NOPTR, $64
 	LEAQ (R9)(R9*2), R10; \
 	LEAQ (DI)(R9*4), BX
 
-// ZERO24 clears the 24 accumulators Z0..Z23.
-#define ZERO24 \
+// ZERO8 clears the accumulators Z0..Z7 (one row pair), ZERO24 Z0..Z23.
+#define ZERO8 \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
 	VPXORD Z2, Z2, Z2; \
@@ -95,7 +95,10 @@ GLOBL permRows<>(SB), RODATA|NOPTR, $64
 	VPXORD Z4, Z4, Z4; \
 	VPXORD Z5, Z5, Z5; \
 	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7; \
+	VPXORD Z7, Z7, Z7
+
+#define ZERO24 \
+	ZERO8; \
 	VPXORD Z8, Z8, Z8; \
 	VPXORD Z9, Z9, Z9; \
 	VPXORD Z10, Z10, Z10; \

@@ -11,23 +11,31 @@
 // does, lane for lane, exactly what one YMM accumulator of dots3x4AVX2
 // does, and REDUCE8 reduces both halves with the same tree as HSUM.
 
-// COL does one weight row's FMAs: its eight values broadcast to both halves
-// of Z27 (or Z28), times the three row pairs.
-#define COL(M, ZW, A0, A1, A2) \
+// COL1 does one weight row's FMA for a single row pair (Z24): its eight
+// values broadcast to both halves of ZW (Z27 or Z28). COL does them for
+// the three row pairs Z24..Z26.
+#define COL1(M, ZW, A0) \
 	VBROADCASTF32X8 M, ZW; \
-	VFMADD231PS     ZW, Z24, A0; \
-	VFMADD231PS     ZW, Z25, A1; \
-	VFMADD231PS     ZW, Z26, A2
+	VFMADD231PS     ZW, Z24, A0
 
-// COLH is COL for bf16 weights: the eight bf16 values at M, loaded into
-// every 128-bit quarter of ZW, are widened by one byte shuffle (Z31,
-// widenBF16) into float32 in both halves: zero low bytes, the bf16 on top.
-#define COLH(M, ZW, A0, A1, A2) \
+#define COL(M, ZW, A0, A1, A2) \
+	COL1(M, ZW, A0); \
+	VFMADD231PS ZW, Z25, A1; \
+	VFMADD231PS ZW, Z26, A2
+
+// COLH1 and COLH are COL1 and COL for bf16 weights: the eight bf16 values
+// at M, loaded into every 128-bit quarter of ZW, are widened by one byte
+// shuffle (Z31, widenBF16) into float32 in both halves: zero low bytes,
+// the bf16 on top.
+#define COLH1(M, ZW, A0) \
 	VBROADCASTI32X4 M, ZW; \
 	VPSHUFB         Z31, ZW, ZW; \
-	VFMADD231PS     ZW, Z24, A0; \
-	VFMADD231PS     ZW, Z25, A1; \
-	VFMADD231PS     ZW, Z26, A2
+	VFMADD231PS     ZW, Z24, A0
+
+#define COLH(M, ZW, A0, A1, A2) \
+	COLH1(M, ZW, A0); \
+	VFMADD231PS ZW, Z25, A1; \
+	VFMADD231PS ZW, Z26, A2
 
 // widenBF16 is the VPSHUFB control of COLH: in quarters 0 and 2, bf16
 // values 0..3 go to the top halves of float32 lanes 0..3; in quarters 1
@@ -62,27 +70,6 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 	ADDQ $32, R13; \
 	ADDQ WSTEP, DI; \
 	ADDQ WSTEP, BX
-
-// COL1 and COLH1 are COL and COLH for a single row pair (Z24).
-#define COL1(M, ZW, A0) \
-	VBROADCASTF32X8 M, ZW; \
-	VFMADD231PS     ZW, Z24, A0
-
-#define COLH1(M, ZW, A0) \
-	VBROADCASTI32X4 M, ZW; \
-	VPSHUFB         Z31, ZW, ZW; \
-	VFMADD231PS     ZW, Z24, A0
-
-// ZERO8 clears the eight accumulators Z0..Z7.
-#define ZERO8 \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5; \
-	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7
 
 #define BODY2X8(C, WSTEP) \
 	PAIR((SI), (SI)(R8*1), Y24, Z24); \
