@@ -2,9 +2,9 @@
 // (float32 and bf16 weights, float32 KV) and kv16_amd64.s (16-bit KV)
 // share: the reduction, the weight loads and widenings, the 3×4 dot tile
 // (float32, bf16, f16), the 1×8 and 1×1 tiles over 16-bit weights, and
-// attention's axpy. The tiles take the load or widening as a macro
-// argument, so the dtypes share one text; they hold labels, so each is
-// used at most once per TEXT function.
+// attention's axpy and row prefetch. The tiles take the load or widening
+// as a macro argument, so the dtypes share one text; they hold labels, so
+// each is used at most once per TEXT function.
 
 // HSUM reduces the eight lanes of Y into the low lane of X:
 // ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)). T is a scratch register.
@@ -293,3 +293,29 @@ store: \
 	STOREACC6; \
 	VMOVUPS Y6, 192(DI); \
 	VMOVUPS Y7, 224(DI)
+
+// PREFETCHROWS is a whole prefetch kernel (prefetchRowsAVX2,
+// prefetchRows16AVX2): lines cache lines from w + rows[i]*ld<<VSHIFT bytes
+// on, for each of the n rows. It changes no result.
+#define PREFETCHROWS(VSHIFT) \
+	MOVQ  w+0(FP), AX; \
+	MOVQ  rows+8(FP), DX; \
+	MOVQ  n+16(FP), BX; \
+	MOVQ  ld+24(FP), CX; \
+	MOVQ  lines+32(FP), R8; \
+	SHLQ  VSHIFT, CX; \
+	TESTQ BX, BX; \
+	JZ    done; \
+row: \
+	ROWPTR(0(DX), DI); \
+	MOVQ R8, R9; \
+line: \
+	PREFETCHT0 (DI); \
+	ADDQ       $64, DI; \
+	DECQ       R9; \
+	JNZ        line; \
+	ADDQ       $4, DX; \
+	DECQ       BX; \
+	JNZ        row; \
+done: \
+	RET

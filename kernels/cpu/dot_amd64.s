@@ -215,30 +215,7 @@ TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-48
 // Prefetches lines cache lines from w + rows[i]*ld*4 bytes on, for each
 // of the n rows. Changes no result.
 TEXT ·prefetchRowsAVX2(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), AX
-	MOVQ rows+8(FP), DX
-	MOVQ n+16(FP), BX
-	MOVQ ld+24(FP), CX
-	MOVQ lines+32(FP), R8
-	SHLQ $2, CX
-	TESTQ BX, BX
-	JZ    prefetchDone
-
-prefetchRow:
-	ROWPTR(0(DX), DI)
-	MOVQ R8, R9
-
-prefetchLine:
-	PREFETCHT0 (DI)
-	ADDQ       $64, DI
-	DECQ       R9
-	JNZ        prefetchLine
-	ADDQ       $4, DX
-	DECQ       BX
-	JNZ        prefetchRow
-
-prefetchDone:
-	RET
+	PREFETCHROWS($2)
 
 // BCAST loads the float32 bit pattern C into all eight lanes of Y.
 #define BCAST(C, X, Y) \

@@ -144,30 +144,7 @@ TEXT ·axpyRows8F16AVX2(SB), NOSPLIT, $0-48
 // prefetchRowsAVX2 for rows of 16-bit values: lines cache lines from
 // w + rows[i]*ld*2 bytes on, for each of the n rows. Changes no result.
 TEXT ·prefetchRows16AVX2(SB), NOSPLIT, $0-40
-	MOVQ  w+0(FP), AX
-	MOVQ  rows+8(FP), DX
-	MOVQ  n+16(FP), BX
-	MOVQ  ld+24(FP), CX
-	MOVQ  lines+32(FP), R8
-	SHLQ  $1, CX
-	TESTQ BX, BX
-	JZ    done
-
-row:
-	ROWPTR(0(DX), DI)
-	MOVQ R8, R9
-
-line:
-	PREFETCHT0 (DI)
-	ADDQ       $64, DI
-	DECQ       R9
-	JNZ        line
-	ADDQ       $4, DX
-	DECQ       BX
-	JNZ        row
-
-done:
-	RET
+	PREFETCHROWS($1)
 
 // func dots3x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
 TEXT ·dots3x4F16AVX2(SB), NOSPLIT, $0-56
