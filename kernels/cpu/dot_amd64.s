@@ -293,12 +293,12 @@ expDone:
 // where z's sign bit is set and r elsewhere, 0 where z < expLo, then
 // (g·s)·u. z waits in dst while the exponential takes every register.
 // DI is dst, SI gate, DX up and CX the groups of eight.
-#define GATEMUL(ZLOAD, LOOP, DONE) \
+#define GATEMUL(ZLOAD) \
 	EXPCONSTS; \
 	BCAST($0x80000000, X1, Y1); \
 	TESTQ CX, CX; \
-	JZ    DONE; \
-LOOP: \
+	JZ    done; \
+loop: \
 	ZLOAD; \
 	VMOVUPS   Y0, (DI); \
 	VORPS     Y1, Y0, Y0; \
@@ -317,8 +317,8 @@ LOOP: \
 	ADDQ      $32, DX; \
 	ADDQ      $32, DI; \
 	DECQ      CX; \
-	JNZ       LOOP; \
-DONE: \
+	JNZ       loop; \
+done: \
 	VZEROUPPER; \
 	RET
 
@@ -343,7 +343,7 @@ TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
 	MOVQ gate+8(FP), SI
 	MOVQ up+16(FP), DX
 	MOVQ n+24(FP), CX
-	GATEMUL(SILUZ, siluLoop, siluDone)
+	GATEMUL(SILUZ)
 
 // func geluMulAVX2(dst, gate, up *float32, n int)
 // dst[i] = gelu(g[i])·u[i] for i < 8*n, eight at a time, as geluMulGo.
@@ -352,7 +352,7 @@ TEXT ·geluMulAVX2(SB), NOSPLIT, $0-32
 	MOVQ gate+8(FP), SI
 	MOVQ up+16(FP), DX
 	MOVQ n+24(FP), CX
-	GATEMUL(GELUZ, geluLoop, geluDone)
+	GATEMUL(GELUZ)
 
 // func scaleMaxAVX2(x *float32, n int, s float32) float32
 // x[i] *= s for i < 8*n, eight at a time, and returns the largest product
@@ -361,9 +361,7 @@ TEXT ·scaleMaxAVX2(SB), NOSPLIT, $0-28
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS s+16(FP), Y1
-	MOVL         $0xff800000, AX // -Inf
-	MOVL         AX, X2
-	VPBROADCASTD X2, Y2
+	BCAST($0xff800000, X2, Y2) // -Inf
 	TESTQ        CX, CX
 	JZ           scaleMaxDone
 

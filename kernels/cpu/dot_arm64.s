@@ -1101,12 +1101,12 @@ expDone:
 // r = 1/(1+e), s = e·r where z's sign bit is set and r elsewhere, 0 where
 // z < expLo, then (g·s)·u. R0 is dst, R1 gate, R2 up, R3 the groups of
 // eight.
-#define GATEMUL(ZLOAD, LOOP, DONE) \
+#define GATEMUL(ZLOAD) \
 	EXPCONSTS; \
 	BCAST(0x80000000, V28); \
 	VEOR V29.B16, V29.B16, V29.B16; \
-	CBZ  R3, DONE; \
-LOOP: \
+	CBZ  R3, done; \
+loop: \
 	VLD1.P 32(R1), [V8.S4, V9.S4]; \
 	ZLOAD; \
 	VORR   V28.B16, V14.B16, V0.B16; \
@@ -1133,8 +1133,8 @@ LOOP: \
 	FMUL4S(11, 11, 15); \
 	VST1.P [V10.S4, V11.S4], 32(R0); \
 	SUBS   $1, R3, R3; \
-	BNE    LOOP; \
-DONE: \
+	BNE    loop; \
+done: \
 	RET
 
 // SILUZ: silu's argument of σ is g itself.
@@ -1163,7 +1163,7 @@ TEXT ·siluMulNEON(SB), NOSPLIT, $0-32
 	MOVD gate+8(FP), R1
 	MOVD up+16(FP), R2
 	MOVD n+24(FP), R3
-	GATEMUL(SILUZ, siluLoop, siluDone)
+	GATEMUL(SILUZ)
 
 // func geluMulNEON(dst, gate, up *float32, n int)
 // dst[i] = gelu(g[i])·u[i] for i < 8*n, eight at a time, as geluMulGo.
@@ -1174,7 +1174,7 @@ TEXT ·geluMulNEON(SB), NOSPLIT, $0-32
 	MOVD n+24(FP), R3
 	BCAST(0x3d372713, V30)
 	BCAST(0x3fcc422a, V31)
-	GATEMUL(GELUZ, geluLoop, geluDone)
+	GATEMUL(GELUZ)
 
 // func scaleMaxNEON(x *float32, n int, s float32) float32
 // x[i] *= s for i < 8*n, eight at a time, and returns the largest product
