@@ -291,22 +291,22 @@ expDone:
 // from ZLOAD (which sets Y0 from the g at (SI) and may use Y13 and Y15), in
 // the order of sigmoid (exp.go): e = expNeg(-|z|), r = 1/(1+e), s = e·r
 // where z's sign bit is set and r elsewhere, 0 where z < expLo, then
-// (g·s)·u. z waits in dst while the exponential takes every register.
-// DI is dst, SI gate, DX up and CX the groups of eight.
-#define GATEMUL(ZLOAD) \
+// (g·s)·u. The exponential takes every register, so z is reloaded after
+// it from ZMEM: (SI) where z is g itself, (DI) where ZLOAD stores z in
+// dst. DI is dst, SI gate, DX up and CX the groups of eight.
+#define GATEMUL(ZLOAD, ZMEM) \
 	EXPCONSTS; \
 	BCAST($0x80000000, X1, Y1); \
 	TESTQ CX, CX; \
 	JZ    done; \
 loop: \
 	ZLOAD; \
-	VMOVUPS   Y0, (DI); \
 	VORPS     Y1, Y0, Y0; \
 	EXPNEG; \
 	VADDPS    Y12, Y13, Y15; \
 	VDIVPS    Y15, Y12, Y15; \
 	VMULPS    Y15, Y13, Y13; \
-	VMOVUPS   (DI), Y0; \
+	VMOVUPS   ZMEM, Y0; \
 	VBLENDVPS Y0, Y13, Y15, Y15; \
 	VCMPPS    $1, Y2, Y0, Y13; \
 	VANDNPS   Y15, Y13, Y15; \
@@ -325,16 +325,24 @@ done: \
 // SILUZ: silu's argument of σ is g itself.
 #define SILUZ VMOVUPS (SI), Y0
 
-// GELUZ is geluZ (exp.go): a = g·g, b = 1 + 0.044715·a, z = (2c·g)·b.
+// GELUZ is geluZ (exp.go): a = g·g, b = 1 + 0.044715·a, z = (2c·g)·b,
+// with the constants from geluConsts; it leaves z in dst for GATEMUL's
+// reload.
 #define GELUZ \
-	VMOVUPS (SI), Y0; \
-	VMULPS  Y0, Y0, Y13; \
-	BCAST($0x3d372713, X15, Y15); \
-	VMULPS  Y15, Y13, Y13; \
-	VADDPS  Y12, Y13, Y13; \
-	BCAST($0x3fcc422a, X15, Y15); \
-	VMULPS  Y15, Y0, Y0; \
-	VMULPS  Y13, Y0, Y0
+	VMOVUPS      (SI), Y0; \
+	VMULPS       Y0, Y0, Y13; \
+	VBROADCASTSS geluConsts<>+0(SB), Y15; \
+	VMULPS       Y15, Y13, Y13; \
+	VADDPS       Y12, Y13, Y13; \
+	VBROADCASTSS geluConsts<>+4(SB), Y15; \
+	VMULPS       Y15, Y0, Y0; \
+	VMULPS       Y13, Y0, Y0; \
+	VMOVUPS      Y0, (DI)
+
+// geluConsts holds GELUZ's float32 constants: 0.044715 and 2c.
+DATA geluConsts<>+0(SB)/4, $0x3d372713
+DATA geluConsts<>+4(SB)/4, $0x3fcc422a
+GLOBL geluConsts<>(SB), RODATA|NOPTR, $8
 
 // func siluMulAVX2(dst, gate, up *float32, n int)
 // dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, as siluMulGo.
@@ -343,7 +351,7 @@ TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
 	MOVQ gate+8(FP), SI
 	MOVQ up+16(FP), DX
 	MOVQ n+24(FP), CX
-	GATEMUL(SILUZ)
+	GATEMUL(SILUZ, (SI))
 
 // func geluMulAVX2(dst, gate, up *float32, n int)
 // dst[i] = gelu(g[i])·u[i] for i < 8*n, eight at a time, as geluMulGo.
@@ -352,7 +360,7 @@ TEXT ·geluMulAVX2(SB), NOSPLIT, $0-32
 	MOVQ gate+8(FP), SI
 	MOVQ up+16(FP), DX
 	MOVQ n+24(FP), CX
-	GATEMUL(GELUZ)
+	GATEMUL(GELUZ, (DI))
 
 // func scaleMaxAVX2(x *float32, n int, s float32) float32
 // x[i] *= s for i < 8*n, eight at a time, and returns the largest product
