@@ -131,9 +131,10 @@ GLOBL permRows<>(SB), RODATA|NOPTR, $64
 	REDUCE8(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Y16)
 
 // TILE is a whole tile kernel: the arguments (TILEARGS, weights of
-// 1<<WSHIFT bytes), INIT (the bf16 shuffle control, NEXT, or nothing),
-// ZERO accumulators, nb steps of PF (a prefetch, or nothing) and BODY,
-// then REDUCE.
+// 1<<WSHIFT bytes), INIT (WIDENCTL, the bf16 shuffle control; XBF16, the
+// bf16 x strides; either followed by NEXT, as WIDENCTL_NEXT and
+// XBF16_NEXT; NEXT alone; or NONE), ZERO accumulators, nb steps of PF (a
+// prefetch, or NONE) and BODY, then REDUCE.
 #define TILE(WSHIFT, INIT, ZERO, PF, BODY, REDUCE) \
 	TILEARGS(WSHIFT); \
 	INIT; \
@@ -159,8 +160,8 @@ reduce: \
 // keys in order as axpyRows's, so the width of the registers changes no
 // bit. AXPYARGS loads the arguments: DI acc, R8 step (bytes), SI p (row r's
 // weights 256 bytes = attnBlock floats apart), DX v at the head's column,
-// BX rows, CX the number of keys, R9 ld (bytes; a value is 1<<VSHIFT bytes); R11 = 3*step and R12 =
-// acc + 4*step address rows 3..5.
+// BX rows, CX the number of keys, R9 ld (bytes; a value is 1<<VSHIFT
+// bytes); R11 = 3*step and R12 = acc + 4*step address rows 3..5.
 #define AXPYARGS(VSHIFT) \
 	MOVQ acc+0(FP), DI; \
 	MOVQ step+8(FP), R8; \

@@ -139,7 +139,7 @@ TEXT ·dots1x8BF16AVX2(SB), NOSPLIT, $0-40
 TEXT ·dots1x1BF16AVX2(SB), NOSPLIT, $0-28
 	DOTS1X1(WIDENB)
 
-// Attention kernels (see attnkern.go). Row j of the cache starts at
+// Attention kernels (see attnkern.go). Row i of the cache starts at
 // w + rows[i]*ld*4 bytes (ROWPTR, avx2_amd64.h); off is already added to w
 // by the caller.
 
