@@ -292,8 +292,9 @@ expDone:
 // the order of sigmoid (exp.go): e = expNeg(-|z|), r = 1/(1+e), s = e·r
 // where z's sign bit is set and r elsewhere, 0 where z < expLo, then
 // (g·s)·u. The exponential takes every register, so z is reloaded after
-// it from ZMEM: (SI) where z is g itself, (DI) where ZLOAD stores z in
-// dst. DI is dst, SI gate, DX up and CX the groups of eight.
+// it from ZMEM: (SI) where z is g itself, a stack slot where ZLOAD stores
+// z (not dst, which may be gate or up). DI is dst, SI gate, DX up and CX
+// the groups of eight.
 #define GATEMUL(ZLOAD, ZMEM) \
 	EXPCONSTS; \
 	BCAST($0x80000000, X1, Y1); \
@@ -326,8 +327,8 @@ done: \
 #define SILUZ VMOVUPS (SI), Y0
 
 // GELUZ is geluZ (exp.go): a = g·g, b = 1 + 0.044715·a, z = (2c·g)·b,
-// with the constants from geluConsts; it leaves z in dst for GATEMUL's
-// reload.
+// with the constants from geluConsts; it leaves z in the frame's slot z
+// for GATEMUL's reload.
 #define GELUZ \
 	VMOVUPS      (SI), Y0; \
 	VMULPS       Y0, Y0, Y13; \
@@ -337,7 +338,7 @@ done: \
 	VBROADCASTSS geluConsts<>+4(SB), Y15; \
 	VMULPS       Y15, Y0, Y0; \
 	VMULPS       Y13, Y0, Y0; \
-	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y0, z-32(SP)
 
 // geluConsts holds GELUZ's float32 constants: 0.044715 and 2c.
 DATA geluConsts<>+0(SB)/4, $0x3d372713
@@ -355,12 +356,12 @@ TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
 
 // func geluMulAVX2(dst, gate, up *float32, n int)
 // dst[i] = gelu(g[i])·u[i] for i < 8*n, eight at a time, as geluMulGo.
-TEXT ·geluMulAVX2(SB), NOSPLIT, $0-32
+TEXT ·geluMulAVX2(SB), NOSPLIT, $32-32
 	MOVQ dst+0(FP), DI
 	MOVQ gate+8(FP), SI
 	MOVQ up+16(FP), DX
 	MOVQ n+24(FP), CX
-	GATEMUL(GELUZ, (DI))
+	GATEMUL(GELUZ, z-32(SP))
 
 // func scaleMaxAVX2(x *float32, n int, s float32) float32
 // x[i] *= s for i < 8*n, eight at a time, and returns the largest product

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -109,9 +110,14 @@ func checkGateMul(t *testing.T, name string, goK func(dst, g, u []float32), pick
 		for _, ks := range runnable {
 			have := make([]float32, n)
 			pick(ks)(have, g, u)
+			inPlace := slices.Clone(g) // dst may be gate
+			pick(ks)(inPlace, inPlace, u)
 			for i := range have {
 				if math.Float32bits(have[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("%s: n=%d, %s(%v)·%v = %v; want %v", ks.name, n, name, g[i], u[i], have[i], want[i])
+				}
+				if math.Float32bits(inPlace[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s: n=%d, in place, %s(%v)·%v = %v; want %v", ks.name, n, name, g[i], u[i], inPlace[i], want[i])
 				}
 			}
 		}
