@@ -6,21 +6,7 @@
 // as a macro argument, so the dtypes share one text; they hold labels, so
 // each is used at most once per TEXT function.
 
-// HSUM reduces the eight lanes of Y into the low lane of X:
-// ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)). T is a scratch register.
-#define HSUM(Y, X, T) \
-	VEXTRACTF128 $1, Y, T; \
-	VADDPS       T, X, X; \
-	VMOVHLPS     X, T, T; \
-	VADDPS       T, X, X; \
-	VMOVSHDUP    X, T; \
-	VADDSS       T, X, X
-
-// HSTORE reduces accumulator Y (with X its low half) and stores the sum at
-// OFF(DX). X15 is the scratch register.
-#define HSTORE(Y, X, OFF) \
-	HSUM(Y, X, X15); \
-	VMOVSS X, OFF(DX)
+#include "hsum_amd64.h"
 
 // STORE8 stores the sums of Y0..Y7 at (DX)..28(DX).
 #define STORE8 \

@@ -2,6 +2,8 @@
 
 package cpu
 
+import "unsafe"
+
 // Implemented in dot_avx512_amd64.s.
 //
 //go:noescape
@@ -17,31 +19,42 @@ func dots2x8DPAVX512(x *uint16, ldx int, w *uint16, ldw, nb int, dst *float32, l
 func dots2x8NextDPAVX512(x *uint16, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
 
 //go:noescape
+func dots1x4DPAVX512(x *uint16, w *uint16, ldw, nb int, dst *float32)
+
+//go:noescape
 func toBF16AVX512(dst *uint16, src *float32, n int)
 
 //go:noescape
 func vdpbf16psProbe(acc *float32, x, w *uint16)
 
 // dpAVX512 are the bf16 product kernels on AVX512-BF16, for avx512Kernels
-// on a CPU that has it. A single row (decode) runs the prefetching pair
-// tile on the row twice; a column short of eight runs in Go.
+// on a CPU that has it. A single row (decode) goes four weight rows at a
+// time through dots1x4DPAVX512; a column short of eight runs in Go.
 var dpAVX512 = dotKernels[uint16, uint16]{
 	dots6x8: asmTile(6, 8, dots6x8DPAVX512),
 	next6x8: asmTile(6, 8, dots6x8NextDPAVX512),
 	dots2x8: asmTile(2, 8, dots2x8DPAVX512),
 	next2x8: asmTile(2, 8, dots2x8NextDPAVX512),
-	dots1x8: dots1x8ByPair(asmTile(2, 8, dots2x8NextDPAVX512)),
+	dots1x8: dots1x8ByQuads,
 	dots1x1: dpGo,
 }
 
-// dots1x8ByPair makes the one-row kernel of a pair tile: the row twice
-// (ldx 0), both results written to the same place (ldd 0). The pair tile
-// does twice the arithmetic, but a single row's product is bound by
-// reading the weights, which it reads once.
-func dots1x8ByPair(pair func(x []uint16, ldx int, w []uint16, ldw, nb int, dst []float32, ldd int)) func(x []uint16, w []uint16, ldw, nb int, dst []float32) {
-	return func(x []uint16, w []uint16, ldw, nb int, dst []float32) {
-		pair(x, 0, w, ldw, nb, dst, 0)
+// dots1x8ByQuads is the one-row kernel: weight rows 0..3, then 4..7. It
+// used to be the pair tile run on the row twice, which reads each weight
+// row half a cache line a step and does every product twice; a decode
+// row is bound by reading its weights, and whole lines from four rows at
+// a time, one YMM accumulator each, read them a few percent faster
+// (BenchmarkDecodeStepProducts; docs/benchmarks.md, "Decode: one row
+// against four weight rows").
+func dots1x8ByQuads(x []uint16, w []uint16, ldw, nb int, dst []float32) {
+	if nb == 0 {
+		clear(dst[:8])
+		return
 	}
+	_, _ = x[16*nb-1], w[7*ldw+16*nb-1]
+	_ = dst[7]
+	dots1x4DPAVX512(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
+	dots1x4DPAVX512(unsafe.SliceData(x), &w[4*ldw], ldw, nb, &dst[4])
 }
 
 // toBF16ByAVX512 is step 0 with VCVTNEPS2BF16, sixteen values at a time.
@@ -54,13 +67,16 @@ func toBF16ByAVX512(dst []uint16, src []float32) {
 	toBF16Go(dst[16*n:], src[16*n:])
 }
 
-// hasAVX512BF16 reports whether the CPU has AVX-512 (hasAVX512) and its
-// bf16 instructions, VDPBF16PS and VCVTNEPS2BF16.
+// hasAVX512BF16 reports whether the CPU has AVX-512 (hasAVX512), its
+// bf16 instructions, VDPBF16PS and VCVTNEPS2BF16, and their YMM forms
+// (AVX512VL).
 func hasAVX512BF16() bool {
 	if !hasAVX512() {
 		return false
 	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	const avx512vl = 1 << 31 // the YMM forms of the one-row tile
 	eax71, _, _, _ := cpuid(7, 1)
 	const avx512bf16 = 1 << 5
-	return eax71&avx512bf16 != 0
+	return ebx7&avx512vl != 0 && eax71&avx512bf16 != 0
 }

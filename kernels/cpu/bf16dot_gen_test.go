@@ -92,6 +92,14 @@ func bf16DotHeader() []byte {
 		fmt.Fprintf(&b, "// DPCOL2_%d: DPCOL6_%d for the row pair in Z24 alone.\n", j, j)
 		fmt.Fprintf(&b, "#define DPCOL2_%d(M) \\\n\tVBROADCASTF32X8 M, Z%d; \\\n\t%s\n\n", j, zw, asmBytes(vdpbf16ps(j, 24, zw)))
 	}
+	// The one-row tile (dots1x4DPAVX512): weight row j's two steps in
+	// Y(20+2j) and Y(21+2j) times the row's in Y16 and Y17, into Yj.
+	for j := range 4 {
+		for s := range 2 {
+			fmt.Fprintf(&b, "// DPROW_%d_%d is VDPBF16PS Y%d, Y%d, Y%d.\n#define DPROW_%d_%d %s\n\n",
+				j, s, j, 16+s, 20+2*j+s, j, s, asmBytes(evexRR(2, 1, 0x52, j, 16+s, 20+2*j+s)))
+		}
+	}
 	fmt.Fprintf(&b, "// CVT_Y1_Z0 is VCVTNEPS2BF16 Y1, Z0.\n#define CVT_Y1_Z0 %s\n", asmBytes(vcvtneps2bf16(1, 0)))
 	return b.Bytes()
 }

@@ -25,7 +25,7 @@ func dpRef(xb, w []uint16) float32 {
 func TestBF16DotKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, rows := range []int{1, 2, 3, 7, 8, 13} {
-		for _, in := range []int{16, 40, 64, 200} {
+		for _, in := range []int{16, 40, 48, 64, 200} {
 			for _, cols := range []int{8, 13, 24} {
 				x := make([]float32, rows*in)
 				for i := range x {

@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "avx512_amd64.h"
+#include "hsum_amd64.h"
 
 // The AVX-512 tile kernel of MatMulT. dot.go defines every output element
 // by eight lane sums, so a 16-lane ZMM register cannot run one dot product
@@ -230,6 +231,78 @@ TEXT ·dots2x8DPAVX512(SB), NOSPLIT, $0-56
 // func dots2x8NextDPAVX512(x *uint16, ldx int, w *uint16, ldw int, nb int, dst *float32, ldd int)
 TEXT ·dots2x8NextDPAVX512(SB), NOSPLIT, $0-56
 	TILE($1, XBF16_NEXT, ZERO8, PREFETCH256, DPBODY2X8, REDUCE2X8)
+
+// func dots1x4DPAVX512(x *uint16, w *uint16, ldw int, nb int, dst *float32)
+// dst[j] = the bf16 product of x and w[j*ldw:] over 16*nb elements, j < 4:
+// a decode row. A row's eight lane sums fit one YMM register, so each of
+// the four weight rows has its own and nothing is computed twice; each
+// pass takes two steps, a whole 64-byte line of every weight row, and
+// prefetches the next four rows as the pair tiles prefetch the next
+// eight (256 bytes a pass). Y0..Y3 accumulate, Y16/Y17 hold x's two
+// steps, Y20..Y27 the weights.
+TEXT ·dots1x4DPAVX512(SB), NOSPLIT, $0-40
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ldw+16(FP), R9
+	MOVQ  nb+24(FP), CX
+	MOVQ  dst+32(FP), DX
+	SHLQ  $1, R9
+	LEAQ  (R9)(R9*2), R10
+	LEAQ  (DI)(R9*4), AX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	MOVQ  CX, BX
+	SHRQ  $1, BX
+	JZ    rowlast
+
+rowloop:
+	PREFETCH256
+	VMOVDQU32 (SI), Y16
+	VMOVDQU32 32(SI), Y17
+	VMOVDQU32 (DI), Y20
+	VMOVDQU32 32(DI), Y21
+	VMOVDQU32 (DI)(R9*1), Y22
+	VMOVDQU32 32(DI)(R9*1), Y23
+	VMOVDQU32 (DI)(R9*2), Y24
+	VMOVDQU32 32(DI)(R9*2), Y25
+	VMOVDQU32 (DI)(R10*1), Y26
+	VMOVDQU32 32(DI)(R10*1), Y27
+	DPROW_0_0
+	DPROW_1_0
+	DPROW_2_0
+	DPROW_3_0
+	DPROW_0_1
+	DPROW_1_1
+	DPROW_2_1
+	DPROW_3_1
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	DECQ      BX
+	JNZ       rowloop
+
+rowlast:
+	// An odd step left: half a line of each row.
+	TESTQ     $1, CX
+	JZ        rowsum
+	VMOVDQU32 (SI), Y16
+	VMOVDQU32 (DI), Y20
+	VMOVDQU32 (DI)(R9*1), Y22
+	VMOVDQU32 (DI)(R9*2), Y24
+	VMOVDQU32 (DI)(R10*1), Y26
+	DPROW_0_0
+	DPROW_1_0
+	DPROW_2_0
+	DPROW_3_0
+
+rowsum:
+	HSTORE(Y0, X0, 0)
+	HSTORE(Y1, X1, 4)
+	HSTORE(Y2, X2, 8)
+	HSTORE(Y3, X3, 12)
+	VZEROUPPER
+	RET
 
 // func toBF16AVX512(dst *uint16, src *float32, n int)
 // Rounds 16*n floats to bf16 (bf16dot.go's step 0), sixteen at a time.
