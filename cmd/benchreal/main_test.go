@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,20 @@ func TestKVSize(t *testing.T) {
 
 func TestCopyBandwidthIsPositive(t *testing.T) {
 	assert.Positive(t, copyBandwidth(1<<20, 2, 2))
+}
+
+// BenchmarkBandwidth runs bench-real's two memory probes alone, on
+// GOMAXPROCS threads: copy (read + written) and read, in GB/s, to set
+// beside kernels/cpu's BenchmarkDecodeStepProducts in the same minute.
+func BenchmarkBandwidth(b *testing.B) {
+	threads := runtime.GOMAXPROCS(0)
+	var cp, rd float64
+	for b.Loop() {
+		cp += copyBandwidth(512<<20, threads, 3)
+		rd += readBandwidth(512<<20, threads, 3)
+	}
+	b.ReportMetric(cp/float64(b.N)/1e9, "copy-GB/s")
+	b.ReportMetric(rd/float64(b.N)/1e9, "read-GB/s")
 }
 
 func TestParseStartup(t *testing.T) {
