@@ -42,8 +42,9 @@
 //
 // The output is one markdown table of the figures (medians over the
 // rounds, min–max in parentheses) and one of what bounds them: prefill
-// against the -peak-gflops of `make bench-kernels`, decode against a copy
-// bandwidth measured here (bounds.go), the serving run against the time
+// against the -peak-gflops of `make bench-kernels` (-peak-gflops-bf16
+// for the rows that multiply in bf16), decode against the copy and read
+// bandwidths measured here (bounds.go), the serving run against the time
 // its work would take at the single-request rates.
 package main
 
@@ -95,6 +96,7 @@ type options struct {
 	kv          string
 	swaFull     bool
 	peakGFLOPs  float64
+	peakBF16    float64 // GFLOP/s of bf16 products, for the rows that multiply in bf16
 	copyMiB     int
 	clean       bool
 	prepareOnly bool
@@ -131,6 +133,7 @@ func main() {
 	flag.StringVar(&o.kv, "kv", "f16", "llama-server's KV cache dtype (-ctk, -ctv); serve's too if it has -kv-cache-dtype")
 	flag.BoolVar(&o.swaFull, "swa-full", true, "give llama-server --swa-full for Gemma-3 (every position kept in its sliding-window layers, as serve keeps them)")
 	flag.Float64Var(&o.peakGFLOPs, "peak-gflops", 0, "the machine's matrix-product GFLOP/s (from make bench-kernels), for the prefill bound; 0: not shown")
+	flag.Float64Var(&o.peakBF16, "peak-gflops-bf16", 0, "the machine's bf16-product GFLOP/s (BenchmarkMatMulTBF16Dot), the prefill bound of the rows that multiply in bf16: llama-server on a bf16 checkpoint, and serve there with -serve-arg -bf16-dot; 0: those rows use -peak-gflops")
 	flag.IntVar(&o.copyMiB, "copy-mib", 512, "size of each buffer of the copy-bandwidth measurement")
 	flag.BoolVar(&o.clean, "clean", false, "delete each model's checkpoint and GGUF file once measured")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "write the checkpoints and GGUF files, then stop (they take minutes and need no quiet machine)")

@@ -150,6 +150,30 @@ func TestKVSize(t *testing.T) {
 	assert.Equal(t, 34.0/32, kvSize("q8_0"))
 }
 
+func TestPeakFor(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		serveArgs []string
+		bf16Peak  float64
+		dtype     string
+		server    string
+		want      float64
+	}{
+		{"f32 checkpoint: the float32 peak", []string{"-bf16-dot"}, 800, "f32", "serve", 400},
+		{"serve widens bf16 without the flag", nil, 800, "bf16", "serve", 400},
+		{"serve with the flag", []string{"-bf16-dot"}, 800, "bf16", "serve", 800},
+		{"serve with --bf16-dot=true", []string{"--bf16-dot=true"}, 800, "bf16", "serve", 800},
+		{"the flag turned off again", []string{"-bf16-dot", "-bf16-dot=false"}, 800, "bf16", "serve", 400},
+		{"llama-server multiplies bf16 in bf16", nil, 800, "bf16", "llama-server", 800},
+		{"no bf16 peak given", []string{"-bf16-dot"}, 0, "bf16", "serve", 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := options{peakGFLOPs: 400, peakBF16: c.bf16Peak, serveArgs: c.serveArgs}
+			assert.Equal(t, c.want, peakFor(o, c.dtype, c.server))
+		})
+	}
+}
+
 func TestCopyBandwidthIsPositive(t *testing.T) {
 	assert.Positive(t, copyBandwidth(1<<20, 2, 2))
 }

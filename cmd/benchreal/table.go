@@ -211,9 +211,36 @@ func bounds(r *result, s *sample, o options, kvElem float64) bound {
 	return b
 }
 
+// peakFor is the GFLOP/s that server's prefill on a dtype checkpoint is
+// measured against: the bf16 products' peak where it multiplies bf16 by
+// bf16 (llama-server on a bf16 checkpoint, serve there with -bf16-dot)
+// and that peak is known, else the float32 products' (0: unknown).
+func peakFor(o options, dtype, server string) float64 {
+	inBF16 := dtype == "bf16" && (server != "serve" || bf16DotArg(o.serveArgs))
+	if inBF16 && o.peakBF16 > 0 {
+		return o.peakBF16
+	}
+	return o.peakGFLOPs
+}
+
+// bf16DotArg reports whether serve's extra arguments turn -bf16-dot on
+// (-bf16-dot, --bf16-dot or =true; the flag package's last one wins).
+func bf16DotArg(args []string) bool {
+	on := false
+	for _, a := range args {
+		switch strings.TrimLeft(a, "-") {
+		case "bf16-dot", "bf16-dot=true":
+			on = true
+		case "bf16-dot=false":
+			on = false
+		}
+	}
+	return on
+}
+
 // boundsTable is the table of what bounds each figure.
 func boundsTable(results []*result, o options, kvServe string, copyBW, readBW float64) string {
-	header := []string{"model", "server", fmt.Sprintf("prefill: GFLOP in %s tok", commas(o.prompt)), "GFLOP/s", "of -peak-gflops",
+	header := []string{"model", "server", fmt.Sprintf("prefill: GFLOP in %s tok", commas(o.prompt)), "GFLOP/s", "of peak",
 		"decode: MB read a token", "GB/s", "of copy", "of read", "serving: prompt tok computed", "decode steps", "s a step", "est. s", "measured s"}
 	var rows [][]string
 	for _, r := range results {
@@ -224,8 +251,8 @@ func boundsTable(results []*result, o options, kvServe string, copyBW, readBW fl
 			}
 			b := bounds(r, r.s[name], o, kv)
 			peak := "–"
-			if o.peakGFLOPs > 0 {
-				peak = fmt.Sprintf("%.0f %%", 100*b.prefillRate/1e9/o.peakGFLOPs)
+			if p := peakFor(o, r.m.opts.DType, name); p > 0 {
+				peak = fmt.Sprintf("%.0f %%", 100*b.prefillRate/1e9/p)
 			}
 			rows = append(rows, []string{r.m.name, name,
 				num(b.prefillFLOPs / 1e9), num(b.prefillRate / 1e9), peak,
@@ -235,7 +262,8 @@ func boundsTable(results []*result, o options, kvServe string, copyBW, readBW fl
 		}
 	}
 	return markdown(header, rows) + fmt.Sprintf(
-		"\nPrefill: 2 FLOPs per projection weight per token, the LM head once, attention 4·heads·head_dim per (query, visible key). "+
+		"\nPrefill: 2 FLOPs per projection weight per token, the LM head once, attention 4·heads·head_dim per (query, visible key); "+
+			"of peak: against -peak-gflops, or -peak-gflops-bf16 where the server multiplies bf16 weights in bf16. "+
 			"Decode: every projection weight and the LM head at the checkpoint's dtype, plus the KV the layers see, averaged over the %d steps after the %s-token prompt; "+
 			"copy bandwidth %.1f GB/s (read + written), read bandwidth %.1f GB/s (a scan that only reads, as decode does). Serving est.: the prompt tokens computed at the cold prefill's rate, "+
 			"plus one decode step per %d output tokens, each the longer of a single-stream decode step (the weights read once) "+
