@@ -33,17 +33,37 @@ func asmDotKernels[W float32 | uint16](
 ) dotKernels[float32, W] {
 	return dotKernels[float32, W]{
 		dots3x4: asmTile(3, 4, k3x4),
-		dots1x8: func(x []float32, w []W, ldw, nb int, dst []float32) {
-			if nb == 0 {
-				clear(dst[:8])
-				return
-			}
-			_ = x[8*nb-1]
-			_ = w[7*ldw+8*nb-1]
-			_ = dst[7]
-			k1x8(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
-		},
+		dots1x8: asmRow8(k1x8),
 		dots1x1: asmDot1x1(k1x1),
+	}
+}
+
+// asmRow8 wraps a one-row kernel over eight weight rows, bounds-checking
+// its slices once per call so the assembly can trust its pointers.
+func asmRow8[X, W float32 | uint16](k func(x *X, w *W, ldw, nb int, dst *float32)) func(x []X, w []W, ldw, nb int, dst []float32) {
+	g := groupLen[X]()
+	return func(x []X, w []W, ldw, nb int, dst []float32) {
+		if nb == 0 {
+			clear(dst[:8])
+			return
+		}
+		_ = x[g*nb-1]
+		_ = w[7*ldw+g*nb-1]
+		_ = dst[7]
+		k(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
+	}
+}
+
+// rowQuads makes a one-row kernel over eight weight rows of one over four
+// (dots1x4AVX2 and the like): rows 0..3, then rows 4..7. A decode row is
+// bound by reading its weights; four rows a pass, a whole cache line of
+// each, read them faster than eight rows half or a quarter of a line at a
+// time (BenchmarkDecodeOneRowTile; docs/benchmarks.md, "Decode: one row
+// against four weight rows"). The caller has bounds-checked all eight.
+func rowQuads[X, W float32 | uint16](k func(x *X, w *W, ldw, nb int, dst *float32)) func(x *X, w *W, ldw, nb int, dst *float32) {
+	return func(x *X, w *W, ldw, nb int, dst *float32) {
+		k(x, w, ldw, nb, dst)
+		k(x, (*W)(unsafe.Add(unsafe.Pointer(w), 4*ldw*int(unsafe.Sizeof(*w)))), ldw, nb, (*float32)(unsafe.Add(unsafe.Pointer(dst), 16)))
 	}
 }
 

@@ -163,6 +163,88 @@ reduce: \
 	VZEROUPPER; \
 	RET
 
+// DOTS1X4 is the one-row tile over four weight rows: dst[j] = dot(x,
+// w[j*ldw:]) over 8*nb elements, j < 4, weights loaded by W, 1<<WSHIFT
+// bytes each. Each pass (PASS) reads one whole 64-byte line of every row,
+// SPP = 1<<SHIFT steps of eight, and prefetches 256 bytes of the next four
+// rows, all of them by the end when ldw is the row length; the steps left
+// over go one at a time, WSTEP bytes of each row. A row's steps stay in
+// order in its own accumulator, so the bits are DOTS1X8's (the rows are
+// dot.go's, whatever tile computes them).
+#define DOTS1X4(W, WSHIFT, PASS, SHIFT, WSTEP) \
+	MOVQ   x+0(FP), SI; \
+	MOVQ   w+8(FP), DI; \
+	MOVQ   ldw+16(FP), R9; \
+	MOVQ   nb+24(FP), CX; \
+	MOVQ   dst+32(FP), DX; \
+	SHLQ   WSHIFT, R9; \
+	LEAQ   (R9)(R9*2), R10; \
+	LEAQ   (DI)(R9*4), AX; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	MOVQ   CX, BX; \
+	SHRQ   SHIFT, BX; \
+	JZ     steps; \
+pass: \
+	PREFETCHT0 (AX); \
+	PREFETCHT0 64(AX); \
+	PREFETCHT0 128(AX); \
+	PREFETCHT0 192(AX); \
+	ADDQ       $256, AX; \
+	PASS; \
+	DECQ       BX; \
+	JNZ        pass; \
+steps: \
+	MOVQ  CX, BX; \
+	SHRQ  SHIFT, BX; \
+	SHLQ  SHIFT, BX; \
+	SUBQ  BX, CX; \
+	JZ    reduce; \
+step: \
+	ROW4STEP(W, 0, 0); \
+	ADDQ  $32, SI; \
+	ADDQ  WSTEP, DI; \
+	DECQ  CX; \
+	JNZ   step; \
+reduce: \
+	HSTORE(Y0, X0, 0); \
+	HSTORE(Y1, X1, 4); \
+	HSTORE(Y2, X2, 8); \
+	HSTORE(Y3, X3, 12); \
+	VZEROUPPER; \
+	RET
+
+// ROW4STEP is one step of DOTS1X4: eight values of x at XOFF(SI) against
+// eight weights of each of the four rows at WOFF(DI).
+#define ROW4STEP(W, XOFF, WOFF) \
+	VMOVUPS     XOFF(SI), Y8; \
+	W(WOFF(DI), Y9); \
+	W(WOFF(DI)(R9*1), Y10); \
+	W(WOFF(DI)(R9*2), Y11); \
+	W(WOFF(DI)(R10*1), Y12); \
+	VFMADD231PS Y9, Y8, Y0; \
+	VFMADD231PS Y10, Y8, Y1; \
+	VFMADD231PS Y11, Y8, Y2; \
+	VFMADD231PS Y12, Y8, Y3
+
+// PASSF32 and PASSB16 are DOTS1X4's passes over a line of float32 (two
+// steps) and of 16-bit weights (four), each ending on the next line.
+#define PASSF32 \
+	ROW4STEP(LOADF, 0, 0); \
+	ROW4STEP(LOADF, 32, 32); \
+	ADDQ $64, SI; \
+	ADDQ $64, DI
+
+#define PASSB16(W) \
+	ROW4STEP(W, 0, 0); \
+	ROW4STEP(W, 32, 16); \
+	ROW4STEP(W, 64, 32); \
+	ROW4STEP(W, 96, 48); \
+	ADDQ $128, SI; \
+	ADDQ $64, DI
+
 // PF16INIT points R11 at rows 8..15 (the next call's, when ldw is the row
 // length); PF16STEP prefetches their 128 bytes per step, as each step reads
 // 16 bytes of each of eight rows (as in dots1x8AVX2). Prefetches change no

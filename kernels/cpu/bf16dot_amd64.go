@@ -2,8 +2,6 @@
 
 package cpu
 
-import "unsafe"
-
 // Implemented in dot_avx512_amd64.s.
 //
 //go:noescape
@@ -29,32 +27,16 @@ func vdpbf16psProbe(acc *float32, x, w *uint16)
 
 // dpAVX512 are the bf16 product kernels on AVX512-BF16, for avx512Kernels
 // on a CPU that has it. A single row (decode) goes four weight rows at a
-// time through dots1x4DPAVX512; a column short of eight runs in Go.
+// time through dots1x4DPAVX512 (rowQuads); a column short of eight runs in
+// Go. That tile used to be the pair tile run on the row twice, which
+// reads each weight row half a line a step and does every product twice.
 var dpAVX512 = dotKernels[uint16, uint16]{
 	dots6x8: asmTile(6, 8, dots6x8DPAVX512),
 	next6x8: asmTile(6, 8, dots6x8NextDPAVX512),
 	dots2x8: asmTile(2, 8, dots2x8DPAVX512),
 	next2x8: asmTile(2, 8, dots2x8NextDPAVX512),
-	dots1x8: dots1x8ByQuads,
+	dots1x8: asmRow8(rowQuads(dots1x4DPAVX512)),
 	dots1x1: dpGo,
-}
-
-// dots1x8ByQuads is the one-row kernel: weight rows 0..3, then 4..7. It
-// used to be the pair tile run on the row twice, which reads each weight
-// row half a cache line a step and does every product twice; a decode
-// row is bound by reading its weights, and whole lines from four rows at
-// a time, one YMM accumulator each, read them a few percent faster
-// (BenchmarkDecodeStepProducts; docs/benchmarks.md, "Decode: one row
-// against four weight rows").
-func dots1x8ByQuads(x []uint16, w []uint16, ldw, nb int, dst []float32) {
-	if nb == 0 {
-		clear(dst[:8])
-		return
-	}
-	_, _ = x[16*nb-1], w[7*ldw+16*nb-1]
-	_ = dst[7]
-	dots1x4DPAVX512(unsafe.SliceData(x), unsafe.SliceData(w), ldw, nb, unsafe.SliceData(dst))
-	dots1x4DPAVX512(unsafe.SliceData(x), &w[4*ldw], ldw, nb, &dst[4])
 }
 
 // toBF16ByAVX512 is step 0 with VCVTNEPS2BF16, sixteen values at a time.

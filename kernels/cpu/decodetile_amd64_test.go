@@ -10,8 +10,8 @@ import (
 
 // BenchmarkDecodeOneRowTile compares two kernels for a decode row's bf16
 // products on the same weights, token by token: quads, the set's own
-// (dots1x8ByQuads: four weight rows at a time, whole cache lines, one YMM
-// accumulator a row), and pairs, the pair tile run on the row twice
+// (dots1x4DPAVX512 through rowQuads: four weight rows at a time, whole
+// cache lines, one YMM accumulator a row), and pairs, the pair tile run on the row twice
 // (what the set used before: half a line of eight rows a step, every
 // product computed twice). Each iteration times one token with each, in
 // turns, so that both see the same moment of a memory bandwidth that
@@ -26,8 +26,8 @@ func BenchmarkDecodeOneRowTile(b *testing.B) {
 	for _, s := range decodeShapes {
 		b.Run(s.name, func(b *testing.B) {
 			st := newDecodeStep(s.hidden, s.q, s.kv, s.ffn, s.vocab, s.layers)
-			saved := kern.dp.dots1x8
-			defer func() { kern.dp.dots1x8 = saved }()
+			quads := kern.dp.dots1x8
+			defer func() { kern.dp.dots1x8 = quads }()
 			timed := func(k func(x []uint16, w []uint16, ldw, nb int, dst []float32)) time.Duration {
 				kern.dp.dots1x8 = k
 				t0 := time.Now()
@@ -40,9 +40,9 @@ func BenchmarkDecodeOneRowTile(b *testing.B) {
 			for b.Loop() {
 				var q, p time.Duration
 				if i%2 == 0 {
-					q, p = timed(dots1x8ByQuads), timed(pairs)
+					q, p = timed(quads), timed(pairs)
 				} else {
-					p, q = timed(pairs), timed(dots1x8ByQuads)
+					p, q = timed(pairs), timed(quads)
 				}
 				tq, tp = tq+q, tp+p
 				ratios = append(ratios, p.Seconds()/q.Seconds())

@@ -12,7 +12,7 @@ import (
 func dots3x4AVX2(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
 
 //go:noescape
-func dots1x8AVX2(x, w *float32, ldw, nb int, dst *float32)
+func dots1x4AVX2(x, w *float32, ldw, nb int, dst *float32)
 
 //go:noescape
 func dots1x1AVX2(x, w *float32, nb int) float32
@@ -24,7 +24,7 @@ func xgetbv0() (eax uint32)
 func dots3x4BF16AVX2(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
 
 //go:noescape
-func dots1x8BF16AVX2(x *float32, w *uint16, ldw, nb int, dst *float32)
+func dots1x4BF16AVX2(x *float32, w *uint16, ldw, nb int, dst *float32)
 
 //go:noescape
 func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
@@ -72,8 +72,8 @@ var axpyAVX2 = [9]func(acc, p, v *float32, rows *int32, n, ld int){
 // here, once per call, so the assembly can trust its pointers.
 var avx2Kernels = kernelSet{
 	name: "avx2",
-	f32:  asmDotKernels(dots3x4AVX2, dots1x8AVX2, dots1x1AVX2),
-	bf16: asmDotKernels(dots3x4BF16AVX2, dots1x8BF16AVX2, dots1x1BF16AVX2),
+	f32:  asmDotKernels(dots3x4AVX2, rowQuads(dots1x4AVX2), dots1x1AVX2),
+	bf16: asmDotKernels(dots3x4BF16AVX2, rowQuads(dots1x4BF16AVX2), dots1x1BF16AVX2),
 	// bf16 products in Go (bf16dot.go): no bf16 dot-product kernels here.
 	dp:     goDPKernels,
 	toBF16: toBF16Go,

@@ -33,54 +33,11 @@
 TEXT ·dots3x4AVX2(SB), NOSPLIT, $0-56
 	DOTS3X4(LOADF, $2, $32)
 
-// func dots1x8AVX2(x *float32, w *float32, ldw int, nb int, dst *float32)
-// dst[j] = dot(x, w[j*ldw:]) over 8*nb elements, j < 8. One row against
-// eight gives eight independent FMA chains, enough to hide FMA latency
-// while the weights stream in (the decode case).
-TEXT ·dots1x8AVX2(SB), NOSPLIT, $0-40
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ldw+16(FP), R9
-	MOVQ nb+24(FP), CX
-	MOVQ dst+32(FP), DX
-	SHLQ $2, R9
-	LEAQ (R9)(R9*2), R10     // 3*ldw
-	LEAQ (DI)(R9*4), BX      // rows 4..7
-	LEAQ (DI)(R9*8), R11     // rows 8..15: the next call's, when ldw is the row length
-
-	ZERO8
-	TESTQ  CX, CX
-	JZ     reduce1x8
-
-loop1x8:
-	// Each step reads 32 bytes of each of eight rows, so 256 bytes of the
-	// next eight (contiguous) rows per step prefetch exactly them by the
-	// end: the next call starts on warm lines instead of eight cold
-	// streams. Prefetches change no result.
-	PREFETCHT0  (R11)
-	PREFETCHT0  64(R11)
-	PREFETCHT0  128(R11)
-	PREFETCHT0  192(R11)
-	ADDQ        $256, R11
-	VMOVUPS     (SI), Y8
-	VFMADD231PS (DI), Y8, Y0
-	VFMADD231PS (DI)(R9*1), Y8, Y1
-	VFMADD231PS (DI)(R9*2), Y8, Y2
-	VFMADD231PS (DI)(R10*1), Y8, Y3
-	VFMADD231PS (BX), Y8, Y4
-	VFMADD231PS (BX)(R9*1), Y8, Y5
-	VFMADD231PS (BX)(R9*2), Y8, Y6
-	VFMADD231PS (BX)(R10*1), Y8, Y7
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	ADDQ        $32, BX
-	DECQ        CX
-	JNZ         loop1x8
-
-reduce1x8:
-	STORE8
-	VZEROUPPER
-	RET
+// func dots1x4AVX2(x, w *float32, ldw int, nb int, dst *float32)
+// dst[j] = dot(x, w[j*ldw:]) over 8*nb elements, j < 4: a decode row,
+// four weight rows at a time, a whole line of each per pass (DOTS1X4).
+TEXT ·dots1x4AVX2(SB), NOSPLIT, $0-40
+	DOTS1X4(LOADF, $2, PASSF32, $1, $32)
 
 // func dots1x1AVX2(x *float32, w *float32, nb int) float32
 TEXT ·dots1x1AVX2(SB), NOSPLIT, $0-28
@@ -131,9 +88,9 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 TEXT ·dots3x4BF16AVX2(SB), NOSPLIT, $0-56
 	DOTS3X4(WIDENB, $1, $16)
 
-// func dots1x8BF16AVX2(x *float32, w *uint16, ldw int, nb int, dst *float32)
-TEXT ·dots1x8BF16AVX2(SB), NOSPLIT, $0-40
-	DOTS1X8(WIDENB, PF16INIT, PF16STEP)
+// func dots1x4BF16AVX2(x *float32, w *uint16, ldw int, nb int, dst *float32)
+TEXT ·dots1x4BF16AVX2(SB), NOSPLIT, $0-40
+	DOTS1X4(WIDENB, $1, PASSB16(WIDENB), $2, $16)
 
 // func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
 TEXT ·dots1x1BF16AVX2(SB), NOSPLIT, $0-28

@@ -374,7 +374,7 @@ TEXT ·dots1x8NEON(SB), NOSPLIT, $0-40
 loop1x8:
 	// Each step reads 32 bytes of each of eight rows, so 256 bytes of the
 	// next eight (contiguous) rows per step prefetch exactly them by the
-	// end, as in dots1x8AVX2. Prefetches change no result.
+	// end. Prefetches change no result.
 	PRFM (R12), PLDL1KEEP
 	PRFM 64(R12), PLDL1KEEP
 	PRFM 128(R12), PLDL1KEEP

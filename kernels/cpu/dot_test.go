@@ -76,7 +76,7 @@ func TestFmafIsSingleRounding(t *testing.T) {
 func TestKernelsMatchGo(t *testing.T) {
 	t.Logf("MatMulT kernels: %s (of %d runnable sets)", kern.name, len(runnable))
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, in := range []int{1, 7, 8, 9, 64, 100, 256, 517} {
+	for _, in := range []int{1, 7, 8, 9, 24, 48, 56, 64, 100, 136, 256, 517} {
 		// 13 rows: two six-row bands and one row; 8: a band and a pair.
 		for _, tc := range []struct {
 			rows  int
