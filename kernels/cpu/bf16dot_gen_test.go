@@ -92,7 +92,7 @@ func bf16DotHeader() []byte {
 		fmt.Fprintf(&b, "// DPCOL2_%d: DPCOL6_%d for the row pair in Z24 alone.\n", j, j)
 		fmt.Fprintf(&b, "#define DPCOL2_%d(M) \\\n\tVBROADCASTF32X8 M, Z%d; \\\n\t%s\n\n", j, zw, asmBytes(vdpbf16ps(j, 24, zw)))
 	}
-	// The one-row tile (dots1x4DPAVX512): weight row j's two steps in
+	// The one-row tile (dots4DPAVX512): weight row j's two steps in
 	// Y(20+2j) and Y(21+2j) times the row's in Y16 and Y17, into Yj.
 	for j := range 4 {
 		for s := range 2 {

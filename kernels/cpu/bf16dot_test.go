@@ -51,6 +51,9 @@ func TestBF16DotKernels(t *testing.T) {
 					pairs := ks.dp
 					pairs.dots6x8, pairs.next6x8 = nil, nil
 					tiles["2×8"] = pairs
+					rows8 := ks.dp // a single row eight columns at a time
+					rows8.rowLanes = nil
+					tiles["1×8"] = rows8
 					for tn, k := range tiles {
 						have := make([]float32, rows*cols)
 						matMulBlock(&k, have, cols, xk, w, in, 0, rows, 0, cols)

@@ -56,6 +56,10 @@ type dotKernels[X, W float32 | uint16] struct {
 	dots3x4          func(x []X, ldx int, w []W, ldw, nb int, dst []float32, ldd int)
 	dots1x8          func(x []X, w []W, ldw, nb int, dst []float32)
 	dots1x1          func(x []X, w []W, nb int) float32
+	// rowLanes, where a set has it, computes a single row against weight
+	// rows [0, cols) (row c at w[c*ld:]) in place of dots1x8 and dots1x1:
+	// a decode row's whole job in one call (bf16dot_amd64.go:lanesDP).
+	rowLanes func(x []X, w []W, ld, nb int, dst []float32, cols int)
 }
 
 // kernelSet is one implementation of the kernels for both weight types.

@@ -232,23 +232,28 @@ TEXT ·dots2x8DPAVX512(SB), NOSPLIT, $0-56
 TEXT ·dots2x8NextDPAVX512(SB), NOSPLIT, $0-56
 	TILE($1, XBF16_NEXT, ZERO8, PREFETCH256, DPBODY2X8, REDUCE2X8)
 
-// func dots1x4DPAVX512(x *uint16, w *uint16, ldw int, nb int, dst *float32)
-// dst[j] = the bf16 product of x and w[j*ldw:] over 16*nb elements, j < 4:
-// a decode row. A row's eight lane sums fit one YMM register, so each of
-// the four weight rows has its own and nothing is computed twice; each
-// pass takes two steps, a whole 64-byte line of every weight row, and
-// prefetches the next four rows as the pair tiles prefetch the next
-// eight (256 bytes a pass). Y0..Y3 accumulate, Y16/Y17 hold x's two
-// steps, Y20..Y27 the weights.
-TEXT ·dots1x4DPAVX512(SB), NOSPLIT, $0-40
+// func dots4DPAVX512(x *uint16, w *uint16, ls int, nb int, dst *float32, lds int)
+// dst[k*lds] = the bf16 product of x and w[k*ls:] over 16*nb elements,
+// k < 4: one decode row against four weight rows, ls elements apart. A
+// row's eight lane sums fit one YMM register, so each weight row has its
+// own and nothing is computed twice; each pass takes two steps, a whole
+// 64-byte line of every row, and prefetches the line 1 KiB further on in
+// each. With ls the row length the four rows are neighbours (a tile of
+// four); with ls a quarter of a job's rows they are four lanes, each
+// going down its own quarter call after call (bf16dot_amd64.go:lanesDP),
+// four long streams that the prefetches run ahead of. Y0..Y3 accumulate,
+// Y16/Y17 hold x's two steps, Y20..Y27 the weights.
+TEXT ·dots4DPAVX512(SB), NOSPLIT, $0-48
 	MOVQ  x+0(FP), SI
 	MOVQ  w+8(FP), DI
-	MOVQ  ldw+16(FP), R9
+	MOVQ  ls+16(FP), R9
 	MOVQ  nb+24(FP), CX
 	MOVQ  dst+32(FP), DX
+	MOVQ  lds+40(FP), R11
 	SHLQ  $1, R9
+	SHLQ  $2, R11
 	LEAQ  (R9)(R9*2), R10
-	LEAQ  (DI)(R9*4), AX
+	LEAQ  1024(DI), AX
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -258,17 +263,21 @@ TEXT ·dots1x4DPAVX512(SB), NOSPLIT, $0-40
 	JZ    rowlast
 
 rowloop:
-	PREFETCH256
-	VMOVDQU32 (SI), Y16
-	VMOVDQU32 32(SI), Y17
-	VMOVDQU32 (DI), Y20
-	VMOVDQU32 32(DI), Y21
-	VMOVDQU32 (DI)(R9*1), Y22
-	VMOVDQU32 32(DI)(R9*1), Y23
-	VMOVDQU32 (DI)(R9*2), Y24
-	VMOVDQU32 32(DI)(R9*2), Y25
-	VMOVDQU32 (DI)(R10*1), Y26
-	VMOVDQU32 32(DI)(R10*1), Y27
+	PREFETCHT0 (AX)
+	PREFETCHT0 (AX)(R9*1)
+	PREFETCHT0 (AX)(R9*2)
+	PREFETCHT0 (AX)(R10*1)
+	ADDQ       $64, AX
+	VMOVDQU32  (SI), Y16
+	VMOVDQU32  32(SI), Y17
+	VMOVDQU32  (DI), Y20
+	VMOVDQU32  32(DI), Y21
+	VMOVDQU32  (DI)(R9*1), Y22
+	VMOVDQU32  32(DI)(R9*1), Y23
+	VMOVDQU32  (DI)(R9*2), Y24
+	VMOVDQU32  32(DI)(R9*2), Y25
+	VMOVDQU32  (DI)(R10*1), Y26
+	VMOVDQU32  32(DI)(R10*1), Y27
 	DPROW_0_0
 	DPROW_1_0
 	DPROW_2_0
@@ -277,10 +286,10 @@ rowloop:
 	DPROW_1_1
 	DPROW_2_1
 	DPROW_3_1
-	ADDQ      $64, SI
-	ADDQ      $64, DI
-	DECQ      BX
-	JNZ       rowloop
+	ADDQ       $64, SI
+	ADDQ       $64, DI
+	DECQ       BX
+	JNZ        rowloop
 
 rowlast:
 	// An odd step left: half a line of each row.
@@ -298,9 +307,12 @@ rowlast:
 
 rowsum:
 	HSTORE(Y0, X0, 0)
-	HSTORE(Y1, X1, 4)
-	HSTORE(Y2, X2, 8)
-	HSTORE(Y3, X3, 12)
+	ADDQ R11, DX
+	HSTORE(Y1, X1, 0)
+	ADDQ R11, DX
+	HSTORE(Y2, X2, 0)
+	ADDQ R11, DX
+	HSTORE(Y3, X3, 0)
 	VZEROUPPER
 	RET
 

@@ -164,10 +164,15 @@ func matMulBlock[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd 
 	}
 	// What is left still fills three-row tiles.
 	r = matMulTiles(k, k.dots3x4, 3, 4, dst, ldd, x, in, w, in, nb, r, end, c0, cols)
-	// Rows left over (all of them for a decode): eight columns at a time.
+	// Rows left over (all of them for a decode): the whole column range at
+	// once where the set has rowLanes, else eight columns at a time.
 	c8 := c0 + cols/8*8
 	for ; r < end; r++ {
 		xr := x[r*in : (r+1)*in]
+		if k.rowLanes != nil {
+			k.rowLanes(xr, w[c0*in:], in, nb, dst[r*ldd+c0:], cols)
+			continue
+		}
 		for c := c0; c < c8; c += 8 {
 			k.dots1x8(xr, w[c*in:], in, nb, dst[r*ldd+c:])
 		}
