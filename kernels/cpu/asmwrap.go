@@ -54,16 +54,47 @@ func asmRow8[X, W float32 | uint16](k func(x *X, w *W, ldw, nb int, dst *float32
 	}
 }
 
-// rowQuads makes a one-row kernel over eight weight rows of one over four
-// (dots1x4AVX2 and the like): rows 0..3, then rows 4..7. A decode row is
-// bound by reading its weights; four rows a pass, a whole cache line of
-// each, read them faster than eight rows half or a quarter of a line at a
-// time (BenchmarkDecodeOneRowTile; docs/benchmarks.md, "Decode: one row
-// against four weight rows"). The caller has bounds-checked all eight.
-func rowQuads[X, W float32 | uint16](k func(x *X, w *W, ldw, nb int, dst *float32)) func(x *X, w *W, ldw, nb int, dst *float32) {
+// rowKernel is one row against four weight rows, ls elements apart:
+// dst[k*lds] = the row's dot product with w[k*ls:], k < 4 (dots1x4AVX2,
+// dots1x4BF16AVX2, dots4DPAVX512).
+type rowKernel[X, W float32 | uint16] func(x *X, w *W, ls, nb int, dst *float32, lds int)
+
+// rowQuads is the one-row tile over eight neighbouring weight rows of a
+// rowKernel: rows 0..3, then rows 4..7. The caller has bounds-checked all
+// eight.
+func rowQuads[X, W float32 | uint16](k rowKernel[X, W]) func(x *X, w *W, ldw, nb int, dst *float32) {
 	return func(x *X, w *W, ldw, nb int, dst *float32) {
-		k(x, w, ldw, nb, dst)
-		k(x, (*W)(unsafe.Add(unsafe.Pointer(w), 4*ldw*int(unsafe.Sizeof(*w)))), ldw, nb, (*float32)(unsafe.Add(unsafe.Pointer(dst), 16)))
+		k(x, w, ldw, nb, dst, 1)
+		k(x, (*W)(unsafe.Add(unsafe.Pointer(w), 4*ldw*int(unsafe.Sizeof(*w)))), ldw, nb, (*float32)(unsafe.Add(unsafe.Pointer(dst), 16)), 1)
+	}
+}
+
+// asmLanes is a single row against weight rows [0, cols) (row c at
+// w[c*ld:]) with a rowKernel in four lanes: the rows cut in four
+// quarters, each lane going down its own quarter one row a call, so that
+// the weights stream as four long runs of memory rather than as groups
+// of neighbouring rows, short runs the prefetchers must find again at
+// every group (docs/benchmarks.md, "Decode: one row against four weight
+// rows"). The last cols mod 4 rows go through one.
+func asmLanes[X, W float32 | uint16](k rowKernel[X, W], one func(x []X, w []W, nb int) float32) func(x []X, w []W, ld, nb int, dst []float32, cols int) {
+	g := groupLen[X]()
+	return func(x []X, w []W, ld, nb int, dst []float32, cols int) {
+		q := cols / 4
+		if q > 0 {
+			if nb == 0 {
+				clear(dst[:4*q])
+			} else {
+				_ = x[g*nb-1]
+				_ = w[(4*q-1)*ld+g*nb-1]
+				_ = dst[4*q-1]
+				for i := range q {
+					k(unsafe.SliceData(x), &w[i*ld], q*ld, nb, &dst[i], q)
+				}
+			}
+		}
+		for c := 4 * q; c < cols; c++ {
+			dst[c] = one(x, w[c*ld:], nb)
+		}
 	}
 }
 

@@ -2,8 +2,6 @@
 
 package cpu
 
-import "unsafe"
-
 // Implemented in dot_avx512_amd64.s.
 //
 //go:noescape
@@ -28,49 +26,19 @@ func toBF16AVX512(dst *uint16, src *float32, n int)
 func vdpbf16psProbe(acc *float32, x, w *uint16)
 
 // dpAVX512 are the bf16 product kernels on AVX512-BF16, for avx512Kernels
-// on a CPU that has it. A single row (decode) runs lanesDP; a column
-// short of eight runs in Go.
+// on a CPU that has it. A single row (decode) runs dots4DPAVX512 in four
+// lanes (asmLanes); a column short of eight runs in Go. That kernel was
+// first the pair tile run on the row twice (half a line of eight rows a
+// step, every product done twice), then the same kernel on neighbouring
+// rows; BenchmarkDecodeOneRowTile times the three token by token.
 var dpAVX512 = dotKernels[uint16, uint16]{
 	dots6x8:  asmTile(6, 8, dots6x8DPAVX512),
 	next6x8:  asmTile(6, 8, dots6x8NextDPAVX512),
 	dots2x8:  asmTile(2, 8, dots2x8DPAVX512),
 	next2x8:  asmTile(2, 8, dots2x8NextDPAVX512),
-	dots1x8:  asmRow8(quadsDP),
+	dots1x8:  asmRow8(rowQuads(dots4DPAVX512)),
 	dots1x1:  dpGo,
-	rowLanes: lanesDP,
-}
-
-// quadsDP is dots4DPAVX512 as a tile of eight neighbouring rows: rows
-// 0..3, then 4..7.
-func quadsDP(x *uint16, w *uint16, ldw, nb int, dst *float32) {
-	dots4DPAVX512(x, w, ldw, nb, dst, 1)
-	dots4DPAVX512(x, (*uint16)(unsafe.Add(unsafe.Pointer(w), 8*ldw)), ldw, nb, (*float32)(unsafe.Add(unsafe.Pointer(dst), 16)), 1)
-}
-
-// lanesDP is a decode row's bf16 products over weight rows [0, cols): the
-// rows in four quarters, four lanes each going down its own quarter, one
-// row a call, so that the weights stream as four long runs of memory
-// rather than as groups of neighbouring rows, each a short run that the
-// prefetchers must find again. It used to be the pair tile run on the row
-// twice (half a line of eight rows a step, every product done twice), then
-// quadsDP; BenchmarkDecodeOneRowTile times the three token by token.
-func lanesDP(x []uint16, w []uint16, ld, nb int, dst []float32, cols int) {
-	q := cols / 4
-	if q > 0 {
-		if nb == 0 {
-			clear(dst[:4*q])
-		} else {
-			_ = x[16*nb-1]
-			_ = w[(4*q-1)*ld+16*nb-1]
-			_ = dst[4*q-1]
-			for i := range q {
-				dots4DPAVX512(unsafe.SliceData(x), &w[i*ld], q*ld, nb, &dst[i], q)
-			}
-		}
-	}
-	for c := 4 * q; c < cols; c++ {
-		dst[c] = dpGo(x, w[c*ld:], nb)
-	}
+	rowLanes: asmLanes(dots4DPAVX512, dpGo),
 }
 
 // toBF16ByAVX512 is step 0 with VCVTNEPS2BF16, sixteen values at a time.

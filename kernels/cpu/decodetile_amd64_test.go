@@ -10,9 +10,9 @@ import (
 
 // BenchmarkDecodeOneRowTile compares three ways of running a decode row's
 // bf16 products on the same weights, token by token: lanes, the set's own
-// (lanesDP: four lanes, each down its own quarter of the rows, whole cache
-// lines, one YMM accumulator a row), quads (the same kernel on eight
-// neighbouring rows at a time, quadsDP) and pairs (the pair tile run on
+// (dots4DPAVX512 through asmLanes: four lanes, each down its own quarter
+// of the rows, whole cache lines, one YMM accumulator a row), quads (the
+// same kernel on eight neighbouring rows at a time, rowQuads) and pairs (the pair tile run on
 // the row twice, what the set did first: half a line of eight rows a
 // step, every product computed twice). Each iteration times one token
 // with each, the order turning, so that all three see the same moment of

@@ -58,7 +58,7 @@ type dotKernels[X, W float32 | uint16] struct {
 	dots1x1          func(x []X, w []W, nb int) float32
 	// rowLanes, where a set has it, computes a single row against weight
 	// rows [0, cols) (row c at w[c*ld:]) in place of dots1x8 and dots1x1:
-	// a decode row's whole job in one call (bf16dot_amd64.go:lanesDP).
+	// a decode row's whole job in one call (asmwrap.go:asmLanes).
 	rowLanes func(x []X, w []W, ld, nb int, dst []float32, cols int)
 }
 

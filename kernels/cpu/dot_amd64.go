@@ -12,7 +12,7 @@ import (
 func dots3x4AVX2(x *float32, ldx int, w *float32, ldw, nb int, dst *float32, ldd int)
 
 //go:noescape
-func dots1x4AVX2(x, w *float32, ldw, nb int, dst *float32)
+func dots1x4AVX2(x, w *float32, ls, nb int, dst *float32, lds int)
 
 //go:noescape
 func dots1x1AVX2(x, w *float32, nb int) float32
@@ -24,7 +24,7 @@ func xgetbv0() (eax uint32)
 func dots3x4BF16AVX2(x *float32, ldx int, w *uint16, ldw, nb int, dst *float32, ldd int)
 
 //go:noescape
-func dots1x4BF16AVX2(x *float32, w *uint16, ldw, nb int, dst *float32)
+func dots1x4BF16AVX2(x *float32, w *uint16, ls, nb int, dst *float32, lds int)
 
 //go:noescape
 func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
@@ -68,12 +68,18 @@ var axpyAVX2 = [9]func(acc, p, v *float32, rows *int32, n, ld int){
 	1: axpyRows1AVX2, 2: axpyRows2AVX2, 4: axpyRows4AVX2, 6: axpyRows6AVX2, 8: axpyRows8AVX2,
 }
 
+// withLanes gives ks a decode row's kernel in four lanes (asmLanes) of k.
+func withLanes[W float32 | uint16](ks dotKernels[float32, W], k rowKernel[float32, W]) dotKernels[float32, W] {
+	ks.rowLanes = asmLanes(k, ks.dots1x1)
+	return ks
+}
+
 // avx2Kernels wraps the assembly. The slice arguments are bounds-checked
 // here, once per call, so the assembly can trust its pointers.
 var avx2Kernels = kernelSet{
 	name: "avx2",
-	f32:  asmDotKernels(dots3x4AVX2, rowQuads(dots1x4AVX2), dots1x1AVX2),
-	bf16: asmDotKernels(dots3x4BF16AVX2, rowQuads(dots1x4BF16AVX2), dots1x1BF16AVX2),
+	f32:  withLanes(asmDotKernels(dots3x4AVX2, rowQuads(dots1x4AVX2), dots1x1AVX2), dots1x4AVX2),
+	bf16: withLanes(asmDotKernels(dots3x4BF16AVX2, rowQuads(dots1x4BF16AVX2), dots1x1BF16AVX2), dots1x4BF16AVX2),
 	// bf16 products in Go (bf16dot.go): no bf16 dot-product kernels here.
 	dp:     goDPKernels,
 	toBF16: toBF16Go,

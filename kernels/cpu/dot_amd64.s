@@ -33,10 +33,10 @@
 TEXT ·dots3x4AVX2(SB), NOSPLIT, $0-56
 	DOTS3X4(LOADF, $2, $32)
 
-// func dots1x4AVX2(x, w *float32, ldw int, nb int, dst *float32)
-// dst[j] = dot(x, w[j*ldw:]) over 8*nb elements, j < 4: a decode row,
-// four weight rows at a time, a whole line of each per pass (DOTS1X4).
-TEXT ·dots1x4AVX2(SB), NOSPLIT, $0-40
+// func dots1x4AVX2(x, w *float32, ls int, nb int, dst *float32, lds int)
+// dst[k*lds] = dot(x, w[k*ls:]) over 8*nb elements, k < 4: a decode row
+// against four weight rows, a whole line of each per pass (DOTS1X4).
+TEXT ·dots1x4AVX2(SB), NOSPLIT, $0-48
 	DOTS1X4(LOADF, $2, PASSF32, $1, $32)
 
 // func dots1x1AVX2(x *float32, w *float32, nb int) float32
@@ -88,8 +88,8 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 TEXT ·dots3x4BF16AVX2(SB), NOSPLIT, $0-56
 	DOTS3X4(WIDENB, $1, $16)
 
-// func dots1x4BF16AVX2(x *float32, w *uint16, ldw int, nb int, dst *float32)
-TEXT ·dots1x4BF16AVX2(SB), NOSPLIT, $0-40
+// func dots1x4BF16AVX2(x *float32, w *uint16, ls int, nb int, dst *float32, lds int)
+TEXT ·dots1x4BF16AVX2(SB), NOSPLIT, $0-48
 	DOTS1X4(WIDENB, $1, PASSB16(WIDENB), $2, $16)
 
 // func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32

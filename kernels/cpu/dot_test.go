@@ -107,6 +107,12 @@ func TestKernelsMatchGo(t *testing.T) {
 					narrow.dots6x8, narrow.dots2x8 = nil, nil
 					runs[ks.name+" f32 2×8"] = func(dst []float32) { matMulBlock(&pairs, dst, cols, x, w, in, 0, rows, 0, cols) }
 					runs[ks.name+" f32 3×4"] = func(dst []float32) { matMulBlock(&narrow, dst, cols, x, w, in, 0, rows, 0, cols) }
+					// A single row eight columns at a time instead of in
+					// lanes, where the set has lanes.
+					rows8, rows8H := ks.f32, ks.bf16
+					rows8.rowLanes, rows8H.rowLanes = nil, nil
+					runs[ks.name+" f32 1×8"] = func(dst []float32) { matMulBlock(&rows8, dst, cols, x, w, in, 0, rows, 0, cols) }
+					runs[ks.name+" bf16 1×8"] = func(dst []float32) { matMulBlock(&rows8H, dst, cols, x, wh, in, 0, rows, 0, cols) }
 					pairsH := ks.bf16
 					pairsH.dots6x8 = nil
 					runs[ks.name+" bf16 2×8"] = func(dst []float32) { matMulBlock(&pairsH, dst, cols, x, wh, in, 0, rows, 0, cols) }
