@@ -163,65 +163,6 @@ reduce: \
 	VZEROUPPER; \
 	RET
 
-// DOTS1X4 is one row against four weight rows: dst[k*lds] = dot(x,
-// w[k*ls:]) over 8*nb elements, k < 4, weights loaded by W, 1<<WSHIFT
-// bytes each. Each pass (PASS) reads one whole 64-byte line of every row,
-// 1<<SHIFT steps of eight, and prefetches the line 1 KiB further on in
-// each; the steps left over go one at a time, WSTEP bytes of each row. A
-// row's steps stay in order in its own accumulator, so the bits are
-// dot.go's. With ls the row length the rows are neighbours (rowQuads);
-// with ls a quarter of a job's rows they are four lanes going down their
-// quarters (asmLanes), as bf16dot_amd64.go's lanesDP does.
-#define DOTS1X4(W, WSHIFT, PASS, SHIFT, WSTEP) \
-	MOVQ   x+0(FP), SI; \
-	MOVQ   w+8(FP), DI; \
-	MOVQ   ls+16(FP), R9; \
-	MOVQ   nb+24(FP), CX; \
-	MOVQ   dst+32(FP), DX; \
-	MOVQ   lds+40(FP), R11; \
-	SHLQ   WSHIFT, R9; \
-	SHLQ   $2, R11; \
-	LEAQ   (R9)(R9*2), R10; \
-	LEAQ   1024(DI), AX; \
-	VXORPS Y0, Y0, Y0; \
-	VXORPS Y1, Y1, Y1; \
-	VXORPS Y2, Y2, Y2; \
-	VXORPS Y3, Y3, Y3; \
-	MOVQ   CX, BX; \
-	SHRQ   SHIFT, BX; \
-	JZ     steps; \
-pass: \
-	PREFETCHT0 (AX); \
-	PREFETCHT0 (AX)(R9*1); \
-	PREFETCHT0 (AX)(R9*2); \
-	PREFETCHT0 (AX)(R10*1); \
-	ADDQ       $64, AX; \
-	PASS; \
-	DECQ       BX; \
-	JNZ        pass; \
-steps: \
-	MOVQ  CX, BX; \
-	SHRQ  SHIFT, BX; \
-	SHLQ  SHIFT, BX; \
-	SUBQ  BX, CX; \
-	JZ    reduce; \
-step: \
-	ROW4STEP(W, 0, 0); \
-	ADDQ  $32, SI; \
-	ADDQ  WSTEP, DI; \
-	DECQ  CX; \
-	JNZ   step; \
-reduce: \
-	HSTORE(Y0, X0, 0); \
-	ADDQ  R11, DX; \
-	HSTORE(Y1, X1, 0); \
-	ADDQ  R11, DX; \
-	HSTORE(Y2, X2, 0); \
-	ADDQ  R11, DX; \
-	HSTORE(Y3, X3, 0); \
-	VZEROUPPER; \
-	RET
-
 // ROW4STEP is one step of DOTS1X4: eight values of x at XOFF(SI) against
 // eight weights of each of the four rows at WOFF(DI).
 #define ROW4STEP(W, XOFF, WOFF) \

@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "avx2_amd64.h"
+#include "row4_amd64.h"
 
 // AVX2+FMA dot-product kernels. Each YMM accumulator holds the eight lane
 // sums of one output element (step 1 of the order in dot.go); HSUM
@@ -37,7 +38,7 @@ TEXT ·dots3x4AVX2(SB), NOSPLIT, $0-56
 // dst[k*lds] = dot(x, w[k*ls:]) over 8*nb elements, k < 4: a decode row
 // against four weight rows, a whole line of each per pass (DOTS1X4).
 TEXT ·dots1x4AVX2(SB), NOSPLIT, $0-48
-	DOTS1X4(LOADF, $2, PASSF32, $1, $32)
+	DOTS1X4($2, PASSF32, $1, ROW4STEP(LOADF, 0, 0), $32)
 
 // func dots1x1AVX2(x *float32, w *float32, nb int) float32
 TEXT ·dots1x1AVX2(SB), NOSPLIT, $0-28
@@ -90,7 +91,7 @@ TEXT ·dots3x4BF16AVX2(SB), NOSPLIT, $0-56
 
 // func dots1x4BF16AVX2(x *float32, w *uint16, ls int, nb int, dst *float32, lds int)
 TEXT ·dots1x4BF16AVX2(SB), NOSPLIT, $0-48
-	DOTS1X4(WIDENB, $1, PASSB16(WIDENB), $2, $16)
+	DOTS1X4($1, PASSB16(WIDENB), $2, ROW4STEP(WIDENB, 0, 0), $16)
 
 // func dots1x1BF16AVX2(x *float32, w *uint16, nb int) float32
 TEXT ·dots1x1BF16AVX2(SB), NOSPLIT, $0-28

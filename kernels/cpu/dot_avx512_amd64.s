@@ -3,6 +3,7 @@
 #include "textflag.h"
 #include "avx512_amd64.h"
 #include "hsum_amd64.h"
+#include "row4_amd64.h"
 
 // The AVX-512 tile kernel of MatMulT. dot.go defines every output element
 // by eight lane sums, so a 16-lane ZMM register cannot run one dot product
@@ -232,89 +233,51 @@ TEXT ·dots2x8DPAVX512(SB), NOSPLIT, $0-56
 TEXT ·dots2x8NextDPAVX512(SB), NOSPLIT, $0-56
 	TILE($1, XBF16_NEXT, ZERO8, PREFETCH256, DPBODY2X8, REDUCE2X8)
 
+// DPPASS and DPSTEP are DOTS1X4's pass and single step for bf16 products:
+// a row's eight lane sums fit one YMM register, so each of the four
+// weight rows has its own and nothing is computed twice. A pass loads two
+// steps of x (Y16, Y17) and a whole line of each row (Y20..Y27) and adds
+// each row's two steps in order; a step, half a line of each.
+#define DPPASS \
+	VMOVDQU32 (SI), Y16; \
+	VMOVDQU32 32(SI), Y17; \
+	VMOVDQU32 (DI), Y20; \
+	VMOVDQU32 32(DI), Y21; \
+	VMOVDQU32 (DI)(R9*1), Y22; \
+	VMOVDQU32 32(DI)(R9*1), Y23; \
+	VMOVDQU32 (DI)(R9*2), Y24; \
+	VMOVDQU32 32(DI)(R9*2), Y25; \
+	VMOVDQU32 (DI)(R10*1), Y26; \
+	VMOVDQU32 32(DI)(R10*1), Y27; \
+	DPROW_0_0; \
+	DPROW_1_0; \
+	DPROW_2_0; \
+	DPROW_3_0; \
+	DPROW_0_1; \
+	DPROW_1_1; \
+	DPROW_2_1; \
+	DPROW_3_1; \
+	ADDQ      $64, SI; \
+	ADDQ      $64, DI
+
+#define DPSTEP \
+	VMOVDQU32 (SI), Y16; \
+	VMOVDQU32 (DI), Y20; \
+	VMOVDQU32 (DI)(R9*1), Y22; \
+	VMOVDQU32 (DI)(R9*2), Y24; \
+	VMOVDQU32 (DI)(R10*1), Y26; \
+	DPROW_0_0; \
+	DPROW_1_0; \
+	DPROW_2_0; \
+	DPROW_3_0
+
 // func dots4DPAVX512(x *uint16, w *uint16, ls int, nb int, dst *float32, lds int)
 // dst[k*lds] = the bf16 product of x and w[k*ls:] over 16*nb elements,
-// k < 4: one decode row against four weight rows, ls elements apart. A
-// row's eight lane sums fit one YMM register, so each weight row has its
-// own and nothing is computed twice; each pass takes two steps, a whole
-// 64-byte line of every row, and prefetches the line 1 KiB further on in
-// each. With ls the row length the four rows are neighbours (a tile of
-// four); with ls a quarter of a job's rows they are four lanes, each
-// going down its own quarter call after call (bf16dot_amd64.go:lanesDP),
-// four long streams that the prefetches run ahead of. Y0..Y3 accumulate,
-// Y16/Y17 hold x's two steps, Y20..Y27 the weights.
+// k < 4: one decode row against four weight rows, ls elements apart
+// (DOTS1X4 with DPPASS and DPSTEP), in lanes (asmLanes) or on
+// neighbouring rows (rowQuads).
 TEXT ·dots4DPAVX512(SB), NOSPLIT, $0-48
-	MOVQ  x+0(FP), SI
-	MOVQ  w+8(FP), DI
-	MOVQ  ls+16(FP), R9
-	MOVQ  nb+24(FP), CX
-	MOVQ  dst+32(FP), DX
-	MOVQ  lds+40(FP), R11
-	SHLQ  $1, R9
-	SHLQ  $2, R11
-	LEAQ  (R9)(R9*2), R10
-	LEAQ  1024(DI), AX
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	MOVQ  CX, BX
-	SHRQ  $1, BX
-	JZ    rowlast
-
-rowloop:
-	PREFETCHT0 (AX)
-	PREFETCHT0 (AX)(R9*1)
-	PREFETCHT0 (AX)(R9*2)
-	PREFETCHT0 (AX)(R10*1)
-	ADDQ       $64, AX
-	VMOVDQU32  (SI), Y16
-	VMOVDQU32  32(SI), Y17
-	VMOVDQU32  (DI), Y20
-	VMOVDQU32  32(DI), Y21
-	VMOVDQU32  (DI)(R9*1), Y22
-	VMOVDQU32  32(DI)(R9*1), Y23
-	VMOVDQU32  (DI)(R9*2), Y24
-	VMOVDQU32  32(DI)(R9*2), Y25
-	VMOVDQU32  (DI)(R10*1), Y26
-	VMOVDQU32  32(DI)(R10*1), Y27
-	DPROW_0_0
-	DPROW_1_0
-	DPROW_2_0
-	DPROW_3_0
-	DPROW_0_1
-	DPROW_1_1
-	DPROW_2_1
-	DPROW_3_1
-	ADDQ       $64, SI
-	ADDQ       $64, DI
-	DECQ       BX
-	JNZ        rowloop
-
-rowlast:
-	// An odd step left: half a line of each row.
-	TESTQ     $1, CX
-	JZ        rowsum
-	VMOVDQU32 (SI), Y16
-	VMOVDQU32 (DI), Y20
-	VMOVDQU32 (DI)(R9*1), Y22
-	VMOVDQU32 (DI)(R9*2), Y24
-	VMOVDQU32 (DI)(R10*1), Y26
-	DPROW_0_0
-	DPROW_1_0
-	DPROW_2_0
-	DPROW_3_0
-
-rowsum:
-	HSTORE(Y0, X0, 0)
-	ADDQ R11, DX
-	HSTORE(Y1, X1, 0)
-	ADDQ R11, DX
-	HSTORE(Y2, X2, 0)
-	ADDQ R11, DX
-	HSTORE(Y3, X3, 0)
-	VZEROUPPER
-	RET
+	DOTS1X4($1, DPPASS, $1, DPSTEP, $32)
 
 // func toBF16AVX512(dst *uint16, src *float32, n int)
 // Rounds 16*n floats to bf16 (bf16dot.go's step 0), sixteen at a time.
