@@ -1,11 +1,13 @@
 package kvevents
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"time"
 
@@ -31,11 +33,22 @@ import (
 // big-endian integer.
 var ReplayEnd = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
-// replayBuffer keeps the last max payloads published, by sequence number.
+// A REQ socket takes one reply per request (libzmq's drops any more), so a
+// REQ client is answered one batch at a time: its request [start] gets the
+// oldest buffered batch with seq ≥ start, [topic, seq, payload], or the end
+// marker when there is none; it asks again from seq+1 to go on. A DEALER
+// gets vLLM's whole answer to one request.
+
+// replayBuffer keeps the last payloads published, by sequence number: at
+// most maxSteps of them and maxBytes of payload all told (the oldest go
+// first). Every subscription adds a snapshot of the whole cache, so without
+// the byte bound subscribers that come and go would fill maxSteps with
+// copies of it.
 type replayBuffer struct {
-	max   int
-	items []replayed // a ring once full
-	head  int        // index of the oldest item once full
+	maxSteps, maxBytes int
+	items              []replayed // oldest first, from head on
+	head               int
+	bytes              int
 }
 
 type replayed struct {
@@ -44,73 +57,102 @@ type replayed struct {
 }
 
 func (r *replayBuffer) add(seq uint64, payload []byte) {
-	if r.max == 0 {
+	if r.maxSteps == 0 {
 		return
 	}
-	if len(r.items) < r.max {
-		r.items = append(r.items, replayed{seq, payload})
-		return
+	r.items = append(r.items, replayed{seq, payload})
+	r.bytes += len(payload)
+	for r.len() > r.maxSteps || r.bytes > r.maxBytes {
+		r.bytes -= len(r.items[r.head].payload)
+		r.items[r.head] = replayed{}
+		r.head++
 	}
-	r.items[r.head] = replayed{seq, payload}
-	r.head = (r.head + 1) % r.max
+	if r.head > len(r.items)/2 { // compact: the slice holds no more than twice what is kept
+		r.items = append(r.items[:0], r.items[r.head:]...)
+		r.head = 0
+	}
 }
 
-// from returns, oldest first, the buffered batches whose seq ≥ start.
-func (r *replayBuffer) from(start uint64) []replayed {
+func (r *replayBuffer) len() int { return len(r.items) - r.head }
+
+// from returns, oldest first, the buffered batches whose seq ≥ start, at
+// most limit of them (limit ≤ 0: all).
+func (r *replayBuffer) from(start uint64, limit int) []replayed {
 	var out []replayed
-	for i := range r.items {
-		it := r.items[(r.head+i)%len(r.items)]
+	for _, it := range r.items[r.head:] {
 		if it.seq >= start {
 			out = append(out, it)
+			if len(out) == limit {
+				break
+			}
 		}
 	}
 	return out
 }
 
+// maxReplayRequest bounds a replay request: [delimiter, start].
+const maxReplayRequest = 1 << 10
+
 func (p *Publisher) listenReplay(endpoint string) error {
-	p.replay = zmq4.NewRouter(p.ctx, zmq4.WithTimeout(30*time.Second))
-	if err := p.replay.Listen(endpoint); err != nil {
+	network, addr, err := splitEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	if p.rln, err = net.Listen(network, addr); err != nil {
 		return fmt.Errorf("kvevents: bind replay %s: %w", endpoint, err)
 	}
 	p.wg.Add(1)
-	go p.serveReplay()
+	go p.accept(p.rln, func(c net.Conn, server bool) { p.serveReplay(c, server) })
 	return nil
 }
 
 // ReplayAddr returns the address the replay socket listens on, or "".
 func (p *Publisher) ReplayAddr() string {
-	if p.replay == nil {
+	if p.rln == nil {
 		return ""
 	}
-	if a := p.replay.Addr(); a != nil {
-		return a.String()
-	}
-	return ""
+	return p.rln.Addr().String()
 }
 
-func (p *Publisher) serveReplay() {
-	defer p.wg.Done()
+// serveReplay answers one replay client's requests until its connection
+// ends; each write has WriteTimeout, so a client that stops reading is
+// dropped and holds up no one else.
+func (p *Publisher) serveReplay(c net.Conn, server bool) {
+	peer, err := handshake(c, zmq4.Router, server, handshakeTimeout)
+	if err != nil {
+		return
+	}
+	r := bufio.NewReader(c)
 	for {
-		req, err := p.replay.Recv()
+		req, cmd, err := readMsg(r, maxReplayRequest)
 		if err != nil {
-			if p.ctx.Err() != nil {
-				return
-			}
+			return
+		}
+		// As vLLM: only [identity, "", start] is a request, which is what
+		// ROUTER makes of ["", start] on the wire, from a DEALER or a REQ.
+		if cmd != "" || len(req) != 2 || len(req[0]) != 0 {
 			continue
 		}
-		if len(req.Frames) != 3 {
-			continue // as vLLM: only [identity, "", start] is a request
+		limit := 0
+		if peer == string(zmq4.Req) {
+			limit = 1
 		}
-		id, start := req.Frames[0], startSeq(req.Frames[2])
 		p.mu.Lock()
-		items := p.buf.from(start)
+		items := p.buf.from(startSeq(req[1]), limit)
 		p.mu.Unlock()
+		var out []byte
 		for _, it := range items {
-			if p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, p.topic, binary.BigEndian.AppendUint64(nil, it.seq), it.payload)) != nil {
-				break
-			}
+			out = append(out, encodeMsg(nil, p.topic, binary.BigEndian.AppendUint64(nil, it.seq), it.payload)...)
 		}
-		_ = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, nil, ReplayEnd, nil))
+		if len(items) < limit || limit == 0 {
+			out = append(out, encodeMsg(nil, nil, ReplayEnd, nil)...)
+		}
+		if c.SetWriteDeadline(time.Now().Add(p.opts.WriteTimeout)) != nil {
+			return
+		}
+		if _, err := c.Write(out); err != nil {
+			return
+		}
 	}
 }
 
