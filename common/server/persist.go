@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
@@ -49,9 +47,20 @@ type CacheFile struct {
 	Pool     *kvcache.Pool
 	Observer *kvcache.Observer // the source of what is cached
 	Seed     string            // the observer's hash seed
+	// SlotDirMaxBytes, when positive, bounds the bytes of all the files in
+	// the directory slot saves write to (--slot-save-max-bytes): a slot
+	// save that would take them past it is refused and leaves nothing.
+	SlotDirMaxBytes int64
 
-	mu sync.Mutex // one save at a time
+	mu       sync.Mutex    // one save at a time
+	gateOnce sync.Once     // makes gate
+	gate     chan struct{} // one slot file operation at a time (enterSlotIO)
 }
+
+// DefaultSlotSaveMaxBytes is --slot-save-max-bytes' default, 1 GiB: many
+// slot files of a small model at its full context, and far less than a
+// disk.
+const DefaultSlotSaveMaxBytes = 1 << 30
 
 // CacheIdentity is what KV from a file must match to be reused: the same
 // weights, the same block layout, the same numbers.
@@ -139,88 +148,12 @@ func (c *CacheFile) blockBytes() int {
 // record salts, and a restore would commit them to the unsalted cache,
 // where every tenant could reuse them.
 func (c *CacheFile) Save() (int, error) {
-	blocks, _, err := c.saveTo(c.Path, func(b kvcache.CachedBlock) bool { return !b.Salted })
+	blocks, _, err := c.saveTo(c.Path, func(b kvcache.CachedBlock) bool { return !b.Salted }, 0)
 	return blocks, err
-}
-
-// saveTo writes the cached blocks keep accepts to path, in Save's format,
-// and returns how many blocks and bytes it wrote. keep must refuse salted
-// blocks (the file records no salt). A block keep accepts whose parent it
-// refused is written all the same, and a restore leaves it out.
-func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool) (blocks, size int, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if have, want := c.Identity.DType, c.Pool.DType().Name(); have != want {
-		return 0, 0, fmt.Errorf("the identity names KV of dtype %s, the pool holds %s", have, want)
-	}
-	var body bytes.Buffer
-	var kv []byte
-	err = c.Observer.Visit(func(b kvcache.CachedBlock) error {
-		if !keep(b) {
-			return nil
-		}
-		body.Write(b.Hash[:])
-		if b.Parent != nil {
-			body.WriteByte(1)
-			body.Write(b.Parent[:])
-		} else {
-			body.WriteByte(0)
-			body.Write(make([]byte, 32))
-		}
-		for _, t := range b.Tokens {
-			body.Write(binary.LittleEndian.AppendUint32(nil, uint32(t)))
-		}
-		for l := range c.Identity.Layers {
-			kv = c.Pool.AppendBlock(kv[:0], l, b.Block)
-			body.Write(kv)
-		}
-		blocks++
-		return nil
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	hdr, err := json.Marshal(cacheHeader{CacheIdentity: c.Identity, Seed: c.Seed, Blocks: blocks})
-	if err != nil {
-		return 0, 0, err
-	}
-	var file bytes.Buffer
-	file.WriteString(cacheMagic)
-	file.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(hdr))))
-	file.Write(hdr)
-	file.Write(body.Bytes())
-	sum := sha256.Sum256(file.Bytes())
-	file.Write(sum[:])
-
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return 0, 0, err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".kvcache-*")
-	if err != nil {
-		return 0, 0, err
-	}
-	if _, err := tmp.Write(file.Bytes()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return 0, 0, err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return 0, 0, err
-	}
-	return blocks, file.Len(), os.Rename(tmp.Name(), path)
 }
 
 // ErrNoCacheFile is Restore's error when there is no file to restore.
 var ErrNoCacheFile = errors.New("no saved cache")
-
-// savedBlock is one record of the file.
-type savedBlock struct {
-	hash, parent kvevents.Hash
-	hasParent    bool
-	tokens       []int32
-	kv           []byte // Layers × (K, V), little-endian, in the identity's dtype
-}
 
 // Restore reads Path and commits its blocks into the pool, which must have
 // no open sequence (the engine must not be running yet). It returns the
@@ -228,98 +161,24 @@ type savedBlock struct {
 // with an error that says which check and why, and nothing is restored. If
 // the pool fills up, what fits is kept and the error says how much did not.
 func (c *CacheFile) Restore() (int, error) {
-	blocks, _, err := c.load(c.Path)
+	saved, err := c.load(c.Path)
 	if err != nil {
 		return 0, err
 	}
-	n, _, err := c.commit(blocks)
+	defer saved.Close()
+	n, _, err := c.commit(saved)
 	return n, err
-}
-
-// load reads and checks the file at path; it returns its blocks and its
-// size in bytes, or ErrNoCacheFile when there is no file.
-func (c *CacheFile) load(path string) ([]savedBlock, int, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, ErrNoCacheFile
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	blocks, err := c.parse(raw)
-	if err != nil {
-		return nil, 0, fmt.Errorf("refusing %s: %w", path, err)
-	}
-	return blocks, len(raw), nil
-}
-
-func (c *CacheFile) parse(raw []byte) ([]savedBlock, error) {
-	if len(raw) < len(cacheMagic)+4+sha256.Size {
-		return nil, fmt.Errorf("truncated: %d bytes is shorter than any cache file", len(raw))
-	}
-	body, sum := raw[:len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, errors.New("checksum mismatch: the file is corrupt or truncated")
-	}
-	if string(body[:len(cacheMagic)]) != cacheMagic {
-		return nil, fmt.Errorf("not a kvlab cache file (magic %q, want %q)", body[:len(cacheMagic)], cacheMagic)
-	}
-	body = body[len(cacheMagic):]
-	n := int(binary.LittleEndian.Uint32(body))
-	body = body[4:]
-	if n > len(body) {
-		return nil, fmt.Errorf("truncated header: %d bytes announced, %d left", n, len(body))
-	}
-	var hdr cacheHeader
-	if err := json.Unmarshal(body[:n], &hdr); err != nil {
-		return nil, fmt.Errorf("bad header: %w", err)
-	}
-	body = body[n:]
-	if have, want := hdr.CacheIdentity, c.Identity; have.HashAlgo != want.HashAlgo || have.LoRA != want.LoRA {
-		return nil, fmt.Errorf("written under another block hash: the file names its blocks by %s with LoRA %q, this server by %s with LoRA %q (-prefix-caching-hash-algo, -lora-name)",
-			have.HashAlgo, have.LoRA, want.HashAlgo, want.LoRA)
-	}
-	if have, want := hdr.CacheIdentity, c.Identity; have != want {
-		return nil, fmt.Errorf("written for another configuration: the file has model %.12s…, block size %d, %d layers × %d KV width, %s; this server has model %.12s…, block size %d, %d layers × %d KV width, %s",
-			have.Model, have.BlockSize, have.Layers, have.KVDim, have.DType, want.Model, want.BlockSize, want.Layers, want.KVDim, want.DType)
-	}
-	size := c.blockBytes()
-	if hdr.Blocks < 0 || len(body) != hdr.Blocks*size {
-		return nil, fmt.Errorf("the header announces %d blocks of %d bytes, the file holds %d bytes", hdr.Blocks, size, len(body))
-	}
-	hasher := kvevents.NewHasher(hdr.HashAlgo, hdr.Seed, hdr.LoRA)
-	bs := c.Identity.BlockSize
-	out := make([]savedBlock, hdr.Blocks)
-	for i := range out {
-		rec := body[i*size : (i+1)*size]
-		b := &out[i]
-		copy(b.hash[:], rec[:32])
-		b.hasParent = rec[32] == 1
-		copy(b.parent[:], rec[33:65])
-		b.tokens = make([]int32, bs)
-		for j := range b.tokens {
-			b.tokens[j] = int32(binary.LittleEndian.Uint32(rec[65+4*j:]))
-		}
-		b.kv = rec[65+4*bs:]
-		var want kvevents.Hash
-		if b.hasParent {
-			want = hasher.Next(b.parent, b.tokens)
-		} else {
-			want = hasher.First(b.tokens, "")
-		}
-		if want != b.hash {
-			return nil, fmt.Errorf("block %d: its hash is not the hash of its tokens under its parent", i)
-		}
-	}
-	return out, nil
 }
 
 // commit rebuilds every saved chain, from the root to each block no other
 // block continues, and commits it through a short-lived sequence. It
 // returns the number of blocks it wrote and the longest chain's tokens. It
 // touches the pool: call it before the engine runs, or on the engine's
-// goroutine (engine.Server.Do).
-func (c *CacheFile) commit(blocks []savedBlock) (int, []int32, error) {
+// goroutine (engine.Server.Do). Each block's KV is read from the file as
+// it is written, one layer at a time.
+func (c *CacheFile) commit(saved *savedFile) (int, []int32, error) {
+	blocks := saved.blocks
+	dec := newBlockDecoder(c.Pool)
 	byHash := make(map[kvevents.Hash]*savedBlock, len(blocks))
 	continued := make(map[kvevents.Hash]bool)
 	for i := range blocks {
@@ -329,7 +188,7 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, []int32, error) {
 		}
 	}
 	bs := c.Identity.BlockSize
-	size := c.Pool.BlockBytes()
+	size := int64(c.Pool.BlockBytes())
 	restored, skipped := 0, 0
 	var longest []int32
 	for i := range blocks {
@@ -371,9 +230,8 @@ func (c *CacheFile) commit(blocks []savedBlock) (int, []int32, error) {
 		}
 		pages := c.Pool.Pages(id)
 		for j := cached / bs; j < len(chain); j++ {
-			kv := chain[j].kv
 			for l := range c.Identity.Layers {
-				if err := c.Pool.WriteBlockBytes(l, pages[j], kv[l*size:(l+1)*size]); err != nil {
+				if err := dec.write(saved.f, chain[j].kvAt+int64(l)*size, l, pages[j]); err != nil {
 					c.Pool.Release(id)
 					return restored, longest, err
 				}
@@ -404,4 +262,16 @@ func (h *Handler) saveCache(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"saved_blocks": n, "file": filepath.Base(h.opts.CacheFile.Path)})
+}
+
+// SetAside renames the file at Path to Path.refused-<time> and returns its
+// new path: a file the server could not restore from is kept byte for byte
+// for whoever wants to look at it or start the server it was written for,
+// and the next save writes a fresh file instead of overwriting it.
+func (c *CacheFile) SetAside(now time.Time) (string, error) {
+	aside := c.Path + ".refused-" + now.UTC().Format("20060102-150405.000000000")
+	if err := os.Rename(c.Path, aside); err != nil {
+		return "", err
+	}
+	return aside, nil
 }

@@ -122,13 +122,17 @@ func (t *slotTable) release(id int, next nextToken, cached int) {
 }
 
 // setPrompt makes prompt the slot's last prompt (a restore), or forgets it
-// (nil: an erase). It returns the number of tokens it replaced.
+// (nil: an erase). It returns the number of tokens it replaced. The prompt
+// takes the file's cache salt, none (a file holds unsalted blocks only):
+// the salt of the request that ran before would make a later save refuse
+// the restored prompt.
 func (t *slotTable) setPrompt(id int, prompt []int32) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := &t.slots[id]
 	n := len(s.prompt)
 	s.prompt, s.salt, s.cached = prompt, "", len(prompt)
+	s.params.CacheSalt = ""
 	return n
 }
 
@@ -304,9 +308,9 @@ func (h *Handler) slotAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if action == "save" {
-			h.saveSlot(w, id, q.Filename)
+			h.saveSlot(w, r, id, q.Filename)
 		} else {
-			h.restoreSlot(w, id, q.Filename)
+			h.restoreSlot(w, r, id, q.Filename)
 		}
 	case "erase":
 		n := h.slots.setPrompt(id, nil)

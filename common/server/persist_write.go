@@ -1,0 +1,200 @@
+package server
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"kvlab/common/kvcache"
+	"kvlab/kernels"
+)
+
+// ioBufferBytes is the buffer a save or a restore streams the file
+// through: what either holds of the file at once, besides one block.
+const ioBufferBytes = 64 << 10
+
+// tempPattern names the temporary file a save writes before its rename;
+// RemoveStaleTemps removes what a crash left of one.
+const tempPattern = ".kvcache-*"
+
+// noParent is a root block's has-parent flag and parent hash.
+var noParent [33]byte
+
+// errOverBudget is saveTo's error when the file would pass its limit.
+var errOverBudget = errors.New("over the byte limit")
+
+// saveTo writes the cached blocks keep accepts to path, in Save's format,
+// and returns how many blocks and bytes it wrote. keep must refuse salted
+// blocks (the file records no salt). A block keep accepts whose parent it
+// refused is written all the same, and a restore leaves it out. limit, if
+// positive, is the most bytes the file may take: past it the save stops,
+// removes what it wrote and returns an error wrapping errOverBudget.
+//
+// The file is streamed, never built in memory: the records go to a
+// temporary file through a buffer while the observer holds the blocks,
+// behind a header padded to its longest length (JSON allows the trailing
+// spaces), which is filled in with the block count once it is known; the
+// checksum is then computed reading the file back, since it covers the
+// header, and appended. The file is synced before its rename.
+func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, limit int64) (blocks, size int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if have, want := c.Identity.DType, c.Pool.DType().Name(); have != want {
+		return 0, 0, fmt.Errorf("the identity names KV of dtype %s, the pool holds %s", have, want)
+	}
+	// The header with a zero count, padded for the longest count there is.
+	hdr, err := json.Marshal(cacheHeader{CacheIdentity: c.Identity, Seed: c.Seed})
+	if err != nil {
+		return 0, 0, err
+	}
+	hdrLen := len(hdr) + len(fmt.Sprint(math.MaxInt64)) - 1
+	rec := int64(c.blockBytes())
+	if limit > 0 && int64(len(cacheMagic)+4+hdrLen+sha256.Size) > limit {
+		return 0, 0, fmt.Errorf("even an empty file (%d bytes) is %w of %d", len(cacheMagic)+4+hdrLen+sha256.Size, errOverBudget, limit)
+	}
+
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, 0, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), tempPattern)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(tmp, ioBufferBytes)
+	w.WriteString(cacheMagic)
+	w.Write(binary.LittleEndian.AppendUint32(nil, uint32(hdrLen)))
+	w.WriteString(strings.Repeat(" ", hdrLen))
+	written := int64(len(cacheMagic) + 4 + hdrLen)
+	enc := newBlockEncoder(c.Pool)
+	var meta []byte
+	err = c.Observer.Visit(func(b kvcache.CachedBlock) error {
+		if !keep(b) {
+			return nil
+		}
+		if limit > 0 && written+rec+sha256.Size > limit {
+			return fmt.Errorf("the file would pass %d bytes after %d blocks: %w of %d", written+rec+sha256.Size, blocks, errOverBudget, limit)
+		}
+		meta = append(meta[:0], b.Hash[:]...)
+		if b.Parent != nil {
+			meta = append(meta, 1)
+			meta = append(meta, b.Parent[:]...)
+		} else {
+			meta = append(meta, noParent[:]...)
+		}
+		for _, t := range b.Tokens {
+			meta = binary.LittleEndian.AppendUint32(meta, uint32(t))
+		}
+		if _, err := w.Write(meta); err != nil {
+			return err
+		}
+		for l := range c.Identity.Layers {
+			if _, err := w.Write(enc.encode(l, b.Block)); err != nil {
+				return err
+			}
+		}
+		written += rec
+		blocks++
+		return nil
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	hdr, err = json.Marshal(cacheHeader{CacheIdentity: c.Identity, Seed: c.Seed, Blocks: blocks})
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err = tmp.WriteAt(hdr, int64(len(cacheMagic)+4)); err != nil {
+		return 0, 0, err
+	}
+	h := sha256.New()
+	if _, err = io.CopyBuffer(h, io.NewSectionReader(tmp, 0, written), make([]byte, ioBufferBytes)); err != nil {
+		return 0, 0, err
+	}
+	if _, err = tmp.WriteAt(h.Sum(nil), written); err != nil {
+		return 0, 0, err
+	}
+	if err = tmp.Sync(); err != nil {
+		return 0, 0, err
+	}
+	if err = tmp.Close(); err != nil {
+		return 0, 0, err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return 0, 0, err
+	}
+	return blocks, int(written + sha256.Size), nil
+}
+
+// blockEncoder turns one layer of one block into the file's bytes,
+// reusing its buffers from block to block: a save allocates per file, not
+// per block. It writes what kvcache.Pool.AppendBlock appends.
+type blockEncoder struct {
+	pool *kvcache.Pool
+	k, v []float32
+	out  []byte
+}
+
+func newBlockEncoder(p *kvcache.Pool) *blockEncoder {
+	n := p.BlockSize() * p.KVDim()
+	return &blockEncoder{pool: p, k: make([]float32, n), v: make([]float32, n), out: make([]byte, 0, p.BlockBytes())}
+}
+
+// encode returns layer l's K then V of block b, in the pool's dtype; the
+// slice is valid until the next call. The caller keeps b from being freed.
+func (e *blockEncoder) encode(l int, b int32) []byte {
+	e.pool.ReadBlock(l, b, e.k, e.v)
+	out := e.out[:0]
+	dt := e.pool.DType()
+	for _, half := range [][]float32{e.k, e.v} {
+		for _, f := range half {
+			switch dt {
+			case kernels.KVF32:
+				out = binary.LittleEndian.AppendUint32(out, math.Float32bits(f))
+			case kernels.KVBF16:
+				out = binary.LittleEndian.AppendUint16(out, kernels.F32ToBF16(f))
+			case kernels.KVF16:
+				out = binary.LittleEndian.AppendUint16(out, kernels.F32ToF16(f))
+			}
+		}
+	}
+	e.out = out
+	return out
+}
+
+// RemoveStaleTemps removes the temporary files a save left in dir when the
+// process died before its rename (a save's own is removed on any error),
+// and returns their names. Call it before anything saves into dir.
+func RemoveStaleTemps(dir string) ([]string, error) {
+	stale, err := filepath.Glob(filepath.Join(dir, tempPattern))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, p := range stale {
+		if st, err := os.Lstat(p); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			return removed, err
+		}
+		removed = append(removed, filepath.Base(p))
+	}
+	return removed, nil
+}
