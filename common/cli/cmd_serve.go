@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"kvlab/common/engine"
+	"kvlab/common/httpx"
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
 	"kvlab/common/server"
@@ -48,6 +48,8 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	maxUnread := flags.Int("max-unread", engine.DefaultMaxUnread, "cancel a request whose client has this many events (tokens) unread, instead of letting it hold the engine's memory")
 	writeTimeout := flags.Duration("write-timeout", server.DefaultWriteTimeout, "give up on a client when one write to it does not go through within this time")
 	maxBody := flags.Int64("max-body-bytes", 8<<20, "largest request body accepted (413 beyond it)")
+	limits := httpx.DefaultLimits() // -header-timeout, -timeout, -idle-timeout, -max-conns
+	limits.Register(flags)
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
 	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
@@ -80,6 +82,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	if *maxUnread <= 0 || *writeTimeout <= 0 {
 		return fmt.Errorf("-max-unread and -write-timeout must be positive")
+	}
+	if err := limits.Validate(); err != nil {
+		return err
 	}
 	if *parallel < 1 || *parallel > 1024 {
 		return fmt.Errorf("-parallel must be in [1, 1024], have %d", *parallel)
@@ -190,7 +195,8 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	go func() { es.Run(engineCtx); close(engineDone) }()
 	// Per-write deadlines are the handler's (server.Options.WriteTimeout):
 	// http.Server's WriteTimeout would cut every stream at a fixed length.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// The body deadline, idle timeout and connection cap are httpx's.
+	srv := limits.Server(h)
 	eventsCtx, stopEvents := context.WithCancel(context.Background())
 	eventsDone := make(chan struct{})
 	var pub *kvevents.Publisher
@@ -239,7 +245,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		close(eventsDone)
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(limits.Listen(ln)) }()
 
 	cache := "off"
 	if cfg.PrefixCache != nil {
