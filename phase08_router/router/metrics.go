@@ -22,6 +22,8 @@ type routerMetrics struct {
 	aborted   prometheus.Counter
 	slotted   *prometheus.CounterVec // by how the slot was chosen
 	warms     *prometheus.CounterVec // by result
+	failures  *prometheus.CounterVec // per replica and reason
+	ejections *prometheus.CounterVec // per replica
 
 	mu    sync.Mutex
 	stats []ReplicaStats
@@ -58,6 +60,10 @@ func newRouterMetrics(reg *prometheus.Registry, rt *Router) *routerMetrics {
 			Help: "With --slots: requests sent with an id_slot the router chose (named), with the client's own (client), or left to the replica (replica)."}, []string{"how"}),
 		warms: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:slot_warms_total",
 			Help: "Slot copies from a request's prefix replica to the replica it was placed on (save, then restore), by result: ok, failed, nothing (no idle slot held the prefix, or none was free)."}, []string{"result"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:replica_failures_total",
+			Help: "Failed attempts at each replica, by reason: connect, response_timeout, idle_timeout, status_5xx, broken."}, []string{"replica", "reason"}),
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:ejections_total",
+			Help: "Times each replica was ejected for failing -eject-after attempts in a row."}, labels),
 		stats: make([]ReplicaStats, len(rt.replicas)),
 	}
 	up := prometheus.NewGaugeFunc // one gauge per replica, read at scrape time
@@ -70,6 +76,13 @@ func newRouterMetrics(reg *prometheus.Registry, rt *Router) *routerMetrics {
 			}
 			return 0
 		}))
+		reg.MustRegister(up(prometheus.GaugeOpts{Name: "kvlab_router:replica_ejected", Help: "1 while the replica is ejected for failing requests (its /health may still answer).",
+			ConstLabels: prometheus.Labels{"replica": strconv.Itoa(i)}}, func() float64 {
+			if rt.Ejected()[idx] {
+				return 1
+			}
+			return 0
+		}))
 		reg.MustRegister(up(prometheus.GaugeOpts{Name: "kvlab_router:requests_running", Help: "Requests in flight on the replica.",
 			ConstLabels: prometheus.Labels{"replica": strconv.Itoa(i)}}, func() float64 {
 			rt.mu.Lock()
@@ -77,7 +90,7 @@ func newRouterMetrics(reg *prometheus.Registry, rt *Router) *routerMetrics {
 			return float64(rt.replicas[idx].load)
 		}))
 	}
-	reg.MustRegister(m.requests, m.prompt, m.cached, m.matched, m.decisions, m.downs, m.retries, m.aborted, m.slotted, m.warms)
+	reg.MustRegister(m.requests, m.prompt, m.cached, m.matched, m.decisions, m.downs, m.retries, m.aborted, m.slotted, m.warms, m.failures, m.ejections)
 	return m
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"kvlab/common/tokenizer"
 )
@@ -137,7 +138,8 @@ const (
 )
 
 // proxy sends a request to the replica the policy picks and relays the
-// answer, trying another replica while nothing has reached the client.
+// answer, trying another replica while nothing has reached the client, at
+// most Options.Retries times (resilience.go).
 func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.opts.MaxBodyBytes))
 	if err != nil {
@@ -155,16 +157,16 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 	slotting := sp != nil && rt.opts.Slots > 0
 	clientSlot := slotting && clientNamesSlot(body)
 	tried := map[int]bool{}
-	var last error
+	var last *failure
+	lastReplica := -1
 	for {
 		cands := rt.candidates(tried)
-		if len(cands) == 0 {
-			msg := "no replica is up"
-			if last != nil {
-				msg = fmt.Sprintf("every replica failed; the last: %v", last)
-			}
-			writeError(w, http.StatusServiceUnavailable, "no_replica", msg)
+		if len(cands) == 0 || last != nil && len(tried) > rt.opts.Retries {
+			writeFailure(w, last, lastReplica, len(tried))
 			return
+		}
+		if last != nil {
+			rt.metrics.retries.Inc()
 		}
 		d := rt.opts.Policy.Pick(key, cands)
 		tried[d.Replica] = true
@@ -185,25 +187,45 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 				rt.metrics.slotted.WithLabelValues("replica").Inc()
 			}
 		}
-		out, err := rt.forward(w, r, a)
+		out, f := rt.forward(w, r, a)
 		if a.slot >= 0 {
 			rt.holdSlot(a.replica, a.slot, -1)
 		}
-		switch out {
-		case served:
+		if out == served {
+			rt.succeeded(d.Replica)
 			return
-		case aborted:
+		}
+		if f == nil {
+			return // the client left; nobody to retry for
+		}
+		rt.failed(d.Replica, f)
+		if f.down {
+			rt.markDown(d.Replica, f)
+		}
+		if out == aborted {
 			rt.metrics.aborted.Inc()
-			rt.markDown(d.Replica, err)
 			return
 		}
 		if r.Context().Err() != nil {
-			return // the client left; nobody to retry for
+			return
 		}
-		last = fmt.Errorf("replica %d: %w", d.Replica, err)
-		rt.metrics.retries.Inc()
-		rt.markDown(d.Replica, err)
+		last, lastReplica = f, d.Replica
 	}
+}
+
+// writeFailure answers a request no replica served: 503 when none was up
+// to try, else 504 when the last attempt timed out and 502 otherwise,
+// naming the last failure.
+func writeFailure(w http.ResponseWriter, last *failure, replica, attempts int) {
+	if last == nil {
+		writeError(w, http.StatusServiceUnavailable, "no_replica", "no replica is up")
+		return
+	}
+	status, code := http.StatusBadGateway, "replica_failed"
+	if last.timeout {
+		status, code = http.StatusGatewayTimeout, "replica_timeout"
+	}
+	writeError(w, status, code, fmt.Sprintf("%d attempts at replicas failed; the last, at replica %d: %v", attempts, replica, last))
 }
 
 // attempt is one try of a request at one replica.
@@ -236,31 +258,38 @@ func (rt *Router) pickSlot(ctx context.Context, sp SlotPolicy, key Key, d Decisi
 }
 
 // forward makes one attempt at a replica: it sends the attempt's body and
-// relays the answer.
-func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (outcome, error) {
+// relays the answer, under the attempt's timeouts. The failure is nil when
+// the attempt served the client, or when the client went away.
+func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (outcome, *failure) {
 	i := a.replica
 	rep := rt.replicas[i]
 	rt.addLoad(i, 1)
 	defer rt.addLoad(i, -1)
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, rep.url+a.path, bytes.NewReader(a.body))
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rep.url+a.path, bytes.NewReader(a.body))
 	if err != nil {
-		return retry, err
+		return retry, &failure{reason: "broken", err: err}
 	}
 	for _, h := range []string{"Content-Type", "Accept", "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
 	}
+	timer := time.AfterFunc(rt.opts.ResponseTimeout, func() { cancel(errResponseTimeout) })
 	resp, err := rt.client.Do(req)
+	timer.Stop()
 	if err != nil {
-		return retry, err
+		return retry, transportFailure(ctx, r.Context(), err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway {
-		// The replica is shutting down (or is a proxy that lost its
-		// backend): nothing was computed, another replica can serve it.
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return retry, fmt.Errorf("answered %d", resp.StatusCode)
+	body := newIdleReader(resp.Body, rt.opts.IdleTimeout, func() { cancel(errIdleTimeout) })
+	if resp.StatusCode >= 500 {
+		// Nothing reached the client: another replica can serve it. (A
+		// 503 is a replica shutting down; a 500 one that fails, whatever
+		// its /health says.)
+		io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+		return retry, statusFailure(resp.StatusCode)
 	}
 	// The policy learns the route once the replica has taken the request;
 	// a refused one (400, 429) left nothing in its cache.
@@ -281,13 +310,13 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (ou
 		}
 	}()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return rt.relayStream(w, resp, i, &u)
+		return rt.relayStream(w, resp, body, ctx, r.Context(), i, &u)
 	}
 	// A whole JSON answer is read before anything is written, so a replica
 	// dying half-way through it can still be retried.
-	b, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(body)
 	if err != nil {
-		return retry, err
+		return retry, transportFailure(ctx, r.Context(), err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		u.observe(b)
@@ -299,13 +328,14 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (ou
 	return served, nil
 }
 
-// relayStream copies server-sent events from the replica to the client one
-// event at a time, flushing each. The client's headers wait for the first
-// event, so a replica that breaks before sending one is retried as if it
-// had never answered.
-func (rt *Router) relayStream(w http.ResponseWriter, resp *http.Response, i int, u *usageSeen) (outcome, error) {
+// relayStream copies server-sent events from the replica (body, resp's
+// body under the idle timeout) to the client one event at a time,
+// flushing each. The client's headers wait for the first event, so a
+// replica that breaks or stalls before sending one is retried as if it had
+// never answered. ctx is the attempt's context, client the request's.
+func (rt *Router) relayStream(w http.ResponseWriter, resp *http.Response, body io.Reader, ctx, client context.Context, i int, u *usageSeen) (outcome, *failure) {
 	flusher, _ := w.(http.Flusher)
-	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	br := bufio.NewReaderSize(body, 32<<10)
 	var event []byte
 	started := false
 	for {
@@ -314,23 +344,27 @@ func (rt *Router) relayStream(w http.ResponseWriter, resp *http.Response, i int,
 			if errors.Is(err, io.EOF) && len(event) == 0 && len(line) == 0 && started {
 				return served, nil // the replica ended the stream cleanly
 			}
-			if !started {
-				return retry, fmt.Errorf("stream broken before its first event: %w", err)
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
 			}
-			if errors.Is(err, context.Canceled) {
+			f := transportFailure(ctx, client, err)
+			if !started {
+				if f != nil {
+					f.err = fmt.Errorf("stream broken before its first event: %w", f.err)
+				}
+				return retry, f
+			}
+			if f == nil {
 				return served, nil // the client went away
 			}
 			// Tokens already reached the client: the request cannot be
 			// started again elsewhere without sending them twice.
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			b, _ := json.Marshal(newErrorBody("replica_failed", fmt.Sprintf("replica %d failed mid-stream: %v", i, err)))
+			b, _ := json.Marshal(newErrorBody("replica_failed", fmt.Sprintf("replica %d failed mid-stream: %v", i, f)))
 			fmt.Fprintf(w, "data: %s\n\n", b)
 			if flusher != nil {
 				flusher.Flush()
 			}
-			return aborted, err
+			return aborted, f
 		}
 		event = append(event, line...)
 		if len(bytes.TrimRight(line, "\r\n")) > 0 {

@@ -75,6 +75,23 @@ type Options struct {
 	// places a request away from its prefix's replica (Decision.Overflow).
 	// The replicas must share their --slot-save-path.
 	WarmSlots bool
+
+	// The timeouts of one attempt at a replica (resilience.go): dialing it
+	// (0: 5 s; only on the router's own transport), its response headers
+	// (0: 600 s, llama-server's --timeout; a JSON answer's headers come
+	// with the whole answer), and the wait between two reads of its answer
+	// (0: 120 s).
+	ConnectTimeout, ResponseTimeout, IdleTimeout time.Duration
+	// Retries bounds the other replicas a request that failed before its
+	// first byte is tried on; 0 means 2, < 0 none.
+	Retries int
+	// EjectAfter failures in a row eject a replica for EjectTime (0: 30 s),
+	// the n-th ejection in a row n times longer, at most MaxEjectTime
+	// (0: 300 s); 0 means 5, < 0 never ejects. MaxEjectPercent bounds the
+	// share of the fleet ejected at once (0: 10 %; at least one replica).
+	EjectAfter              int
+	EjectTime, MaxEjectTime time.Duration
+	MaxEjectPercent         int
 }
 
 // Router is the HTTP front end. Start its health checker with Run.
@@ -102,6 +119,10 @@ type replica struct {
 	up    bool  // taking requests; guarded by Router.mu
 	load  int   // requests in flight; guarded by Router.mu
 	slots []int // requests in flight per slot (Options.Slots); guarded by Router.mu
+	// Outlier ejection (resilience.go), guarded by Router.mu: failed
+	// attempts in a row, ejections in a row, and the end of the current one.
+	failures, ejections int
+	ejectedUntil        time.Time
 }
 
 // New returns a router over opts.Replicas, all of them taken to be up until
@@ -122,10 +143,13 @@ func New(opts Options) (*Router, error) {
 	if opts.HealthInterval == 0 {
 		opts.HealthInterval = time.Second
 	}
+	if err := resilienceDefaults(&opts); err != nil {
+		return nil, err
+	}
 	if opts.Transport == nil {
 		opts.Transport = &http.Transport{
 			Proxy:               nil, // the replicas are reached directly
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:         (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        1024,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
@@ -273,17 +297,39 @@ func (rt *Router) InFlight() int {
 	return n
 }
 
-// candidates returns the healthy replicas not in skip, with their loads.
+// candidates returns the healthy replicas not in skip, with their loads:
+// those not ejected, or if every one up is ejected, the ejected ones
+// (better tried than refusing the request).
 func (rt *Router) candidates(skip map[int]bool) []Candidate {
+	now := time.Now()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	var out []Candidate
+	var out, ejected []Candidate
 	for _, r := range rt.replicas {
-		if r.up && !skip[r.index] {
-			out = append(out, Candidate{Replica: r.index, Load: r.load})
+		if !r.up || skip[r.index] {
+			continue
 		}
+		if r.ejectedAt(now) {
+			ejected = append(ejected, Candidate{Replica: r.index, Load: r.load})
+			continue
+		}
+		out = append(out, Candidate{Replica: r.index, Load: r.load})
+	}
+	if len(out) == 0 && !rt.anyTakingLocked(now) {
+		return ejected
 	}
 	return out
+}
+
+// anyTakingLocked reports whether some replica is up and not ejected;
+// rt.mu is held.
+func (rt *Router) anyTakingLocked(now time.Time) bool {
+	for _, r := range rt.replicas {
+		if r.up && !r.ejectedAt(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // addLoad changes a replica's in-flight count.
@@ -320,8 +366,10 @@ func (rt *Router) anyReplica(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), rt.opts.ResponseTimeout)
+	defer cancel()
 	for _, c := range rt.candidates(nil) {
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, rt.replicas[c.Replica].url+r.URL.RequestURI(), bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, r.Method, rt.replicas[c.Replica].url+r.URL.RequestURI(), bytes.NewReader(body))
 		if err != nil {
 			continue
 		}

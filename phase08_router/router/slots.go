@@ -231,6 +231,8 @@ const warmFiles = 16
 
 // slotAction asks replica i to save or restore slot s to or from file name.
 func (rt *Router) slotAction(ctx context.Context, i, s int, action, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.ResponseTimeout) // a replica that never answers must not hold the slot
+	defer cancel()
 	body, _ := json.Marshal(map[string]string{"filename": name})
 	u := fmt.Sprintf("%s/slots/%d?action=%s", rt.replicas[i].url, s, action)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
