@@ -156,17 +156,21 @@ func (rt *Router) failed(i int, f *failure) {
 	r := rt.replicas[i]
 	r.failures++
 	eject := r.failures >= rt.opts.EjectAfter && !r.ejectedAt(now) && rt.mayEjectLocked(i, now)
-	var d time.Duration
 	if eject {
 		r.ejections++
-		d = min(rt.opts.EjectTime*time.Duration(r.ejections), rt.opts.MaxEjectTime)
-		r.ejectedUntil = now.Add(d)
+		r.ejectedUntil = now.Add(rt.opts.ejection(r.ejections))
 		r.failures = 0
 	}
 	rt.mu.Unlock()
 	if eject {
 		rt.metrics.ejections.WithLabelValues(strconv.Itoa(i)).Inc()
 	}
+}
+
+// ejection is how long the n-th ejection in a row lasts: n times
+// EjectTime, at most MaxEjectTime (Envoy's rule).
+func (o *Options) ejection(n int) time.Duration {
+	return min(o.EjectTime*time.Duration(n), o.MaxEjectTime)
 }
 
 // succeeded records an answer that was not a failure: the replica's
