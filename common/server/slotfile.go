@@ -3,8 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
