@@ -8,7 +8,9 @@ the binding vLLM's own subscriber example uses.
 Connects a SUB socket to PUB_ENDPOINT (subscribed to "kv@"), prints the
 first message it receives, then asks REPLAY_ENDPOINT for everything from
 sequence 0 through a DEALER socket and prints each answer, up to the end
-marker. Each printed line is JSON: {"frames": [hex, ...]}. A line
+marker; then does the same through a REQ socket, which takes one reply per
+request: it asks from 0, and from the sequence after each reply, until the
+end marker. Each printed line is JSON: {"frames": [hex, ...]}. A line
 {"ready": true} tells the test the SUB socket is connecting.
 """
 
@@ -43,8 +45,22 @@ def main():
         show(frames)
         if frames[-1] == b"" and len(frames) == 4:
             break
+
+    req = ctx.socket(zmq.REQ)
+    req.connect(replay)
+    start = 0
+    for _ in range(100):
+        req.send((start).to_bytes(8, "big"))
+        if not req.poll(30000):
+            sys.exit("no REQ replay answer from " + replay)
+        frames = req.recv_multipart()
+        show(frames)
+        if len(frames) != 3 or frames[1] == b"\xff" * 8:
+            break
+        start = int.from_bytes(frames[1], "big") + 1
     sub.close(linger=0)
     dealer.close(linger=0)
+    req.close(linger=0)
     ctx.term()
 
 

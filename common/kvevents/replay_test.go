@@ -121,7 +121,8 @@ func TestStartSeq(t *testing.T) {
 // TestPublisherWithLibzmqPeers runs scripts/kv_events_libzmq.py, a libzmq
 // subscriber (python3-zmq, what vLLM's subscriber example uses): its
 // subscription is noticed like a zmq4 one, the batch published then is
-// the first it receives, and it reads the replay answer frame for frame.
+// the first it receives, and it reads the replay answer frame for frame,
+// through a DEALER and through a REQ socket.
 // Skipped where /usr/bin/python3 has no zmq module.
 func TestPublisherWithLibzmqPeers(t *testing.T) {
 	if exec.Command("/usr/bin/python3", "-c", "import zmq").Run() != nil {
@@ -168,5 +169,8 @@ func TestPublisherWithLibzmqPeers(t *testing.T) {
 	replayed := next()
 	assert.Equal(t, [][]byte{{}, []byte("kv@h:1@m"), live[1], want}, normalize(replayed))
 	assert.Equal(t, [][]byte{{}, {}, ReplayEnd, {}}, normalize(next()))
+	// A REQ socket: one batch per request, then the end marker.
+	assert.Equal(t, [][]byte{[]byte("kv@h:1@m"), live[1], want}, normalize(next()))
+	assert.Equal(t, [][]byte{{}, ReplayEnd, {}}, normalize(next()))
 	require.NoError(t, cmd.Wait(), stderr.String())
 }
