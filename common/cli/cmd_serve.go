@@ -66,6 +66,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	parallel := flags.Int("parallel", 1, "llama-server's slots (-np): named handles on the blocks of each slot's last prompt, for id_slot and /slots; not a limit on concurrent requests")
 	flags.IntVar(parallel, "np", 1, "short for -parallel")
 	slotSavePath := flags.String("slot-save-path", "", "with -prefix-caching, the directory of POST /slots/{id}?action=save|restore files (llama-server's flag)")
+	slotSaveMax := flags.Int64("slot-save-max-bytes", server.DefaultSlotSaveMaxBytes, "with -slot-save-path, the most bytes all the files there may take: a slot save past it is refused with 507 (0: no limit)")
 	cacheDir := flags.String("cache-dir", "", "with -prefix-caching, restore the prefix cache from this directory on start and save it there on shutdown and on POST /cache/save")
 	var prefixCaching *bool
 	if v.PrefixCache != nil {
@@ -88,6 +89,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	if *parallel < 1 || *parallel > 1024 {
 		return fmt.Errorf("-parallel must be in [1, 1024], have %d", *parallel)
+	}
+	if *slotSaveMax < 0 {
+		return fmt.Errorf("-slot-save-max-bytes must be ≥ 0 (0: no limit), have %d", *slotSaveMax)
 	}
 	if *slotSavePath != "" && rf.noCache {
 		return fmt.Errorf("-slot-save-path needs -prefix-caching: without a prefix cache a request's KV is freed when it ends, and a slot has nothing to save")
@@ -159,12 +163,21 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		if opts.CacheFile, err = openCacheFile(*cacheDir, dir, e.Pool(), obs, *hashSeed); err != nil {
 			return err
 		}
+		if err := removeStaleTemps(log, v.Name, *cacheDir); err != nil {
+			return fmt.Errorf("-cache-dir: %w", err)
+		}
 		n, err := opts.CacheFile.Restore()
 		switch {
 		case errors.Is(err, server.ErrNoCacheFile):
 			fmt.Fprintf(log, "%s serve: no saved cache in %s; starting with an empty cache\n", v.Name, *cacheDir)
 		case err != nil && n == 0:
-			fmt.Fprintf(log, "%s serve: %v; starting with an empty cache\n", v.Name, err)
+			// Kept under another name, so the shutdown save writes a
+			// fresh file instead of wiping one another start may read.
+			aside, aerr := opts.CacheFile.SetAside(time.Now())
+			if aerr != nil {
+				return fmt.Errorf("-cache-dir: %v; and it cannot be moved aside, so a save would overwrite it: %w", err, aerr)
+			}
+			fmt.Fprintf(log, "%s serve: warning: %v; kept as %s; starting with an empty cache\n", v.Name, err, aside)
 		case err != nil:
 			fmt.Fprintf(log, "%s serve: cache restored in part: %v\n", v.Name, err)
 		default:
@@ -177,7 +190,11 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 				return err
 			}
 		}
+		opts.SlotKV.SlotDirMaxBytes = *slotSaveMax
 		if err := os.MkdirAll(*slotSavePath, 0o755); err != nil {
+			return fmt.Errorf("-slot-save-path: %w", err)
+		}
+		if err := removeStaleTemps(log, v.Name, *slotSavePath); err != nil {
 			return fmt.Errorf("-slot-save-path: %w", err)
 		}
 	}
@@ -279,9 +296,11 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		cancel()
 		srv.Close()
 	}
+	var saveErr error // the shutdown's own error, after the audit's
 	if opts.CacheFile != nil {
 		if n, err := opts.CacheFile.Save(); err != nil {
-			fmt.Fprintf(log, "%s serve: saving the cache: %v\n", v.Name, err)
+			saveErr = fmt.Errorf("saving the cache: %w", err)
+			fmt.Fprintf(log, "%s serve: %v\n", v.Name, saveErr)
 		} else {
 			fmt.Fprintf(log, "%s serve: saved %d cached KV blocks to %s\n", v.Name, n, opts.CacheFile.Path)
 		}
@@ -294,7 +313,17 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	a := e.Pool().Allocator()
 	fmt.Fprintf(log, "%s serve: stopped; audit clean (%d of %d KV blocks free, the rest held by the prefix cache)\n", v.Name, a.NumFree(), a.Total())
-	return nil
+	return saveErr
+}
+
+// removeStaleTemps removes, and logs, the temporary files a save killed
+// before its rename left in dir.
+func removeStaleTemps(log io.Writer, name, dir string) error {
+	removed, err := server.RemoveStaleTemps(dir)
+	for _, f := range removed {
+		fmt.Fprintf(log, "%s serve: removed %s, left in %s by a save that did not finish\n", name, f, dir)
+	}
+	return err
 }
 
 // openCacheFile describes the persistent cache of the model in modelDir for
