@@ -358,3 +358,73 @@ func TestWithIDSlotAddsOneField(t *testing.T) {
 	assert.True(t, clientNamesSlot([]byte(`{"id_slot":-1}`)))
 	assert.False(t, clientNamesSlot([]byte(`{"prompt":"id_slot"}`)))
 }
+
+// TestFailedWarmGivesItsSlotBack: as in the overflow test above, a fifth
+// request of A's goes to the other replica, but that replica refuses the
+// restore (500). The request is still served there, and once every
+// request is done no slot of either replica is still counted busy: a
+// failed warm-up must give back the slot it held, or the router would
+// believe that slot busy for ever and never warm or name it again.
+func TestFailedWarmGivesItsSlotBack(t *testing.T) {
+	release := make(chan struct{})
+	files, mu := map[string][]int32{}, &sync.Mutex{}
+	reps := []*fakeSlots{newFakeSlots(t, 1, files, mu, release), newFakeSlots(t, 1, files, mu, release)}
+	// The second replica's /slots fail; everything else it serves as usual.
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/slots/") {
+			http.Error(w, `{"error":{"message":"restore failed"}}`, http.StatusInternalServerError)
+			return
+		}
+		reps[1].serve(w, r)
+	}))
+	t.Cleanup(refusing.Close)
+	rt, url := startRouter(t, Options{Replicas: []string{reps[0].srv.URL, refusing.URL}, Policy: NewPrefixSlots(0.5, 0, 1, true), Slots: 1, WarmSlots: true})
+	system := seq(1000, 40)
+	// Pin the prefix on replica 0: replica 1 is out while A's first turn is routed.
+	rt.markDown(1, nil)
+	status, home, raw := post(t, url+"/completion", completionJSON(t, cat(system, seq(1, 6))))
+	require.Equal(t, http.StatusOK, status, string(raw))
+	require.Equal(t, 0, home)
+	rt.markUp(1)
+
+	var wg sync.WaitGroup
+	for k := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, _, raw := post(t, url+"/completion", completionJSON(t, cat(system, seq(100+10*k, 4), []int32{reps[0].gate})))
+			assert.Equal(t, http.StatusOK, status, string(raw))
+		}()
+		waitBusy(t, reps[0], k+1)
+	}
+	status, rep, raw := post(t, url+"/completion", completionJSON(t, cat(system, seq(300, 6))))
+	require.Equal(t, http.StatusOK, status, string(raw))
+	assert.Equal(t, 1, rep, "the prefix's replica is full: the request goes to the other")
+	assert.Equal(t, 1.0, metricValue(t, url, "kvlab_router:slot_warms_total", `result="failed"`))
+	assert.Equal(t, 0, rt.Warms())
+	close(release)
+	wg.Wait()
+	require.Eventually(t, func() bool { return rt.InFlight() == 0 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, []int{0}, rt.slotLoads(0))
+	assert.Equal(t, []int{0}, rt.slotLoads(1), "the failed warm-up still holds the slot it was to restore into")
+}
+
+// TestTreeMatchCountsOnlyTheReplicasOwnMarks: a slot's mark outlives the
+// replica's own on a path the replica evicted (a node a slot marks stays
+// in the tree for the slot). Match is what the replica holds: it must not
+// count the slot's mark, or the prefix policy would send a prompt to a
+// replica whose cache let it go.
+func TestTreeMatchCountsOnlyTheReplicasOwnMarks(t *testing.T) {
+	tr := NewTree(8) // one prompt of 8 tokens per replica
+	a, b := seq(1, 8), seq(100, 8)
+	tr.Insert(a, 0)
+	tr.InsertSlot(a, 0, 0)
+	tr.Insert(b, 0) // evicts a for replica 0; slot 0 still ran a last
+	assert.Equal(t, map[int]int{0: 8}, tr.MatchSlots(a, 0), "the slot still holds a")
+	assert.Empty(t, tr.Match(a), "replica 0 evicted a: no replica holds it")
+	assert.Equal(t, map[int]int{0: 8}, tr.Match(b))
+
+	// A slot mark alone, on another replica, is not that replica's either.
+	tr.InsertSlot(seq(200, 4), 1, 0)
+	assert.Empty(t, tr.Match(seq(200, 4)))
+}
