@@ -54,8 +54,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeBody reads r's JSON body into v, bounded by limit bytes. It turns
 // every way a body can be wrong into the error a client can act on: 413
 // for a body over the limit, 400 for malformed JSON or a field of the wrong
-// type (naming the field). Unknown fields are ignored, as OpenAI-compatible
-// servers do: clients send many optional ones.
+// type (naming the field), 400 for a field nested deeper than v allows
+// (nestingLimits) before anything is decoded. Unknown fields are ignored,
+// as OpenAI-compatible servers do: clients send many optional ones.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
@@ -66,6 +67,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 		return errInvalidJSON("", "reading the request body: %v", err)
 	case len(body) == 0:
 		return errInvalidJSON("", "empty request body; want a JSON object")
+	}
+	if nl, ok := v.(nestingLimits); ok {
+		if e := checkBodyNesting(body, nl.nestingLimits()); e != nil {
+			return e
+		}
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var typ *json.UnmarshalTypeError

@@ -69,7 +69,7 @@ func TestBadInputGetsAnOpenAIError(t *testing.T) {
 		})
 	}
 	t.Run("wrong method", func(t *testing.T) {
-		resp, err := http.Get(ts.url + "/v1/completions")
+		resp, err := testClient.Get(ts.url + "/v1/completions")
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)

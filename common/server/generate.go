@@ -127,6 +127,12 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		return nil, errBadRequest("prompt", "%s", strings.TrimPrefix(err.Error(), "engine: "))
 	}
 	h.metrics.promptTokens.Add(float64(len(g.prompt)))
+	defer func() {
+		if p := recover(); p != nil {
+			h.es.Cancel(id) // the engine must not go on generating for a request that failed
+			panic(p)
+		}
+	}()
 
 	states := make([]sampleState, len(res.samples))
 	for i := range states {
@@ -256,6 +262,8 @@ func (r *genResult) nextToken(g genRequest) nextToken {
 // rejected.
 func outcomeOf(res *genResult, fail *apiError) string {
 	switch {
+	case fail == nil && res == nil: // generate panicked before it had a result
+		return "error"
 	case fail == nil:
 		return res.outcome()
 	case fail.Status == 499:

@@ -124,6 +124,11 @@ func startServerFor(t *testing.T, tm testModel, cfg engine.Config, limits engine
 	return ts
 }
 
+// testClient is the client of the tests' requests: one the server never
+// answers fails its test within a minute instead of hanging until go
+// test's timeout.
+var testClient = &http.Client{Timeout: time.Minute}
+
 // post sends body as JSON and returns the status and the response body.
 func post(t testing.TB, url string, body any) (int, []byte) {
 	t.Helper()
@@ -136,7 +141,7 @@ func post(t testing.TB, url string, body any) (int, []byte) {
 		require.NoError(t, err)
 		r = bytes.NewReader(buf)
 	}
-	resp, err := http.Post(url, "application/json", r)
+	resp, err := testClient.Post(url, "application/json", r)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
@@ -173,7 +178,7 @@ func stream(t testing.TB, url string, body any) []string {
 	t.Helper()
 	buf, err := json.Marshal(body)
 	require.NoError(t, err)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(buf))
+	resp, err := testClient.Post(url, "application/json", bytes.NewReader(buf))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

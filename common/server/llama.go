@@ -201,6 +201,17 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// net/http recovers only the handler's goroutine: a panic
+				// here would end the server (recover.go).
+				if p := recover(); p != nil {
+					fails[i] = h.recovered(p)
+					cancel()
+				}
+			}()
+			if h.opts.hooks.prompt != nil {
+				h.opts.hooks.prompt(i)
+			}
 			gi := g
 			gi.prompt = p
 			finals[i], fails[i] = h.llamaOne(ctx, i, gi, out, cachePrompt, q.ReturnProgress)
@@ -210,6 +221,9 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
+	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil && f.Code == errPanicCode }) {
+		setOutcome(r.Context(), "error") // not the abort of the siblings it cancelled
+	}
 	for _, f := range fails {
 		// A 499 is a client gone (or a sibling cancelled after another's
 		// failure, which is reported instead): nothing to write then.
@@ -367,6 +381,9 @@ func orEmpty(ids []int32) []int32 {
 // string, token ids, an array mixing strings and ids (one prompt), or an
 // array of any of these (one generation each).
 func (h *Handler) prompts(raw json.RawMessage) ([][]int32, *apiError) {
+	if e := checkNesting(raw, "prompt", maxPromptNesting); e != nil {
+		return nil, e
+	}
 	var elems []json.RawMessage
 	if json.Unmarshal(raw, &elems) != nil || isMixed(elems) || allInts(elems) {
 		p, e := h.mixedPrompt(raw)

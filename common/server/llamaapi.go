@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
-	"unicode/utf8"
 )
 
 // props serves GET /props: llama-server's description of itself. What
@@ -83,68 +82,82 @@ type tokenizeRequest struct {
 // tokenize serves POST /tokenize: {"tokens": [ids]}, or with with_pieces
 // [{"id", "piece"}], a piece being the token's text, or its bytes as an
 // array of numbers when they are not valid UTF-8 on their own (part of a
-// character), as llama-server writes them.
+// character), as llama-server writes them. The answer is written as it is
+// made (textstream.go), by at most Options.MaxTextRequests at once
+// (textgate.go).
 func (h *Handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	var q tokenizeRequest
 	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
 		writeError(w, e)
 		return
 	}
-	t := h.opts.Tokenizer
-	if t == nil {
+	if h.opts.Tokenizer == nil {
 		writeError(w, errBadRequest("content", "this model has no tokenizer.json: it takes token ids only"))
 		return
 	}
-	var ids []int32
-	if len(q.Content) > 0 && string(q.Content) != "null" {
-		var parts []json.RawMessage
-		if json.Unmarshal(q.Content, &parts) != nil {
-			parts = []json.RawMessage{q.Content}
-		}
-		for i, p := range parts {
-			var text string
-			var id int32
-			switch {
-			case json.Unmarshal(p, &text) == nil:
-				ids = append(ids, t.Encode(text)...)
-			case json.Unmarshal(p, &id) == nil:
-				ids = append(ids, id)
-			default:
-				writeError(w, errBadRequest("content", "content must be a string or an array of strings and token ids; element %d is %s", i, p))
-				return
-			}
-		}
-		if q.AddSpecial {
-			if bos, ok := t.BOS(); ok && (len(ids) == 0 || ids[0] != bos) {
-				ids = append([]int32{bos}, ids...)
-			}
-		}
-	}
-	if !q.WithPieces {
-		writeJSON(w, http.StatusOK, map[string]any{"tokens": orEmpty(ids)})
+	if !h.enterText(w, r) {
 		return
 	}
-	type withPiece struct {
-		ID    int32 `json:"id"`
-		Piece any   `json:"piece"`
+	defer h.leaveText()
+	if h.opts.hooks.text != nil {
+		h.opts.hooks.text()
 	}
-	out := make([]withPiece, len(ids))
-	for i, id := range ids {
-		b := t.Piece(id)
-		out[i] = withPiece{ID: id, Piece: string(b)}
-		if !utf8.Valid(b) {
-			nums := make([]int, len(b))
-			for j, c := range b {
-				nums[j] = int(c)
-			}
-			out[i].Piece = nums
+	ids, e := h.tokenizeContent(q.Content, q.AddSpecial)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	_ = h.writeTokens(h.deadlines(w), ids, q.WithPieces) // the client may be gone; nothing to do then
+}
+
+// tokenizeContent turns /tokenize's content into token ids: a string, or
+// an array of strings (each tokenized on its own) and token ids, with BOS
+// in front when addSpecial asks and the model has one.
+func (h *Handler) tokenizeContent(content json.RawMessage, addSpecial bool) ([]int32, *apiError) {
+	if len(content) == 0 || string(content) == "null" {
+		return nil, nil
+	}
+	if e := checkNesting(content, "content", maxContentNesting); e != nil {
+		return nil, e
+	}
+	t := h.opts.Tokenizer
+	var parts []json.RawMessage
+	if json.Unmarshal(content, &parts) != nil {
+		parts = []json.RawMessage{content}
+	}
+	var ids []int32
+	for i, p := range parts {
+		var text string
+		var id int32
+		switch {
+		case json.Unmarshal(p, &text) == nil:
+			ids = append(ids, t.Encode(text)...)
+		case json.Unmarshal(p, &id) == nil:
+			ids = append(ids, id)
+		default:
+			return nil, errBadRequest("content", "content must be a string or an array of strings and token ids; element %d is %s", i, clip(p))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	if addSpecial {
+		if bos, ok := t.BOS(); ok && (len(ids) == 0 || ids[0] != bos) {
+			ids = append([]int32{bos}, ids...)
+		}
+	}
+	return ids, nil
+}
+
+// clip is raw cut to a length an error message can quote.
+func clip(raw json.RawMessage) string {
+	const most = 64
+	if len(raw) <= most {
+		return string(raw)
+	}
+	return string(raw[:most]) + "…"
 }
 
 // detokenize serves POST /detokenize: the text of the ids, special tokens
-// written out, as llama-server's does.
+// written out, as llama-server's does; written as it is made, as
+// /tokenize's answer is.
 func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
 	var q struct {
 		Tokens []int32 `json:"tokens"`
@@ -157,7 +170,14 @@ func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errBadRequest("tokens", "this model has no tokenizer.json: there is no text to give"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": h.piecesText(q.Tokens)})
+	if !h.enterText(w, r) {
+		return
+	}
+	defer h.leaveText()
+	if h.opts.hooks.text != nil {
+		h.opts.hooks.text()
+	}
+	_ = h.writeText(h.deadlines(w), q.Tokens) // the client may be gone; nothing to do then
 }
 
 // applyTemplate serves POST /apply-template: the prompt a chat request's

@@ -193,7 +193,7 @@ func TestOpenAIAnswersCarryTimingsAndFingerprint(t *testing.T) {
 
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := testClient.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, url)

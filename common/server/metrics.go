@@ -25,13 +25,15 @@ type metrics struct {
 	finished         *prometheus.CounterVec // per request: stop, length, abort
 	failed           *prometheus.CounterVec // per request: error, rejected
 	rejected         prometheus.Counter
+	panics           prometheus.Counter
+	textBusy         prometheus.Counter
 }
 
 // count adds a request's outcome (see outcome.go) to its counter.
 func (m *metrics) count(oc *outcome) {
-	switch oc.reason {
+	switch reason := oc.get(); reason {
 	case "stop", "length", "abort":
-		m.finished.WithLabelValues(oc.reason).Inc()
+		m.finished.WithLabelValues(reason).Inc()
 	case "error":
 		m.failed.WithLabelValues("error").Inc()
 	default:
@@ -56,6 +58,10 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 			Help: "Requests that failed (error) or were refused before running (rejected)."}, []string{"reason"}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:requests_rejected_queue_full_total",
 			Help: "Requests refused with 429 because the waiting queue was full."}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:request_panics_total",
+			Help: "Panics recovered while serving a request: each answered 500 (or its answer cut off), its stack logged."}),
+		textBusy: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvlab:text_requests_refused_total",
+			Help: "/tokenize and /detokenize requests refused with 503 because -max-text-requests were being served."}),
 	}
 	snap := es.Snapshot
 	gauge := func(name, help string, f func(engine.Snapshot) float64) prometheus.Collector {
@@ -65,7 +71,7 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(snap()) })
 	}
 	reg.MustRegister(
-		m.ttft, m.itl, m.promptTokens, m.generationTokens, m.finished, m.failed, m.rejected,
+		m.ttft, m.itl, m.promptTokens, m.generationTokens, m.finished, m.failed, m.rejected, m.panics, m.textBusy,
 		gauge("kvlab:num_requests_running", "Sequences admitted (prefilling or decoding).",
 			func(s engine.Snapshot) float64 { return float64(s.Running) }),
 		gauge("kvlab:num_requests_waiting", "Sequences waiting for admission, including requests not yet seen by the engine.",

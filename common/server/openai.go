@@ -141,8 +141,20 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 	return out, nil
 }
 
+// completionPrompt is /v1/completions' prompt as token ids: its nesting
+// bounded (nesting.go), then read.
+func (h *Handler) completionPrompt(raw json.RawMessage) ([]int32, *apiError) {
+	if e := checkNesting(raw, "prompt", maxPromptNesting); e != nil {
+		return nil, e
+	}
+	return h.prompt(raw)
+}
+
 // prompt turns a completions prompt into token ids: text through the
-// tokenizer (with BOS where the model expects one), ids as they are.
+// tokenizer (with BOS where the model expects one), ids as they are. Each
+// level of arrays is read again by the level inside it, so the caller
+// bounds the nesting first (checkNesting): the cost is then at most
+// maxPromptNesting readings of the value.
 func (h *Handler) prompt(raw json.RawMessage) ([]int32, *apiError) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errBadRequest("prompt", "prompt is required")
@@ -243,7 +255,7 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var e *apiError
-	if g.prompt, e = h.prompt(q.Prompt); e != nil {
+	if g.prompt, e = h.completionPrompt(q.Prompt); e != nil {
 		writeError(w, e)
 		return
 	}

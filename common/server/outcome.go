@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -16,7 +17,8 @@ import (
 //	              (engine.Limits.MaxUnread), or the server shut down
 //	              mid-generation; also in request_success_total, as vLLM
 //	              counts it
-//	error         the engine failed the request after accepting it, in
+//	error         the engine failed the request after accepting it, or
+//	              serving it panicked (recover.go), in
 //	              kvlab:request_failure_total{reason="error"}
 //	rejected      refused before the engine ran it: bad input, an unknown
 //	              model, a full queue, a shutdown; in
@@ -27,7 +29,33 @@ import (
 // refused the request.
 
 // outcome is a request's outcome while its handler runs; "" until known.
-type outcome struct{ reason string }
+// The prompts of one /completion run on goroutines of their own and each
+// sets it: the gravest reason wins (outcomeRank), whatever the order.
+type outcome struct {
+	mu     sync.Mutex
+	reason string
+}
+
+// outcomeRank orders the reasons from the least grave: an error outweighs
+// an abort, which outweighs a length, which outweighs a stop, as
+// genResult.outcome weighs one request's samples.
+var outcomeRank = map[string]int{"": 0, "stop": 1, "length": 2, "abort": 3, "error": 4}
+
+// set records reason unless a graver one is recorded.
+func (oc *outcome) set(reason string) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if outcomeRank[reason] >= outcomeRank[oc.reason] {
+		oc.reason = reason
+	}
+}
+
+// get is the reason recorded.
+func (oc *outcome) get() string {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	return oc.reason
+}
 
 type outcomeKey struct{}
 
@@ -37,7 +65,16 @@ type outcomeKey struct{}
 func (h *Handler) counted(serve func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
 		oc := &outcome{}
-		defer h.metrics.count(oc)
+		defer func() {
+			if p := recover(); p != nil {
+				// Whatever the request had reached, a panic fails it;
+				// ServeHTTP's guard answers it.
+				oc.set("error")
+				h.metrics.count(oc)
+				panic(p)
+			}
+			h.metrics.count(oc)
+		}()
 		serve(h.deadlines(w), r.WithContext(context.WithValue(r.Context(), outcomeKey{}, oc)))
 	}
 }
@@ -45,7 +82,7 @@ func (h *Handler) counted(serve func(http.ResponseWriter, *http.Request)) func(h
 // setOutcome records how the request of ctx ended.
 func setOutcome(ctx context.Context, reason string) {
 	if oc, ok := ctx.Value(outcomeKey{}).(*outcome); ok {
-		oc.reason = reason
+		oc.set(reason)
 	}
 }
 

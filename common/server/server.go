@@ -32,7 +32,9 @@
 package server
 
 import (
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -83,6 +85,15 @@ type Options struct {
 	ModelPath string
 	// ModelInfo describes the weights, for /v1/models and /props.
 	ModelInfo ModelInfo
+	// MaxTextRequests bounds the /tokenize and /detokenize requests served
+	// at once (textgate.go); one more is refused with 503. 0 means
+	// DefaultMaxTextRequests.
+	MaxTextRequests int
+	// Log receives what no answer can carry: a recovered panic and its
+	// stack (recover.go). nil means os.Stderr.
+	Log io.Writer
+
+	hooks *testHooks // faults a test injects (recover.go); nil in production
 }
 
 // ModelInfo is what llama-server's /v1/models tells of a model in "meta".
@@ -110,6 +121,7 @@ type Handler struct {
 	metrics *metrics
 	reg     *prometheus.Registry
 	slots   *slotTable
+	text    chan struct{} // one token per /tokenize or /detokenize being served (textgate.go)
 }
 
 type route struct {
@@ -132,7 +144,17 @@ func New(es *engine.Server, opts Options) *Handler {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	h := &Handler{es: es, opts: opts, stopIDs: map[int32]bool{}, created: time.Now().Unix(), reg: prometheus.NewRegistry(), slots: newSlotTable(opts.Slots)}
+	if opts.MaxTextRequests <= 0 {
+		opts.MaxTextRequests = DefaultMaxTextRequests
+	}
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
+	if opts.hooks == nil {
+		opts.hooks = &testHooks{}
+	}
+	h := &Handler{es: es, opts: opts, stopIDs: map[int32]bool{}, created: time.Now().Unix(), reg: prometheus.NewRegistry(), slots: newSlotTable(opts.Slots),
+		text: make(chan struct{}, opts.MaxTextRequests)}
 	if opts.Tokenizer != nil {
 		for _, id := range opts.Tokenizer.EOS() {
 			h.stopIDs[id] = true
@@ -159,8 +181,13 @@ func New(es *engine.Server, opts Options) *Handler {
 }
 
 // ServeHTTP routes a request. Unknown paths and wrong methods get a JSON
-// error, as every other failure does.
+// error, as every other failure does; a panic is the request's 500, not
+// the server's end (recover.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.guard(w, r, h.route)
+}
+
+func (h *Handler) route(w http.ResponseWriter, r *http.Request) {
 	rt, ok := h.mux[strings.TrimSuffix(r.URL.Path, "/")]
 	if !ok && strings.HasPrefix(r.URL.Path, "/slots/") {
 		rt, ok = route{http.MethodPost, h.slotAction}, true
