@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -26,13 +27,17 @@ type KVEvents struct {
 	mu     sync.Mutex
 	subs   map[chan kvevents.Batch]struct{}
 	sinks  []func(kvevents.Batch)
+	pubs   []*kvevents.Publisher // for their counters (Collect)
+	cut    uint64                // streams ended for falling behind
 	closed bool
 }
 
 // subscriberBuffer is how many batches a stream may fall behind before it
 // is cut off. A subscriber that cannot keep up gets its stream closed rather
 // than holding up the others; on reconnecting it starts from the whole
-// cache again, so it loses nothing but time.
+// cache again, so it loses nothing but time. A write to it that takes
+// longer than Options.WriteTimeout ends its stream too (kvEventStream), so
+// one that stops reading holds neither a goroutine nor the shutdown.
 const subscriberBuffer = 1024
 
 // NewKVEvents returns a publisher for obs's events. Call Run.
@@ -57,6 +62,7 @@ func (k *KVEvents) AddPublisher(p *kvevents.Publisher, logf func(format string, 
 	}
 	k.mu.Lock()
 	k.sinks = append(k.sinks, send)
+	k.pubs = append(k.pubs, p)
 	k.mu.Unlock()
 	go func() {
 		for range p.Subscriptions() {
@@ -115,6 +121,7 @@ func (k *KVEvents) publishLocked() kvevents.Batch {
 			default: // too far behind: cut it off (see subscriberBuffer)
 				close(ch)
 				delete(k.subs, ch)
+				k.cut++
 			}
 		}
 		for _, fn := range k.sinks {
@@ -148,6 +155,16 @@ func (k *KVEvents) unsubscribe(ch chan kvevents.Batch) {
 	}
 }
 
+// timedOut counts a stream that ended because a write to its client
+// passed the deadline.
+func (k *KVEvents) timedOut(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		k.mu.Lock()
+		k.cut++
+		k.mu.Unlock()
+	}
+}
+
 func unixSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
 
 // keepAlive is how often an idle stream gets an SSE comment, so a router
@@ -168,6 +185,7 @@ func (h *Handler) kvEventStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.opts.KVEvents.unsubscribe(ch)
+	w = h.deadlines(w) // a client that stops reading ends its stream after WriteTimeout
 	s := newSSE(w)
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
@@ -178,10 +196,12 @@ func (h *Handler) kvEventStream(w http.ResponseWriter, r *http.Request) {
 				return // shutdown, or too far behind: the client reconnects
 			}
 			if err := s.send(b); err != nil {
+				h.opts.KVEvents.timedOut(err)
 				return
 			}
 		case <-tick.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				h.opts.KVEvents.timedOut(err)
 				return
 			}
 			if s.flusher != nil {

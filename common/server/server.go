@@ -161,6 +161,7 @@ func New(es *engine.Server, opts Options) *Handler {
 		}
 	}
 	h.metrics = newMetrics(h.reg, es)
+	opts.KVEvents.register(h.reg) // kvevents_metrics.go
 	h.mux = map[string]route{
 		"/v1/completions":      {http.MethodPost, h.counted(h.completions)},
 		"/v1/chat/completions": {http.MethodPost, h.counted(h.chatCompletions)},
