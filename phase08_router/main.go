@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"kvlab/common/cli"
+	"kvlab/common/httpx"
 	"kvlab/common/kvevents"
 	"kvlab/common/tokenizer"
 	"kvlab/phase08_router/router"
@@ -153,7 +153,7 @@ func (p *policyFlags) validate(flag string, names ...string) error {
 	case p.health <= 0:
 		return fmt.Errorf("-health-interval must be > 0, have %v", p.health)
 	}
-	return nil
+	return p.res.validate()
 }
 
 // start returns the replicas' URLs, starting them first unless they were
@@ -202,6 +202,8 @@ type policyFlags struct {
 	hashAlgo kvevents.HashAlgo
 	hashSeed string
 	lora     string
+	// The router's timeouts, retries and ejection at the replicas.
+	res resilienceFlags
 }
 
 func (p *policyFlags) register(fs *flag.FlagSet) {
@@ -212,6 +214,7 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.TextVar(&p.hashAlgo, "prefix-caching-hash-algo", kvevents.SHA256CBOR, "kv-events: the replicas' block-hash algorithm (serve's flag): sha256, sha256_cbor, xxhash or xxhash_cbor")
 	fs.StringVar(&p.hashSeed, "kv-hash-seed", kvevents.DefaultHashSeed, "kv-events: the replicas' -kv-hash-seed")
 	fs.StringVar(&p.lora, "lora-name", "", "kv-events: the replicas' -lora-name")
+	p.res.register(fs)
 }
 
 // tokenizer loads the model's tokenizer: text prompts and chats are routed
@@ -280,7 +283,9 @@ func (p *policyFlags) newRouter(ctx context.Context, ps policySpec, urls []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := router.New(router.Options{Replicas: urls, Policy: pol, Tokenizer: tok, HealthInterval: p.health, Slots: slots, WarmSlots: ps.warm})
+	opts := router.Options{Replicas: urls, Policy: pol, Tokenizer: tok, HealthInterval: p.health, Slots: slots, WarmSlots: ps.warm}
+	p.res.apply(&opts)
+	rt, err := router.New(opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -304,6 +309,8 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	ff.register(fs, 3, 0)
 	var pf policyFlags
 	pf.register(fs)
+	limits := httpx.DefaultLimits() // the clients' side: -header-timeout, -timeout, -idle-timeout, -max-conns
+	limits.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -323,7 +330,7 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	case ps.slots && *slots == 0:
 		return fmt.Errorf("-policy %s: give the replicas' slots with -slots", *policy)
 	}
-	if err := errors.Join(ff.validate(), pf.validate("-policy", ps.name)); err != nil {
+	if err := errors.Join(ff.validate(), pf.validate("-policy", ps.name), limits.Validate()); err != nil {
 		return err
 	}
 	tok, err := pf.tokenizer()
@@ -354,9 +361,9 @@ func serve(ctx context.Context, args []string, ready func(string), log io.Writer
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: rt, ReadHeaderTimeout: 10 * time.Second}
+	srv := limits.Server(rt)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(limits.Listen(ln)) }()
 	fmt.Fprintf(log, "phase08_router serve: listening on http://%s, policy %s, replicas %s\n", ln.Addr(), *policy, strings.Join(urls, " "))
 	if ready != nil {
 		ready(ln.Addr().String())
