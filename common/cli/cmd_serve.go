@@ -57,6 +57,10 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	kvAdvertise := flags.String("kv-events-advertise", "", "host:port that the default topic names this server by, the address a scheduler reaches it at (default: the listen address; needed when -host is 0.0.0.0 or ::)")
 	kvReplay := flags.String("kv-events-replay-endpoint", "", "with -kv-events-endpoint, bind a ZeroMQ ROUTER socket here (e.g. tcp://*:5558) that answers vLLM's replay requests")
 	kvBufferSteps := flags.Int("kv-events-buffer-steps", 10000, "how many recent batches the replay socket keeps (vLLM's buffer_steps)")
+	kvBufferBytes := flags.Int("kv-events-buffer-bytes", kvevents.DefaultBufferBytes, "at most this many payload bytes in the replay buffer (the oldest batches go first)")
+	kvHWM := flags.Int("kv-events-hwm", kvevents.DefaultHWM, "ZeroMQ batches that may wait for one subscriber; more are dropped for it and counted (libzmq's ZMQ_SNDHWM)")
+	kvWriteTimeout := flags.Duration("kv-events-write-timeout", kvevents.DefaultWriteTimeout, "a ZeroMQ subscriber or replay client that takes nothing for this long is disconnected")
+	kvMaxSubs := flags.Int("kv-events-max-subscribers", kvevents.DefaultMaxSubscribers, "ZeroMQ subscribers connected at once; one more is refused")
 	kvFormat := flags.String("kv-events-format", "array", "ZeroMQ payload layout: array (positional events, read by llm-d from 0.5 on) or map (vLLM since its map encoding, read by llm-d from 0.9 on)")
 	kvIntHashes := flags.Bool("kv-events-int-hashes", false, "publish block hashes as vLLM's 64-bit integers instead of 32 bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)")
 	hashSeed := flags.String("kv-hash-seed", kvevents.DefaultHashSeed, "the seed of the block-hash chains; a vLLM replica with PYTHONHASHSEED set to it computes the same hashes")
@@ -108,6 +112,17 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	if *kvBufferSteps < 0 {
 		return fmt.Errorf("-kv-events-buffer-steps must be ≥ 0, have %d", *kvBufferSteps)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"-kv-events-buffer-bytes", *kvBufferBytes}, {"-kv-events-hwm", *kvHWM}, {"-kv-events-max-subscribers", *kvMaxSubs}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s must be > 0, have %d", f.name, f.v)
+		}
+	}
+	if *kvWriteTimeout <= 0 {
+		return fmt.Errorf("-kv-events-write-timeout must be > 0, have %v", *kvWriteTimeout)
 	}
 	stopProfile, err := rf.startProfiles()
 	if err != nil {
@@ -235,7 +250,8 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 				pub, err = kvevents.NewPublisher(kvevents.PublisherOptions{
 					Endpoint: *kvEndpoint, Topic: topic,
 					Encoding:       kvevents.Encoding{MapEvents: *kvFormat == "map", IntHashes: *kvIntHashes, HashAlgo: hashAlgo, LoRAName: *loraName},
-					ReplayEndpoint: *kvReplay, BufferSteps: *kvBufferSteps,
+					ReplayEndpoint: *kvReplay, BufferSteps: *kvBufferSteps, BufferBytes: *kvBufferBytes,
+					HWM: *kvHWM, WriteTimeout: *kvWriteTimeout, MaxSubscribers: *kvMaxSubs,
 				})
 			}
 			if err != nil {
@@ -254,7 +270,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			}
 			fmt.Fprintf(log, "%s serve: KV events on %s, topic %q\n", v.Name, where, topic)
 			if a := pub.ReplayAddr(); a != "" {
-				fmt.Fprintf(log, "%s serve: KV event replay on %s (bound %s), the last %d batches\n", v.Name, *kvReplay, a, *kvBufferSteps)
+				fmt.Fprintf(log, "%s serve: KV event replay on %s (bound %s), the last %d batches, at most %d bytes\n", v.Name, *kvReplay, a, *kvBufferSteps, *kvBufferBytes)
 			}
 		}
 		go func() { opts.KVEvents.Run(eventsCtx); close(eventsDone) }()
