@@ -48,6 +48,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	maxUnread := flags.Int("max-unread", engine.DefaultMaxUnread, "cancel a request whose client has this many events (tokens) unread, instead of letting it hold the engine's memory")
 	writeTimeout := flags.Duration("write-timeout", server.DefaultWriteTimeout, "give up on a client when one write to it does not go through within this time")
 	maxBody := flags.Int64("max-body-bytes", 8<<20, "largest request body accepted (413 beyond it)")
+	maxText := flags.Int("max-text-requests", server.DefaultMaxTextRequests, "most /tokenize and /detokenize requests served at once; one more is refused with 503 and Retry-After")
 	limits := httpx.DefaultLimits() // -header-timeout, -timeout, -idle-timeout, -max-conns
 	limits.Register(flags)
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
@@ -87,6 +88,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	if *maxUnread <= 0 || *writeTimeout <= 0 {
 		return fmt.Errorf("-max-unread and -write-timeout must be positive")
+	}
+	if *maxText < 1 {
+		return fmt.Errorf("-max-text-requests must be at least 1, have %d", *maxText)
 	}
 	if err := limits.Validate(); err != nil {
 		return err
@@ -170,6 +174,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxN: *maxN, WriteTimeout: *writeTimeout, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil,
 		Slots: *parallel, SlotSavePath: *slotSavePath, ModelPath: dir, ModelInfo: modelInfo(m.Config, dir, tok)}
+	opts.MaxTextRequests, opts.Log = *maxText, log
 	var obs *kvcache.Observer
 	if publishEvents || *cacheDir != "" || *slotSavePath != "" {
 		obs = e.Pool().ObserveWith(kvevents.NewHasher(hashAlgo, *hashSeed, *loraName))
