@@ -16,9 +16,11 @@ type resilienceFlags struct {
 	retries, ejectAfter     int
 	ejectTime, maxEjectTime time.Duration
 	maxEjectPercent         int
+	registered              bool // false: not on a command line; the library's defaults apply
 }
 
 func (r *resilienceFlags) register(fs *flag.FlagSet) {
+	r.registered = true
 	fs.DurationVar(&r.connect, "replica-connect-timeout", router.DefaultConnectTimeout, "give up connecting to a replica after this time")
 	fs.DurationVar(&r.response, "replica-response-timeout", router.DefaultResponseTimeout, "give up on a replica whose response headers have not come within this time: a stream's first event, a JSON answer's whole answer (llama-server's --timeout is 600 s)")
 	fs.DurationVar(&r.idle, "replica-idle-timeout", router.DefaultIdleTimeout, "give up on a replica's answer when nothing of it arrives for this time (a stalled stream)")
@@ -31,6 +33,9 @@ func (r *resilienceFlags) register(fs *flag.FlagSet) {
 
 // validate refuses values that could not work, naming the flag.
 func (r *resilienceFlags) validate() error {
+	if !r.registered {
+		return nil
+	}
 	switch {
 	case r.connect <= 0:
 		return fmt.Errorf("-replica-connect-timeout must be > 0, have %v", r.connect)
@@ -55,6 +60,9 @@ func (r *resilienceFlags) validate() error {
 // apply sets the flags' values on o; a 0 that means none becomes the
 // library's < 0.
 func (r *resilienceFlags) apply(o *router.Options) {
+	if !r.registered {
+		return
+	}
 	o.ConnectTimeout, o.ResponseTimeout, o.IdleTimeout = r.connect, r.response, r.idle
 	o.Retries, o.EjectAfter = r.retries, r.ejectAfter
 	if r.retries == 0 {

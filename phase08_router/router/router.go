@@ -25,7 +25,10 @@
 //     replicas found, summed here, not what a policy guessed (entry 31).
 //
 // A health checker polls each replica's /health; a replica that fails is
-// out until it answers again. Fleet starts replicas as child processes.
+// out until it answers again. /health alone is not trusted: every attempt
+// has its timeouts, a failure before the first byte is retried on another
+// replica, and a replica that fails requests in a row is ejected for a
+// while (resilience.go). Fleet starts replicas as child processes.
 package router
 
 import (
