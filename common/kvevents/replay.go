@@ -116,11 +116,31 @@ func (p *Publisher) ReplayAddr() string {
 
 // serveReplay answers one replay client's requests until its connection
 // ends; each write has WriteTimeout, so a client that stops reading is
-// dropped and holds up no one else.
+// dropped and holds up no one else. At most MaxSubscribers replay clients
+// are served at once; one more is refused (counted with the subscribers).
 func (p *Publisher) serveReplay(c net.Conn, server bool) {
+	p.mu.Lock()
+	full := p.replays >= p.opts.MaxSubscribers
+	if full {
+		p.refused++
+	} else {
+		p.replays++
+	}
+	p.mu.Unlock()
+	if full {
+		return
+	}
+	defer func() {
+		p.mu.Lock()
+		p.replays--
+		p.mu.Unlock()
+	}()
 	peer, err := handshake(c, zmq4.Router, server, handshakeTimeout)
 	if err != nil {
 		return
+	}
+	send := func(frames ...[]byte) bool {
+		return c.SetWriteDeadline(time.Now().Add(p.opts.WriteTimeout)) == nil && writeAll(c, encodeMsg(frames...))
 	}
 	r := bufio.NewReader(c)
 	for {
@@ -140,20 +160,20 @@ func (p *Publisher) serveReplay(c net.Conn, server bool) {
 		p.mu.Lock()
 		items := p.buf.from(startSeq(req[1]), limit)
 		p.mu.Unlock()
-		var out []byte
 		for _, it := range items {
-			out = append(out, encodeMsg(nil, p.topic, binary.BigEndian.AppendUint64(nil, it.seq), it.payload)...)
+			if !send(nil, p.topic, binary.BigEndian.AppendUint64(nil, it.seq), it.payload) {
+				return
+			}
 		}
-		if len(items) < limit || limit == 0 {
-			out = append(out, encodeMsg(nil, nil, ReplayEnd, nil)...)
-		}
-		if c.SetWriteDeadline(time.Now().Add(p.opts.WriteTimeout)) != nil {
-			return
-		}
-		if _, err := c.Write(out); err != nil {
+		if (len(items) < limit || limit == 0) && !send(nil, nil, ReplayEnd, nil) {
 			return
 		}
 	}
+}
+
+func writeAll(c net.Conn, b []byte) bool {
+	_, err := c.Write(b)
+	return err == nil
 }
 
 // startSeq reads the request's start as vLLM does, a big-endian unsigned

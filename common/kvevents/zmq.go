@@ -38,8 +38,8 @@ type PublisherOptions struct {
 	WriteTimeout time.Duration
 	// Linger is how long Close lets subscribers' queues drain.
 	Linger time.Duration
-	// MaxSubscribers bounds the subscribers connected at once; one more is
-	// refused (its connection closed).
+	// MaxSubscribers bounds the subscribers connected at once, and the
+	// replay clients; one more is refused (its connection closed).
 	MaxSubscribers int
 	// DialRetry is how long a connecting publisher waits between attempts.
 	DialRetry time.Duration
@@ -115,6 +115,7 @@ type Publisher struct {
 	dropped uint64 // by every subscriber, gone ones included
 	cut     uint64 // subscribers disconnected by WriteTimeout
 	refused uint64 // connections over MaxSubscribers
+	replays int    // replay clients connected
 
 	subsMu     sync.Mutex
 	subs       chan struct{}
@@ -325,7 +326,7 @@ type PublisherStats struct {
 	Subscribers []SubscriberStats // the ones connected now
 	Dropped     uint64            // messages dropped at HWM, for every subscriber since start
 	Cut         uint64            // subscribers disconnected for taking nothing for WriteTimeout
-	Refused     uint64            // connections refused over MaxSubscribers
+	Refused     uint64            // connections refused over MaxSubscribers (subscribers and replay clients)
 	// ReplayBatches and ReplayBytes are what the replay buffer holds.
 	ReplayBatches, ReplayBytes int
 }

@@ -30,7 +30,7 @@ var (
 	descCut = prometheus.NewDesc("kvlab:kv_events_zmq_subscribers_cut_total",
 		"ZeroMQ subscribers disconnected because a write to them took longer than -kv-events-write-timeout.", nil, nil)
 	descRefused = prometheus.NewDesc("kvlab:kv_events_zmq_subscribers_refused_total",
-		"ZeroMQ connections refused because the subscriber limit was reached.", nil, nil)
+		"ZeroMQ subscribers and replay clients refused because -kv-events-max-subscribers were connected.", nil, nil)
 	descReplayBatches = prometheus.NewDesc("kvlab:kv_events_replay_buffer_batches",
 		"Batches the replay buffer holds.", nil, nil)
 	descReplayBytes = prometheus.NewDesc("kvlab:kv_events_replay_buffer_bytes",
