@@ -403,3 +403,22 @@ func TestReadMsgRefusesAnOversizedFrame(t *testing.T) {
 	_, _, err := readMsg(a, 256)
 	assert.ErrorContains(t, err, "exceeds 256 bytes")
 }
+
+// TestPublisherBindsIPC: an ipc:// endpoint binds a Unix socket that a
+// zmq4 SUB reaches.
+func TestPublisherBindsIPC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	ep := "ipc://" + t.TempDir() + "/kv.sock"
+	pub, err := NewPublisher(PublisherOptions{Endpoint: ep, Topic: "kv@x@m"})
+	require.NoError(t, err)
+	defer pub.Close()
+	sub := newSub(t, ctx)
+	require.NoError(t, sub.Dial(ep))
+	msgs := recvAsync(sub)
+	waitSubscribed(t, ctx, pub)
+	require.NoError(t, pub.Publish(Batch{TS: 1}))
+	assert.Equal(t, uint64(0), seqOf(t, recvMsg(t, ctx, msgs)))
+	_, err = NewPublisher(PublisherOptions{Endpoint: "inproc://kv"})
+	assert.ErrorContains(t, err, "want tcp://host:port, tcp://*:port or ipc://path")
+}
