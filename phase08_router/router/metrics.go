@@ -61,7 +61,7 @@ func newRouterMetrics(reg *prometheus.Registry, rt *Router) *routerMetrics {
 		warms: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:slot_warms_total",
 			Help: "Slot copies from a request's prefix replica to the replica it was placed on (save, then restore), by result: ok, failed, nothing (no idle slot held the prefix, or none was free)."}, []string{"result"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:replica_failures_total",
-			Help: "Failed attempts at each replica, by reason: connect, response_timeout, idle_timeout, status_5xx, broken."}, []string{"replica", "reason"}),
+			Help: "Failed attempts at each replica, by reason: connect, response_timeout, idle_timeout, hung (moved off a replica whose /health timed out), status_5xx, broken."}, []string{"replica", "reason"}),
 		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvlab_router:ejections_total",
 			Help: "Times each replica was ejected for failing -eject-after attempts in a row."}, labels),
 		stats: make([]ReplicaStats, len(rt.replicas)),

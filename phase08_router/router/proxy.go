@@ -267,6 +267,8 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (ou
 	defer rt.addLoad(i, -1)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
+	relaying := rt.pend(i, cancel) // from here on, a hung replica's health check may move the attempt
+	defer relaying()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rep.url+a.path, bytes.NewReader(a.body))
 	if err != nil {
 		return retry, &failure{reason: "broken", err: err}
@@ -310,7 +312,7 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (ou
 		}
 	}()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return rt.relayStream(w, resp, body, ctx, r.Context(), i, &u)
+		return rt.relayStream(w, resp, body, ctx, r.Context(), i, &u, relaying)
 	}
 	// A whole JSON answer is read before anything is written, so a replica
 	// dying half-way through it can still be retried.
@@ -320,6 +322,10 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (ou
 	}
 	if resp.StatusCode == http.StatusOK {
 		u.observe(b)
+	}
+	relaying()
+	if ctx.Err() != nil { // moved by a health check just before
+		return retry, transportFailure(ctx, r.Context(), ctx.Err())
 	}
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Set(ReplicaHeader, strconv.Itoa(i))
@@ -332,8 +338,9 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (ou
 // body under the idle timeout) to the client one event at a time,
 // flushing each. The client's headers wait for the first event, so a
 // replica that breaks or stalls before sending one is retried as if it had
-// never answered. ctx is the attempt's context, client the request's.
-func (rt *Router) relayStream(w http.ResponseWriter, resp *http.Response, body io.Reader, ctx, client context.Context, i int, u *usageSeen) (outcome, *failure) {
+// never answered. ctx is the attempt's context, client the request's;
+// relaying is called before the first byte goes to the client.
+func (rt *Router) relayStream(w http.ResponseWriter, resp *http.Response, body io.Reader, ctx, client context.Context, i int, u *usageSeen, relaying func()) (outcome, *failure) {
 	flusher, _ := w.(http.Flusher)
 	br := bufio.NewReaderSize(body, 32<<10)
 	var event []byte
@@ -371,6 +378,10 @@ func (rt *Router) relayStream(w http.ResponseWriter, resp *http.Response, body i
 			continue // an event ends at a blank line
 		}
 		if !started {
+			relaying()
+			if ctx.Err() != nil { // moved by a health check just before
+				return retry, transportFailure(ctx, client, ctx.Err())
+			}
 			started = true
 			copyHeaders(w.Header(), resp.Header)
 			w.Header().Set(ReplicaHeader, strconv.Itoa(i))

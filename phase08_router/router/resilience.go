@@ -80,11 +80,12 @@ func resilienceDefaults(o *Options) error {
 var (
 	errResponseTimeout = errors.New("no response headers within the response timeout")
 	errIdleTimeout     = errors.New("nothing read within the idle timeout")
+	errHung            = errors.New("the replica's /health timed out: moved to another replica")
 )
 
 // failure is why an attempt at a replica failed: its reason in the
-// router's metrics (connect, response_timeout, idle_timeout, status_5xx,
-// broken), and whether it also takes the replica out until its /health
+// router's metrics (connect, response_timeout, idle_timeout, hung,
+// status_5xx, broken), and whether it also takes the replica out until its /health
 // answers again (down: the replica is gone or going, and its cache with
 // it). A timeout or a 500 does not: the replica may be overloaded, not
 // gone; ejection handles one that keeps failing.
@@ -107,6 +108,8 @@ func transportFailure(ctx, client context.Context, err error) *failure {
 		return &failure{reason: "response_timeout", timeout: true, err: cause}
 	case errors.Is(cause, errIdleTimeout):
 		return &failure{reason: "idle_timeout", timeout: true, err: cause}
+	case errors.Is(cause, errHung):
+		return &failure{reason: "hung", timeout: true, err: cause}
 	case client.Err() != nil:
 		return nil
 	}
@@ -142,6 +145,38 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 	n, err := ir.r.Read(p)
 	ir.timer.Stop() // the time spent writing to the client is not the replica's
 	return n, err
+}
+
+// pend registers cancel, an attempt at replica i that nothing of has
+// reached the client yet; the returned func unregisters it, and is called
+// once the first byte is on its way to the client.
+func (rt *Router) pend(i int, cancel context.CancelCauseFunc) func() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.pendSeq++
+	id, r := rt.pendSeq, rt.replicas[i]
+	if r.pending == nil {
+		r.pending = map[uint64]context.CancelCauseFunc{}
+	}
+	r.pending[id] = cancel
+	return func() {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		delete(r.pending, id)
+	}
+}
+
+// cancelPending cancels every attempt at replica i that nothing of has
+// reached the client: each is retried elsewhere.
+func (rt *Router) cancelPending(i int) {
+	rt.mu.Lock()
+	r := rt.replicas[i]
+	cancels := r.pending
+	r.pending = nil
+	rt.mu.Unlock()
+	for _, c := range cancels {
+		c(errHung)
+	}
 }
 
 // failed records a failed attempt at replica i and ejects the replica

@@ -267,3 +267,47 @@ func TestEjectionKeepsWithinMaxEjectPercent(t *testing.T) {
 	}
 	assert.Equal(t, 2, n, "ejected: %v", rt.Ejected())
 }
+
+// TestHungReplicasRequestsMoveWhenItsHealthTimesOut: with the default
+// response timeout (600 s), a request waiting on a replica that accepts
+// and never answers would wait that long. A health check that times out
+// on the replica takes it down and moves the request, which nothing of
+// had reached the client, to the other replica at once.
+func TestHungReplicasRequestsMoveWhenItsHealthTimesOut(t *testing.T) {
+	hung := hungReplica(t)
+	live := newFakeReplica(t, 0)
+	rt, url := startRouter(t, Options{Replicas: []string{hung, live.srv.URL}, Policy: NewRoundRobin(), EjectAfter: -1})
+	type result struct {
+		status int
+		rep    string
+		raw    []byte
+	}
+	done := make(chan result, 1)
+	go func() { // no require here: a failed request is reported by the test goroutine
+		c := &http.Client{Timeout: 30 * time.Second}
+		resp, err := c.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":[1,2,3]}`))
+		if err != nil {
+			done <- result{raw: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		done <- result{resp.StatusCode, resp.Header.Get(ReplicaHeader), b}
+	}()
+	require.Eventually(t, func() bool { return rt.InFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("the request did not wait on the hung replica: %d %s", r.status, r.raw)
+	default:
+	}
+	rt.CheckHealth(t.Context()) // the hung replica's probe times out (2 s)
+	assert.Equal(t, []bool{false, true}, rt.Up())
+	select {
+	case r := <-done:
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		assert.Equal(t, "1", r.rep)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the request stayed on the hung replica")
+	}
+	assert.Equal(t, 1.0, metricValue(t, url, "kvlab_router:replica_failures_total", `reason="hung",replica="0"`))
+}

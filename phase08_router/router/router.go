@@ -108,6 +108,7 @@ type Router struct {
 	mux      map[string]route
 	warmed   atomic.Int64 // slot copies that succeeded
 	warmSeq  int          // numbers the warm-ups; guarded by mu
+	pendSeq  uint64       // numbers the attempts not yet relayed; guarded by mu
 }
 
 type route struct {
@@ -126,6 +127,9 @@ type replica struct {
 	// attempts in a row, ejections in a row, and the end of the current one.
 	failures, ejections int
 	ejectedUntil        time.Time
+	// pending cancels the attempts at the replica that nothing of has
+	// reached the client yet, by number; guarded by Router.mu.
+	pending map[uint64]context.CancelCauseFunc
 }
 
 // New returns a router over opts.Replicas, all of them taken to be up until
@@ -230,6 +234,15 @@ func (rt *Router) CheckHealth(ctx context.Context) {
 			}
 			if err != nil {
 				rt.markDown(rep.index, err)
+				if errors.Is(err, context.DeadlineExceeded) {
+					// A replica that cannot answer /health in time is
+					// hung: its requests would wait for their response
+					// timeout. Those that nothing reached the client of
+					// yet are moved now. (One that refuses the probe is
+					// gone or draining: its requests fail, or finish,
+					// on their own.)
+					rt.cancelPending(rep.index)
+				}
 			} else {
 				rt.markUp(rep.index)
 			}
