@@ -201,3 +201,23 @@ func TestTextRequestsPastTheBoundAre503(t *testing.T) {
 	status, body := post(t, ts.url+"/tokenize", `{"content": "hello"}`)
 	assert.Equal(t, http.StatusOK, status, string(body))
 }
+
+// TestAStalledTextReaderHoldsItsPlaceOnlyUntilTheWriteDeadline asks for a
+// /tokenize answer of megabytes on a socket it never reads, under
+// -max-text-requests 1: the server's writes block once the socket buffers
+// fill, and the write deadline (200 ms here) gives the client up and its
+// place back, so the next /tokenize is served instead of refused forever.
+func TestAStalledTextReaderHoldsItsPlaceOnlyUntilTheWriteDeadline(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServerWith(t, tm, engineConfig(false), engine.Limits{}, Options{MaxTextRequests: 1, WriteTimeout: 200e6}, smallSendBuffers)
+	body, err := json.Marshal(map[string]any{"content": strings.Repeat("the shared prefix héllo, ", 4000), "with_pieces": true})
+	require.NoError(t, err)
+	stalled := rawPost(t, ts.url, "/tokenize", string(body))
+	defer stalled.Close()
+	probe := func() int {
+		status, _ := post(t, ts.url+"/tokenize", `{"content": "hello"}`)
+		return status
+	}
+	eventually(t, func() bool { return probe() == http.StatusServiceUnavailable }, "the stalled reader to hold the place")
+	eventually(t, func() bool { return probe() == http.StatusOK }, "the stalled reader's place to be given back")
+}
