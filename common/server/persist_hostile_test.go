@@ -181,23 +181,39 @@ func TestSlotSaveKeepsToItsBudget(t *testing.T) {
 func TestSlotFileOperationsWaitTheirTurn(t *testing.T) {
 	tm := loadTestModel(t)
 	ts, kv := slotServerWith(t, tm, t.TempDir(), 0)
+	client := &http.Client{Timeout: 10 * time.Second} // a hang fails, not stalls, the test
+	restore := func(ctx context.Context) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/slots/0?action=restore", strings.NewReader(`{"filename": "p.bin"}`))
+		require.NoError(t, err)
+		return client.Do(req)
+	}
 	complete(t, ts.url, map[string]any{"prompt": prompt(18, 9), "n_predict": 1, "ignore_eos": true, "id_slot": 0})
-	status, raw := post(t, ts.url+"/slots/0?action=save", map[string]any{"filename": "p.bin"})
-	require.Equal(t, http.StatusOK, status, string(raw))
+	resp, err := client.Post(ts.url+"/slots/0?action=save", "application/json", strings.NewReader(`{"filename": "p.bin"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	kv.gateOnce.Do(func() { kv.gate = make(chan struct{}, 1) })
-	kv.gate <- struct{}{} // another operation is running
+	select {
+	case kv.gate <- struct{}{}: // another operation is running
+	default:
+		t.Fatal("the save that ended still holds the gate")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/slots/0?action=restore", strings.NewReader(`{"filename": "p.bin"}`))
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = restore(ctx)
 	if err == nil {
 		resp.Body.Close()
 	}
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the restore waits for the running operation")
-	kv.leaveSlotIO()
+	select {
+	case <-kv.gate: // the running operation ends
+	default:
+		t.Fatal("the restore took the running operation's turn")
+	}
 
-	status, raw = post(t, ts.url+"/slots/0?action=restore", map[string]any{"filename": "p.bin"})
-	assert.Equal(t, http.StatusOK, status, string(raw))
+	resp, err = restore(context.Background())
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
