@@ -31,9 +31,21 @@ LONG_PKGS  := ./common/engine/ ./phase08/
 test: ## run every test that proves behaviour (CPU only; no GPU, no downloads; a few minutes on 2 cores)
 	$(GOTEST) -count=1 -timeout 20m ./...
 
+# The fuzz targets `make test-long` runs, FUZZ_TIME each, as package:Target
+# (go test -fuzz takes one target a run); append with +=. Their seed
+# corpora (testdata/fuzz/<Target>) run in `make test` as plain tests, and a
+# failing input the fuzzer finds is written there.
+FUZZ_TARGETS := ./common/server/:FuzzCacheFileScan
+FUZZ_TIME    ?= 20s
+
 .PHONY: test-long
-test-long: ## the experiments that pin the docs' measured counts (minutes of CPU; internal/testgate)
+test-long: ## the experiments that pin the docs' measured counts, then each fuzz target for FUZZ_TIME (minutes of CPU; internal/testgate)
 	KVLAB_TEST_LONG=1 $(GOTEST) -count=1 -timeout 60m -run '^($(subst $(eval) ,|,$(LONG_TESTS)))$$' $(LONG_PKGS)
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "== fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
+	  $(GOTEST) -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
+	done
 
 .PHONY: test-arm64
 # The arm64 build's tests, cross-compiled and run under qemu-user (Debian's
