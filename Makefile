@@ -36,6 +36,7 @@ test: ## run every test that proves behaviour (CPU only; no GPU, no downloads; a
 # corpora (testdata/fuzz/<Target>) run in `make test` as plain tests, and a
 # failing input the fuzzer finds is written there.
 FUZZ_TARGETS := ./common/server/:FuzzCacheFileScan
+FUZZ_TARGETS += ./common/server/:FuzzPromptBody
 FUZZ_TIME    ?= 20s
 
 .PHONY: test-long
