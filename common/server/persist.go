@@ -29,6 +29,7 @@ import (
 //
 //	"KVLABKV1"                       8 bytes, the format and its version
 //	header length, header            uint32, JSON CacheIdentity + block count
+//	                                 (Save pads it with trailing spaces)
 //	one record per block, parents before children:
 //	  hash, has parent, parent hash  32 + 1 + 32 bytes (vLLM block hashes)
 //	  token ids                      BlockSize × int32
@@ -40,7 +41,10 @@ import (
 // A file is refused whole — the server then starts with an empty cache —
 // when its checksum fails (corrupt or truncated), when it was written for
 // another model, block size, layout or dtype (its KV would be garbage
-// here), or when a record's hash is not the hash of its tokens.
+// here), or when a record's hash is not the hash of its tokens. Every
+// count in it is checked against the bytes there are before anything is
+// allocated for it (scan), and neither a save nor a restore holds the file
+// in memory (saveTo, commit).
 type CacheFile struct {
 	Path     string
 	Identity CacheIdentity
