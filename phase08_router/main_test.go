@@ -71,7 +71,7 @@ func TestServeRoutesOverTheGivenReplicas(t *testing.T) {
 	}
 	bodies := []string{`{"prompt":[1,2,3]}`, `{"prompt":[4,5,6]}`, `{"prompt":"a text prompt"}`}
 	for _, body := range bodies {
-		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+		resp, err := testClient.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -81,7 +81,7 @@ func TestServeRoutesOverTheGivenReplicas(t *testing.T) {
 	assert.Equal(t, map[string][]string{"a": {bodies[0], bodies[2]}, "b": {bodies[1]}}, got)
 	mu.Unlock()
 
-	resp, err := http.Get(url + "/metrics")
+	resp, err := testClient.Get(url + "/metrics")
 	require.NoError(t, err)
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -193,7 +193,7 @@ func TestFleetStartsRoutesAndSurvivesAKill(t *testing.T) {
 
 	send := func(prompt string) (int, string) {
 		body := `{"prompt":[` + prompt + `],"max_tokens":2,"temperature":0,"ignore_eos":true}`
-		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+		resp, err := testClient.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)

@@ -74,7 +74,7 @@ func TestServeAppliesLimitsAndResilienceFlags(t *testing.T) {
 	defer c.Close()
 	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second))) // only to catch a hang
 	fmt.Fprint(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"prompt\":")
-	resp, err := http.Get(url + "/health")
+	resp, err := testClient.Get(url + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -85,13 +85,13 @@ func TestServeAppliesLimitsAndResilienceFlags(t *testing.T) {
 	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode, string(b))
 
 	for range 3 {
-		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":[1,2,3]}`))
+		resp, err := testClient.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":[1,2,3]}`))
 		require.NoError(t, err)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 	}
-	resp, err = http.Get(url + "/metrics")
+	resp, err = testClient.Get(url + "/metrics")
 	require.NoError(t, err)
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

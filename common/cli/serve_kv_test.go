@@ -40,7 +40,7 @@ func TestServeCacheDirSurvivesARestart(t *testing.T) {
 	url, stop, done, log := startServe(t, cachedVariant, args...)
 	cold := completion(t, url, body)
 	require.Zero(t, cachedTokens(cold))
-	resp, err := http.Post(url+"/cache/save", "application/json", nil)
+	resp, err := testClient.Post(url+"/cache/save", "application/json", nil)
 	require.NoError(t, err)
 	var saved map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&saved))

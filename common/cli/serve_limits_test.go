@@ -30,7 +30,7 @@ func TestServeCutsADribbledBodyButNotAStream(t *testing.T) {
 	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second))) // only to catch a hang
 	_, err = fmt.Fprint(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"prompt\": [1, 2")
 	require.NoError(t, err)
-	resp, err := http.Get(url + "/health")
+	resp, err := testClient.Get(url + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "/health answers while a body dribbles")
@@ -85,7 +85,7 @@ func TestServeRefusesConnectionsOverMaxConns(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 	}
-	resp, err := http.Get(url + "/health")
+	resp, err := testClient.Get(url + "/health")
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -23,7 +23,7 @@ func TestServeSlotsSaveAndRestoreAcrossServers(t *testing.T) {
 	body := `{"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "n_predict": 2, "temperature": 0, "ignore_eos": true, "id_slot": 1}`
 	postJSON := func(url, body string) map[string]any {
 		t.Helper()
-		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		resp, err := testClient.Post(url, "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		var out map[string]any
@@ -34,7 +34,7 @@ func TestServeSlotsSaveAndRestoreAcrossServers(t *testing.T) {
 
 	args := []string{"-model", dir, "-block-size", "4", "-prefix-caching", "-parallel", "2", "-slot-save-path", slots}
 	src, stopSrc, srcDone, _ := startServe(t, cachedVariant, args...)
-	resp, err := http.Get(src + "/props")
+	resp, err := testClient.Get(src + "/props")
 	require.NoError(t, err)
 	var props map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&props))

@@ -62,7 +62,7 @@ func startServe(t *testing.T, v Variant, args ...string) (url string, stop func(
 
 func completion(t *testing.T, url string, body string) map[string]any {
 	t.Helper()
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	resp, err := testClient.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var out map[string]any
@@ -99,7 +99,7 @@ func TestServeWithoutPrefixCachingIsTheBaseline(t *testing.T) {
 func TestServeShutdownLetsRequestsFinish(t *testing.T) {
 	dir := smallModel(t, "llama")
 	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-prefix-caching", "-shutdown-timeout", "30s")
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(
+	resp, err := testClient.Post(url+"/v1/completions", "application/json", strings.NewReader(
 		`{"prompt": [4, 5, 6], "max_tokens": 40, "temperature": 0, "ignore_eos": true, "stream": true}`))
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -119,7 +119,7 @@ func TestServeShutdownLetsRequestsFinish(t *testing.T) {
 	require.NoError(t, <-done, log.String())
 	assert.Contains(t, log.String(), "audit clean")
 
-	_, err = http.Get(url + "/health")
+	_, err = testClient.Get(url + "/health")
 	assert.Error(t, err, "the listener is closed")
 }
 
@@ -129,7 +129,7 @@ func TestServeShutdownLetsRequestsFinish(t *testing.T) {
 func TestServeShutdownCancelsWhatOutlivesTheGrace(t *testing.T) {
 	dir := smallModel(t, "llama")
 	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-prefix-caching", "-shutdown-timeout", "1ms", "-max-context", "4096")
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(
+	resp, err := testClient.Post(url+"/v1/completions", "application/json", strings.NewReader(
 		`{"prompt": [4, 5, 6], "max_tokens": 3000, "temperature": 0, "ignore_eos": true, "stream": true}`))
 	require.NoError(t, err)
 	defer resp.Body.Close()

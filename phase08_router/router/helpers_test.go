@@ -186,7 +186,7 @@ func post(t *testing.T, url, body string) (int, int, []byte) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -217,7 +217,7 @@ func stream(ctx context.Context, url, body string, onToken func(n int)) streamRe
 		return res
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		res.errMsg = err.Error()
 		return res
@@ -284,7 +284,7 @@ func completionBody(prompt []int32, maxTokens int) string {
 // label sets; labels narrows to samples whose label text contains it.
 func metricValue(t *testing.T, url, name, labels string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	resp, err := testClient.Get(url + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	sum := 0.0

@@ -33,7 +33,7 @@ func TestLlamaServerEndpointsPassThrough(t *testing.T) {
 	status, _, body = post(t, url+"/detokenize", `{"tokens": [5, 6]}`)
 	assert.Equal(t, http.StatusOK, status, string(body))
 	for _, path := range []string{"/props", "/v1/health", "/v1/models"} {
-		resp, err := http.Get(url + path)
+		resp, err := testClient.Get(url + path)
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode, path)

@@ -44,7 +44,7 @@ func TestStreamIsRelayedEventByEvent(t *testing.T) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", strings.NewReader(`{"prompt":[1,2,3],"stream":true}`))
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
@@ -140,7 +140,7 @@ func TestRouterErrorsAndPassThrough(t *testing.T) {
 	status, _, _ = post(t, url+"/v2/nothing", `{}`)
 	assert.Equal(t, http.StatusNotFound, status)
 
-	resp, err := http.Get(url + "/v1/completions")
+	resp, err := testClient.Get(url + "/v1/completions")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
