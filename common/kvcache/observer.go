@@ -114,6 +114,17 @@ func (o *Observer) Drain(state bool) (events, snapshot []kvevents.Event) {
 }
 
 func (o *Observer) stateLocked() []kvevents.Event {
+	es := o.sortedLocked()
+	out := make([]kvevents.Event, 0, 1+len(es))
+	out = append(out, kvevents.Event{Type: kvevents.AllBlocksCleared})
+	for _, e := range es {
+		out = append(out, e.stored(o.pool.blockSize))
+	}
+	return out
+}
+
+// sortedLocked returns the announced entries, parents first.
+func (o *Observer) sortedLocked() []*announced {
 	es := make([]*announced, 0, len(o.entries))
 	for _, e := range o.entries {
 		es = append(es, e)
@@ -124,12 +135,7 @@ func (o *Observer) stateLocked() []kvevents.Event {
 		}
 		return slices.Compare(a.hash[:], b.hash[:]) // a stable order for tests and diffs
 	})
-	out := make([]kvevents.Event, 0, 1+len(es))
-	out = append(out, kvevents.Event{Type: kvevents.AllBlocksCleared})
-	for _, e := range es {
-		out = append(out, e.stored(o.pool.blockSize))
-	}
-	return out
+	return es
 }
 
 func (e *announced) stored(bs int) kvevents.Event {
@@ -148,8 +154,8 @@ func (o *Observer) Announced() int {
 type CachedBlock struct {
 	Hash   kvevents.Hash
 	Parent *kvevents.Hash
-	Tokens []int32
-	Block  int32 // a physical block holding its KV
+	Tokens []int32 // shared with the observer: do not modify
+	Block  int32   // a physical block holding its KV when it was listed
 	// Salted marks a block of a chain committed under a cache salt. Its
 	// hash proves the salt only to whoever knows the salt; what copies
 	// the cache elsewhere must not hand it to an unsalted reader.
@@ -159,17 +165,57 @@ type CachedBlock struct {
 // Visit calls fn with every announced block, parents first, while holding
 // the observer's lock: the engine cannot free an announced block (its free
 // waits for the lock) until Visit returns, so fn may read the block's KV
-// even while the engine runs. fn must not call back into the observer.
+// even while the engine runs. fn must not call back into the observer. The
+// engine waits for all of fn's calls: what may be slow (a disk) belongs in
+// Blocks and Read instead.
 func (o *Observer) Visit(fn func(CachedBlock) error) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, ev := range o.stateLocked()[1:] {
-		e := o.entries[ev.BlockHashes[0]]
-		if err := fn(CachedBlock{Hash: e.hash, Parent: e.parent, Tokens: e.tokens, Block: e.blocks[0], Salted: e.salted}); err != nil {
+	for _, e := range o.sortedLocked() {
+		if err := fn(e.cached()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Blocks returns every announced block, parents first, as of one instant.
+// It holds the observer's lock only to copy the metadata (a CachedBlock per
+// block, 72 bytes on a 64-bit machine, sharing the entry's tokens, which
+// never change; sorting takes a pointer per block more), so a reader of
+// the cache's contents can walk the list at its own pace and read each
+// block's KV through Read, the engine waiting for one block at a time.
+func (o *Observer) Blocks() []CachedBlock {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	es := o.sortedLocked()
+	out := make([]CachedBlock, len(es))
+	for i, e := range es {
+		out[i] = e.cached()
+	}
+	return out
+}
+
+// Read calls fn with a physical block that holds b's KV now, while holding
+// the observer's lock, so the block cannot be freed and reused until fn
+// returns. b is a block from Blocks, which may have been evicted since: if
+// no block the cache holds carries b.Hash any more, Read returns false
+// without calling fn. The hash may have moved to another block (b's was
+// freed and the same prefix computed again); fn gets that one. fn should
+// only copy the block's KV: the engine's frees and commits wait for it. It
+// must not call back into the observer.
+func (o *Observer) Read(b CachedBlock, fn func(block int32) error) (ok bool, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.entries[b.Hash]
+	if e == nil {
+		return false, nil
+	}
+	return true, fn(e.blocks[0])
+}
+
+func (e *announced) cached() CachedBlock {
+	return CachedBlock{Hash: e.hash, Parent: e.parent, Tokens: e.tokens, Block: e.blocks[0], Salted: e.salted}
 }
 
 func (o *Observer) signal() {

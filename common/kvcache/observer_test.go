@@ -302,3 +302,56 @@ func TestCacheFileKeepsTheHasher(t *testing.T) {
 		assert.Contains(t, err.Error(), fmt.Sprintf("by xxhash with LoRA %q, this server by %s with LoRA %q", "adapter-1", other.Algo(), other.LoRA()))
 	}
 }
+
+// TestObserverBlocksAndRead: Blocks lists the announced blocks as of one
+// instant, parents first; Read of a listed block the cache has let go of
+// since returns false without calling fn, and once the same prefix is
+// cached again Read hands fn the block that holds it now. fn's error comes
+// back from Read.
+func TestObserverBlocksAndRead(t *testing.T) {
+	m := modeltest.Load(t, "llama", 7)
+	c := engine.DefaultConfig()
+	c.BlockSize, c.NumBlocks, c.PrefixCache, c.Audit = 4, 32, radix.New, true
+	e, err := engine.New(m, c)
+	require.NoError(t, err)
+	defer e.Close()
+	pool := e.Pool()
+	obs := pool.Observe(kvevents.DefaultHashSeed)
+	serve := func(id int, p []int32) {
+		require.NoError(t, e.Submit(engine.Request{ID: id, Prompt: p, MaxTokens: 1, IgnoreEOS: true}))
+		for e.Busy() {
+			e.Step()
+		}
+	}
+	p := randomTokens(rand.New(rand.NewPCG(3, 4)), 16, m.Config.VocabSize)
+	serve(1, p)
+
+	listed := obs.Blocks()
+	require.Len(t, listed, len(p)/c.BlockSize)
+	assert.Equal(t, kvevents.BlockHashes(p, c.BlockSize, ""), []kvevents.Hash{listed[0].Hash, listed[1].Hash, listed[2].Hash, listed[3].Hash})
+	assert.Nil(t, listed[0].Parent)
+	for i, b := range listed[1:] {
+		require.NotNil(t, b.Parent)
+		assert.Equal(t, listed[i].Hash, *b.Parent, "parents first")
+	}
+
+	require.Equal(t, len(listed), pool.Cache().Evict(len(listed)))
+	for _, b := range listed {
+		ok, err := obs.Read(b, func(int32) error { return fmt.Errorf("fn called for evicted block %d", b.Block) })
+		require.NoError(t, err)
+		assert.False(t, ok, "block %d was evicted", b.Block)
+	}
+
+	serve(2, p)
+	for _, b := range listed {
+		var got int32 = -1
+		ok, err := obs.Read(b, func(block int32) error { got = block; return nil })
+		require.NoError(t, err)
+		require.True(t, ok, "the prefix is cached again")
+		assert.Positive(t, pool.Cache().Holds(got), "fn gets a block the cache holds (block %d)", got)
+	}
+	boom := fmt.Errorf("boom")
+	ok, err := obs.Read(listed[0], func(int32) error { return boom })
+	assert.True(t, ok)
+	assert.ErrorIs(t, err, boom)
+}

@@ -59,6 +59,11 @@ type CacheFile struct {
 	mu       sync.Mutex    // one save at a time
 	gateOnce sync.Once     // makes gate
 	gate     chan struct{} // one slot file operation at a time (enterSlotIO)
+
+	// Test hooks, nil outside tests: testWriter wraps the temporary file a
+	// save writes, testBeforeRead runs before each block's KV is read.
+	testWriter     func(io.Writer) io.Writer
+	testBeforeRead func(kvcache.CachedBlock)
 }
 
 // DefaultSlotSaveMaxBytes is --slot-save-max-bytes' default, 1 GiB: many
@@ -147,10 +152,11 @@ func (c *CacheFile) blockBytes() int {
 // Save writes what the cache holds now to Path (through a temporary file
 // and a rename, so a crash never leaves half a file under the name) and
 // returns how many blocks it wrote. It may run while the engine serves:
-// the observer keeps every block it lists from being freed until the copy
-// is done. Blocks cached under a cache salt are left out: the file does not
-// record salts, and a restore would commit them to the unsalted cache,
-// where every tenant could reuse them.
+// the observer keeps each block from being freed while its KV is copied,
+// one block at a time, and a block evicted before its turn is left out
+// with its descendants. Blocks cached under a cache salt are left out: the
+// file does not record salts, and a restore would commit them to the
+// unsalted cache, where every tenant could reuse them.
 func (c *CacheFile) Save() (int, error) {
 	blocks, _, err := c.saveTo(c.Path, func(b kvcache.CachedBlock) bool { return !b.Salted }, 0)
 	return blocks, err

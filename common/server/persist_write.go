@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"kvlab/common/kvcache"
+	"kvlab/common/kvevents"
 	"kvlab/kernels"
 )
 
@@ -38,12 +39,20 @@ var errOverBudget = errors.New("over the byte limit")
 // positive, is the most bytes the file may take: past it the save stops,
 // removes what it wrote and returns an error wrapping errOverBudget.
 //
+// The engine never waits on the disk: saveTo walks a snapshot of the
+// blocks' metadata (kvcache.Observer.Blocks) and copies each block's KV
+// into a buffer of one record under the observer's lock (Observer.Read),
+// then writes the record with the lock released, so the engine's frees
+// and commits wait for one block's copy at most. A block evicted since
+// the snapshot is left out, and so are its descendants; the header counts
+// the records written.
+//
 // The file is streamed, never built in memory: the records go to a
-// temporary file through a buffer while the observer holds the blocks,
-// behind a header padded to its longest length (JSON allows the trailing
-// spaces), which is filled in with the block count once it is known; the
-// checksum is then computed reading the file back, since it covers the
-// header, and appended. The file is synced before its rename.
+// temporary file through a buffer, behind a header padded to its longest
+// length (JSON allows the trailing spaces), which is filled in with the
+// block count once it is known; the checksum is then computed reading the
+// file back, since it covers the header, and appended. The file is synced
+// before its rename.
 func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, limit int64) (blocks, size int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -74,42 +83,72 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 			os.Remove(tmp.Name())
 		}
 	}()
-	w := bufio.NewWriterSize(tmp, ioBufferBytes)
+	var out io.Writer = tmp
+	if c.testWriter != nil {
+		out = c.testWriter(tmp)
+	}
+	w := bufio.NewWriterSize(out, ioBufferBytes)
 	w.WriteString(cacheMagic)
 	w.Write(binary.LittleEndian.AppendUint32(nil, uint32(hdrLen)))
 	w.WriteString(strings.Repeat(" ", hdrLen))
 	written := int64(len(cacheMagic) + 4 + hdrLen)
 	enc := newBlockEncoder(c.Pool)
-	var meta []byte
-	err = c.Observer.Visit(func(b kvcache.CachedBlock) error {
+	record := make([]byte, 0, rec)
+	// lost holds the blocks evicted since the snapshot and their
+	// descendants, which are left out with them: a chain whose first
+	// blocks are not in the file could not be restored.
+	var lost map[kvevents.Hash]bool
+	for _, b := range c.Observer.Blocks() {
 		if !keep(b) {
-			return nil
+			continue
 		}
-		if limit > 0 && written+rec+sha256.Size > limit {
-			return fmt.Errorf("the file would pass %d bytes after %d blocks: %w of %d", written+rec+sha256.Size, blocks, errOverBudget, limit)
+		if b.Parent != nil && lost[*b.Parent] {
+			lost[b.Hash] = true
+			continue
 		}
-		meta = append(meta[:0], b.Hash[:]...)
+		if c.testBeforeRead != nil {
+			c.testBeforeRead(b)
+		}
+		record = append(record[:0], b.Hash[:]...)
 		if b.Parent != nil {
-			meta = append(meta, 1)
-			meta = append(meta, b.Parent[:]...)
+			record = append(record, 1)
+			record = append(record, b.Parent[:]...)
 		} else {
-			meta = append(meta, noParent[:]...)
+			record = append(record, noParent[:]...)
 		}
 		for _, t := range b.Tokens {
-			meta = binary.LittleEndian.AppendUint32(meta, uint32(t))
+			record = binary.LittleEndian.AppendUint32(record, uint32(t))
 		}
-		if _, err := w.Write(meta); err != nil {
-			return err
-		}
-		for l := range c.Identity.Layers {
-			if _, err := w.Write(enc.encode(l, b.Block)); err != nil {
-				return err
+		// Only the copy of the block's KV holds the observer's lock: the
+		// engine's frees and commits wait for one block's copy, never for
+		// the disk.
+		var ok bool
+		ok, err = c.Observer.Read(b, func(block int32) error {
+			for l := range c.Identity.Layers {
+				record = enc.append(record, l, block)
 			}
+			return nil
+		})
+		if err != nil {
+			break
+		}
+		if !ok {
+			if lost == nil {
+				lost = make(map[kvevents.Hash]bool)
+			}
+			lost[b.Hash] = true
+			continue
+		}
+		if limit > 0 && written+rec+sha256.Size > limit {
+			err = fmt.Errorf("the file would pass %d bytes after %d blocks: %w of %d", written+rec+sha256.Size, blocks, errOverBudget, limit)
+			break
+		}
+		if _, err = w.Write(record); err != nil {
+			break
 		}
 		written += rec
 		blocks++
-		return nil
-	})
+	}
 	if err == nil {
 		err = w.Flush()
 	}
@@ -148,34 +187,32 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 type blockEncoder struct {
 	pool *kvcache.Pool
 	k, v []float32
-	out  []byte
 }
 
 func newBlockEncoder(p *kvcache.Pool) *blockEncoder {
 	n := p.BlockSize() * p.KVDim()
-	return &blockEncoder{pool: p, k: make([]float32, n), v: make([]float32, n), out: make([]byte, 0, p.BlockBytes())}
+	return &blockEncoder{pool: p, k: make([]float32, n), v: make([]float32, n)}
 }
 
-// encode returns layer l's K then V of block b, in the pool's dtype; the
-// slice is valid until the next call. The caller keeps b from being freed.
-func (e *blockEncoder) encode(l int, b int32) []byte {
+// append appends layer l's K then V of block b to dst, in the pool's
+// dtype, and returns the extended slice. The caller keeps b from being
+// freed (kvcache.Observer.Read).
+func (e *blockEncoder) append(dst []byte, l int, b int32) []byte {
 	e.pool.ReadBlock(l, b, e.k, e.v)
-	out := e.out[:0]
 	dt := e.pool.DType()
 	for _, half := range [][]float32{e.k, e.v} {
 		for _, f := range half {
 			switch dt {
 			case kernels.KVF32:
-				out = binary.LittleEndian.AppendUint32(out, math.Float32bits(f))
+				dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
 			case kernels.KVBF16:
-				out = binary.LittleEndian.AppendUint16(out, kernels.F32ToBF16(f))
+				dst = binary.LittleEndian.AppendUint16(dst, kernels.F32ToBF16(f))
 			case kernels.KVF16:
-				out = binary.LittleEndian.AppendUint16(out, kernels.F32ToF16(f))
+				dst = binary.LittleEndian.AppendUint16(dst, kernels.F32ToF16(f))
 			}
 		}
 	}
-	e.out = out
-	return out
+	return dst
 }
 
 // RemoveStaleTemps removes the temporary files a save left in dir when the
