@@ -63,7 +63,7 @@ func subscribe(t *testing.T, url string) (<-chan kvevents.Batch, <-chan error) {
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+kvevents.StreamPath, nil)
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
@@ -160,7 +160,7 @@ func TestKVEventStream(t *testing.T) {
 func TestKVEventStreamOff(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(true), Options{})
-	resp, err := http.Get(ts.url + kvevents.StreamPath)
+	resp, err := testClient.Get(ts.url + kvevents.StreamPath)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)

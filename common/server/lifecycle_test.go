@@ -33,7 +33,7 @@ func TestClientDisconnectCancelsTheRequest(t *testing.T) {
 	body := `{"prompt": [5, 6, 7, 8, 9, 10], "max_tokens": 2000, "temperature": 0, "ignore_eos": true, "stream": true}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions", strings.NewReader(body))
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	require.NoError(t, err)
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	require.NoError(t, err)
@@ -108,14 +108,14 @@ func TestConcurrentStreamingClients(t *testing.T) {
 
 	status, _ := post(t, ts.url+"/health", "")
 	assert.Equal(t, http.StatusMethodNotAllowed, status)
-	resp, err := http.Get(ts.url + "/health")
+	resp, err := testClient.Get(ts.url + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 
 	ts.stop()
 	client.CloseIdleConnections()
-	http.DefaultClient.CloseIdleConnections()
+	testClient.CloseIdleConnections()
 	eventually(t, func() bool { return runtime.NumGoroutine() <= before }, fmt.Sprintf("goroutines to return to %d", before))
 }
 

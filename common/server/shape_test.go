@@ -133,7 +133,7 @@ func recordAnswer(t *testing.T, base string, q shapeRequest) shapeRecord {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	require.NoError(t, err, q.Name)
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)

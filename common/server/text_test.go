@@ -124,7 +124,7 @@ func TestModelsHealthAndMetrics(t *testing.T) {
 	ts := startServer(t, tm, engineConfig(true), Options{ModelName: "tiny", PrefixCaching: true})
 
 	get := func(path string) string {
-		resp, err := http.Get(ts.url + path)
+		resp, err := testClient.Get(ts.url + path)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)

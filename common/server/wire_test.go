@@ -58,7 +58,7 @@ func rawPost(t *testing.T, url, path, body string) *net.TCPConn {
 // /metrics prints it) from the server's metrics; 0 if absent.
 func metric(t testing.TB, url, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	resp, err := testClient.Get(url + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -246,7 +246,7 @@ func TestEveryRequestEndsInOneOutcome(t *testing.T) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions",
 		strings.NewReader(`{"prompt": [9, 9, 9], "max_tokens": 200, "ignore_eos": true, "stream": true}`))
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	require.NoError(t, err)
 	_, err = bufio.NewReader(resp.Body).ReadString('\n')
 	require.NoError(t, err)
@@ -296,7 +296,7 @@ func stopCase(t *testing.T, url string) (prompt, stop string, probes int) {
 // getBody sends a GET and returns the status and the body.
 func getBody(t testing.TB, url string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := testClient.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
