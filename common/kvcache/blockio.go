@@ -60,10 +60,16 @@ func (p *Pool) BlockBytes() int { return 2 * p.blockSize * p.KVDim() * p.dtype.B
 // cache holds. A 16-bit pool's block is half the bytes of a float32 one,
 // and no value is rounded on the way (ReadBlock's widening is exact, and
 // narrowing a widened value gives it back). The caller makes sure b is not
-// freed meanwhile.
-func (p *Pool) AppendBlock(dst []byte, l int, b int32) []byte {
+// freed meanwhile. scratch, if it holds 2 × BlockSize × KVDim floats, is
+// where the rows are read: a caller that appends block after block (a
+// cache save) passes the same one and allocates nothing per block; nil
+// allocates it.
+func (p *Pool) AppendBlock(dst []byte, l int, b int32, scratch []float32) []byte {
 	n := p.blockSize * p.KVDim()
-	k, v := make([]float32, n), make([]float32, n)
+	if len(scratch) < 2*n {
+		scratch = make([]float32, 2*n)
+	}
+	k, v := scratch[:n], scratch[n:2*n]
 	p.ReadBlock(l, b, k, v)
 	for _, half := range [][]float32{k, v} {
 		for _, f := range half {

@@ -35,7 +35,7 @@ func TestPoolDType(t *testing.T) {
 				kv[i], vv[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 			}
 			require.NoError(t, p.WriteBlock(1, 2, kv, vv))
-			raw := p.AppendBlock(nil, 1, 2)
+			raw := p.AppendBlock(nil, 1, 2, nil)
 			require.Len(t, raw, p.BlockBytes())
 			gk, gv := make([]float32, len(kv)), make([]float32, len(vv))
 			p.ReadBlock(1, 2, gk, gv)
@@ -44,7 +44,7 @@ func TestPoolDType(t *testing.T) {
 				require.Equal(t, dt.Round(vv[i]), gv[i], "value %d", i)
 			}
 			require.NoError(t, p.WriteBlockBytes(0, 3, raw))
-			require.Equal(t, raw, p.AppendBlock(nil, 0, 3), "the bytes come back as they went")
+			require.Equal(t, raw, p.AppendBlock(nil, 0, 3, make([]float32, 2*p.BlockSize()*p.KVDim())), "the bytes come back as they went")
 			require.ErrorContains(t, p.WriteBlockBytes(0, 3, raw[1:]), "bytes of "+dt.Name())
 		})
 	}

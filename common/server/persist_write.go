@@ -15,7 +15,6 @@ import (
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
-	"kvlab/kernels"
 )
 
 // ioBufferBytes is the buffer a save or a restore streams the file
@@ -92,7 +91,8 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 	w.Write(binary.LittleEndian.AppendUint32(nil, uint32(hdrLen)))
 	w.WriteString(strings.Repeat(" ", hdrLen))
 	written := int64(len(cacheMagic) + 4 + hdrLen)
-	enc := newBlockEncoder(c.Pool)
+	// One scratch for every block's rows: a save allocates per file, not per block.
+	scratch := make([]float32, 2*c.Pool.BlockSize()*c.Pool.KVDim())
 	record := make([]byte, 0, rec)
 	// lost holds the blocks evicted since the snapshot and their
 	// descendants, which are left out with them: a chain whose first
@@ -125,7 +125,7 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 		var ok bool
 		ok, err = c.Observer.Read(b, func(block int32) error {
 			for l := range c.Identity.Layers {
-				record = enc.append(record, l, block)
+				record = c.Pool.AppendBlock(record, l, block, scratch)
 			}
 			return nil
 		})
@@ -179,40 +179,6 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 		return 0, 0, err
 	}
 	return blocks, int(written + sha256.Size), nil
-}
-
-// blockEncoder turns one layer of one block into the file's bytes,
-// reusing its buffers from block to block: a save allocates per file, not
-// per block. It writes what kvcache.Pool.AppendBlock appends.
-type blockEncoder struct {
-	pool *kvcache.Pool
-	k, v []float32
-}
-
-func newBlockEncoder(p *kvcache.Pool) *blockEncoder {
-	n := p.BlockSize() * p.KVDim()
-	return &blockEncoder{pool: p, k: make([]float32, n), v: make([]float32, n)}
-}
-
-// append appends layer l's K then V of block b to dst, in the pool's
-// dtype, and returns the extended slice. The caller keeps b from being
-// freed (kvcache.Observer.Read).
-func (e *blockEncoder) append(dst []byte, l int, b int32) []byte {
-	e.pool.ReadBlock(l, b, e.k, e.v)
-	dt := e.pool.DType()
-	for _, half := range [][]float32{e.k, e.v} {
-		for _, f := range half {
-			switch dt {
-			case kernels.KVF32:
-				dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
-			case kernels.KVBF16:
-				dst = binary.LittleEndian.AppendUint16(dst, kernels.F32ToBF16(f))
-			case kernels.KVF16:
-				dst = binary.LittleEndian.AppendUint16(dst, kernels.F32ToF16(f))
-			}
-		}
-	}
-	return dst
 }
 
 // RemoveStaleTemps removes the temporary files a save left in dir when the
