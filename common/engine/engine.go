@@ -170,6 +170,9 @@ func (e *Engine) check(r Request) error {
 	if err := e.model.CheckTokens(r.Prompt); err != nil {
 		return err
 	}
+	if err := r.Sampling.CheckVocab(e.model.Config.VocabSize); err != nil {
+		return err
+	}
 	if r.MaxTokens <= 0 {
 		return fmt.Errorf("max tokens must be positive, have %d", r.MaxTokens)
 	}

@@ -17,10 +17,21 @@ type Sampling struct {
 	TopP float64
 	// Seed makes sampling reproducible per request.
 	Seed uint64
+	// LogitBias is added to the logits before every other step (OpenAI's
+	// and llama-server's logit_bias); -Inf bans a token. It depends only
+	// on the request, so a request samples the same tokens in any batch.
+	LogitBias []Bias
 }
 
-// Greedy reports whether s always picks the most likely token.
-func (s Sampling) Greedy() bool { return s.Temperature == 0 }
+// Bias is one token's entry in Sampling.LogitBias.
+type Bias struct {
+	ID   int32
+	Bias float32
+}
+
+// Greedy reports whether s always picks the most likely token of the
+// model's own logits (a logit bias may move it elsewhere).
+func (s Sampling) Greedy() bool { return s.Temperature == 0 && len(s.LogitBias) == 0 }
 
 // Validate reports sampling settings that make no sense.
 func (s Sampling) Validate() error {
@@ -30,6 +41,21 @@ func (s Sampling) Validate() error {
 	if s.TopP < 0 || s.TopP > 1 || math.IsNaN(s.TopP) {
 		return fmt.Errorf("top-p must be in [0, 1], have %v", s.TopP)
 	}
+	for _, b := range s.LogitBias {
+		if b.ID < 0 || math.IsNaN(float64(b.Bias)) || math.IsInf(float64(b.Bias), 1) {
+			return fmt.Errorf("logit bias of token %d must be a number or -Inf, have %v", b.ID, b.Bias)
+		}
+	}
+	return nil
+}
+
+// CheckVocab reports a logit bias on a token outside a vocabulary of n.
+func (s Sampling) CheckVocab(n int) error {
+	for _, b := range s.LogitBias {
+		if int(b.ID) >= n {
+			return fmt.Errorf("logit bias names token %d, outside the vocabulary of %d", b.ID, n)
+		}
+	}
 	return nil
 }
 
@@ -37,7 +63,15 @@ func (s Sampling) Validate() error {
 // seed and the output index, so a request samples the same tokens whatever
 // batch it runs in, and after a preemption that recomputes it.
 func (s Sampling) Sample(logits []float32, index int) int32 {
-	if s.Greedy() {
+	if len(s.LogitBias) > 0 {
+		logits = slices.Clone(logits) // the caller's row may be reported (KeepLogits, TopProbs)
+		for _, b := range s.LogitBias {
+			if int(b.ID) < len(logits) {
+				logits[b.ID] += b.Bias
+			}
+		}
+	}
+	if s.Temperature == 0 {
 		return argmax(logits)
 	}
 	type cand struct {
