@@ -4,15 +4,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
-
-	"kvlab/common/tokenizer"
 )
 
 // chatRequest is a /v1/chat/completions body.
 type chatRequest struct {
 	openAIRequest
+	// add_generation_prompt, continue_final_message, chat_template_kwargs
+	// (chattemplate.go)
+	chatTemplating
 	Messages []chatMessage `json:"messages"`
+	// Logprobs and TopLogprobs ask for each token's logprob and the
+	// top_logprobs most likely tokens at its position (logprobs.go).
+	Logprobs    *bool `json:"logprobs"`
+	TopLogprobs *int  `json:"top_logprobs"`
+	// ReturnProgress adds llama-server's prompt_progress chunk to a
+	// stream, before the first text (promptProgress).
+	ReturnProgress bool `json:"return_progress"`
 }
 
 type chatMessage struct {
@@ -23,12 +32,12 @@ type chatMessage struct {
 // chatChoice is one sample's result in a chat response; Delta replaces
 // Message in stream chunks.
 type chatChoice struct {
-	Index        int       `json:"index"`
-	Message      *chatOut  `json:"message,omitempty"`
-	Delta        *chatOut  `json:"delta,omitempty"`
-	TokenIDs     []int32   `json:"token_ids,omitempty"`
-	FinishReason *string   `json:"finish_reason"`
-	Logprobs     *struct{} `json:"logprobs"`
+	Index        int           `json:"index"`
+	Message      *chatOut      `json:"message,omitempty"`
+	Delta        *chatOut      `json:"delta,omitempty"`
+	TokenIDs     []int32       `json:"token_ids,omitempty"`
+	FinishReason *string       `json:"finish_reason"`
+	Logprobs     *chatLogprobs `json:"logprobs"` // null unless asked
 }
 
 type chatOut struct {
@@ -50,21 +59,22 @@ func (c chatOut) MarshalJSON() ([]byte, error) {
 }
 
 type chatResponse struct {
-	ID                string        `json:"id"`
-	Object            string        `json:"object"`
-	Created           int64         `json:"created"`
-	Model             string        `json:"model"`
-	SystemFingerprint string        `json:"system_fingerprint"`
-	Choices           []chatChoice  `json:"choices"`
-	Usage             *usage        `json:"usage,omitempty"`
-	Timings           *llamaTimings `json:"timings,omitempty"` // as completionResponse's
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint string          `json:"system_fingerprint"`
+	Choices           []chatChoice    `json:"choices"`
+	Usage             *usage          `json:"usage,omitempty"`
+	Timings           *llamaTimings   `json:"timings,omitempty"` // as completionResponse's
+	Progress          *promptProgress `json:"prompt_progress,omitempty"`
 }
 
-// chatPrompt renders messages through the model's chat template and
-// tokenizes the result. The template writes the special tokens itself, so
-// no BOS is added.
-func (h *Handler) chatPrompt(msgs []chatMessage) ([]int32, *apiError) {
-	rendered, e := h.chatText(msgs)
+// chatPrompt renders the request's messages through the model's chat
+// template (renderChat) and tokenizes the result. The template writes the
+// special tokens itself, so no BOS is added.
+func (h *Handler) chatPrompt(q *chatRequest) ([]int32, *apiError) {
+	rendered, e := h.renderChat(q.Messages, &q.chatTemplating, nil)
 	if e != nil {
 		return nil, e
 	}
@@ -73,40 +83,6 @@ func (h *Handler) chatPrompt(msgs []chatMessage) ([]int32, *apiError) {
 		return nil, errBadRequest("messages", "the conversation renders to an empty prompt")
 	}
 	return ids, nil
-}
-
-// chatText renders messages through the model's chat template, ending
-// with the header of the assistant's turn.
-func (h *Handler) chatText(msgs []chatMessage) (string, *apiError) {
-	t := h.opts.Tokenizer
-	if t == nil || !t.HasChatTemplate() {
-		return "", errBadRequest("messages", "this model has no chat template (tokenizer_config.json): use /v1/completions")
-	}
-	if len(msgs) == 0 {
-		return "", errBadRequest("messages", "messages is empty")
-	}
-	conv := make([]tokenizer.Message, len(msgs))
-	for i, m := range msgs {
-		switch m.Role {
-		case "system", "user", "assistant", "developer", "tool":
-		default:
-			return "", errBadRequest(fmt.Sprintf("messages[%d].role", i), "unknown role %q (want system, user, assistant, developer or tool)", m.Role)
-		}
-		text, e := messageText(m.Content, i)
-		if e != nil {
-			return "", e
-		}
-		role := m.Role
-		if role == "developer" {
-			role = "system" // OpenAI's newer name for the system message
-		}
-		conv[i] = tokenizer.Message{Role: role, Content: text}
-	}
-	rendered, err := t.ApplyChatTemplate(conv, true)
-	if err != nil {
-		return "", errBadRequest("messages", "chat template: %v", err)
-	}
-	return rendered, nil
 }
 
 // messageText accepts a content string or an array of text parts.
@@ -143,8 +119,12 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	var e *apiError
-	if g.prompt, e = h.chatPrompt(q.Messages); e != nil {
+	nLogprobs, e := chatLogprobsAsked(&q, &g)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if g.prompt, e = h.chatPrompt(&q); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -155,28 +135,49 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return chatResponse{ID: id, Object: object, Created: created, Model: h.opts.ModelName, SystemFingerprint: buildInfo(), Choices: choices, Usage: u, Timings: t}
 	}
 	began := make([]bool, g.n) // the first delta of each sample names the role
+	logprobs := func(ps []tokenProbs) *chatLogprobs {
+		if nLogprobs < 0 {
+			return nil
+		}
+		return h.chatLogprobsOf(ps, nLogprobs)
+	}
 	h.openAIReply(w, r, &q.openAIRequest, rid, g, replyShape{
 		whole: func(res *genResult) any {
 			choices := make([]chatChoice, len(res.samples))
 			for i, s := range res.samples {
 				text := s.text.String()
-				choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &text}, TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish}
+				choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &text}, TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish, Logprobs: logprobs(s.probs)}
 			}
 			return reply("chat.completion", choices, newUsage(res), llamaTimingsOf(res))
 		},
 		chunk: func(p piece) []any {
 			var out []any
+			if q.ReturnProgress && !slices.Contains(began, true) {
+				// The prompt's progress, once, in a chunk of its own
+				// with no choices, as llama-server sends it.
+				pr := reply("chat.completion.chunk", []chatChoice{}, nil, nil)
+				pr.Progress = progressOf(p, len(g.prompt))
+				out = append(out, pr)
+			}
 			if !began[p.sample] {
 				// A sample's first chunk names the role and carries no
 				// text (content null), as OpenAI's and llama-server's do.
 				began[p.sample] = true
 				out = append(out, reply("chat.completion.chunk", []chatChoice{{Index: p.sample, Delta: &chatOut{Role: "assistant"}}}, nil, nil))
 			}
-			c := chatChoice{Index: p.sample, Delta: &chatOut{Content: &p.text}, TokenIDs: q.idsIfAsked(p.ids)}
-			if p.finish != "" {
-				c.FinishReason = &p.finish
+			// Text goes in content chunks only, none of them empty (a
+			// piece the decoder or a stop string holds back whole has
+			// nothing to say); the finishing chunk is llama-server's
+			// "delta": {} with the finish reason.
+			if ids := q.idsIfAsked(p.ids); p.text != "" || len(ids) > 0 || nLogprobs >= 0 && len(p.probs) > 0 {
+				c := chatChoice{Index: p.sample, Delta: &chatOut{Content: &p.text}, TokenIDs: ids, Logprobs: logprobs(p.probs)}
+				out = append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, nil))
 			}
-			return append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, p.timings))
+			if p.finish != "" {
+				c := chatChoice{Index: p.sample, Delta: &chatOut{}, FinishReason: &p.finish}
+				out = append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, p.timings))
+			}
+			return out
 		},
 		usage: func(res *genResult) any {
 			return reply("chat.completion.chunk", []chatChoice{}, newUsage(res), llamaTimingsOf(res))

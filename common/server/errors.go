@@ -17,6 +17,11 @@ type apiError struct {
 	Type    string `json:"type"`
 	Param   string `json:"param,omitempty"`
 	Code    string `json:"code,omitempty"`
+	// NPromptTokens and NCtx are llama-server's additions to its
+	// exceed_context_size_error: the request's tokens and the context one
+	// sequence can hold (errContext).
+	NPromptTokens int `json:"n_prompt_tokens,omitempty"`
+	NCtx          int `json:"n_ctx,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -70,6 +75,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 	}
 	if nl, ok := v.(nestingLimits); ok {
 		if e := checkBodyNesting(body, nl.nestingLimits()); e != nil {
+			return e
+		}
+	}
+	if fc, ok := v.(fieldChecked); ok { // fields.go
+		if e := checkFields(body, v, fc.fieldRules()); e != nil {
 			return e
 		}
 	}

@@ -51,6 +51,8 @@ type llamaRequest struct {
 	// lets the server choose the one whose last prompt shares the longest
 	// prefix.
 	IDSlot *int `json:"id_slot"`
+	// LogitBias is added to the logits before sampling (logitbias.go).
+	LogitBias json.RawMessage `json:"logit_bias"`
 }
 
 // llamaTimings is llama-server's per-request timing report, plus cache_n,
@@ -81,7 +83,7 @@ type llamaResponse struct {
 	GenerationSettings generationSettings `json:"generation_settings"`
 	Prompt             string             `json:"prompt"`
 	HasNewLine         bool               `json:"has_new_line"`
-	Truncated          bool               `json:"truncated"` // never: a prompt too long is refused, not cut
+	Truncated          bool               `json:"truncated"` // the generation stopped because the context was full (a prompt too long is refused, not cut)
 	StopType           string             `json:"stop_type"` // "eos", "limit", "word" or "none" (cut short)
 	StoppingWord       string             `json:"stopping_word"`
 	TokensCached       int                `json:"tokens_cached"`
@@ -103,12 +105,21 @@ type llamaPartial struct {
 	Progress        *promptProgress `json:"prompt_progress,omitempty"`
 }
 
-// promptProgress is what return_progress adds to a stream's first event.
+// promptProgress is what return_progress adds to a stream's first event
+// (on chat, a chunk of its own). The engine does not report a prompt's
+// chunks one by one, so there is one report, when the prompt is done
+// (processed equals total), where llama-server sends one per batch.
 type promptProgress struct {
 	Total     int     `json:"total"`
 	Cache     int     `json:"cache"`
 	Processed int     `json:"processed"`
 	TimeMS    float64 `json:"time_ms"`
+}
+
+// progressOf is the progress report of a prompt of n tokens, made with
+// the generation's first piece p.
+func progressOf(p piece, n int) *promptProgress {
+	return &promptProgress{Total: n, Cache: p.cached, Processed: n, TimeMS: ms(p.at.Sub(p.start))}
 }
 
 // tokenProbJSON is one generated token in completion_probabilities: its
@@ -138,23 +149,24 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults(), cacheSalt: q.CacheSalt, slot: -1}
 	g.maxTokens = h.es.ContextLimit()
 	nPredict := -1
-	if q.NPredict != nil {
-		switch n := *q.NPredict; {
-		case n == -1:
-		case n <= 0:
-			writeError(w, errBadRequest("n_predict", "n_predict must be -1 (no limit) or at least 1, have %d", n))
+	if n := q.NPredict; n != nil || h.opts.Defaults.NPredict != nil {
+		if n == nil {
+			n = h.opts.Defaults.NPredict // --n-predict
+		}
+		switch {
+		case *n == -1:
+		case *n < 0:
+			writeError(w, errBadRequest("n_predict", "n_predict must be -1 (no limit), 0 (evaluate the prompt only) or more, have %d", *n))
 			return
-		default:
-			g.maxTokens, nPredict = n, n
+		default: // 0 evaluates the prompt into the cache and generates nothing (generate)
+			g.maxTokens, nPredict = *n, *n
 		}
 	}
-	if q.Temperature != nil {
-		if t := *q.Temperature; t < 0 || math.IsNaN(t) || math.IsInf(t, 0) {
-			writeError(w, errBadRequest("temperature", "temperature must be a finite number ≥ 0, have %v", t))
-			return
-		}
-		g.sampling.Temperature = *q.Temperature
+	if t := q.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0)) {
+		writeError(w, errBadRequest("temperature", "temperature must be a finite number, have %v", *t))
+		return
 	}
+	g.sampling.Temperature = h.opts.Defaults.temperature(q.Temperature, g.sampling.Temperature)
 	if q.TopP != nil {
 		if p := *q.TopP; p <= 0 || p > 1 || math.IsNaN(p) {
 			writeError(w, errBadRequest("top_p", "top_p must be in (0, 1], have %v", p))
@@ -162,14 +174,19 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		}
 		g.sampling.TopP = *q.TopP
 	}
-	if q.Seed != nil && *q.Seed >= 0 {
-		g.sampling.Seed = uint64(*q.Seed)
+	if seed, ok := h.opts.Defaults.seed(q.Seed); ok && int64(seed) >= 0 {
+		g.sampling.Seed = seed
 	}
 	if q.NProbs < 0 || q.NProbs > engine.MaxTopProbs {
 		writeError(w, errBadRequest("n_probs", "n_probs must be in [0, %d], have %d", engine.MaxTopProbs, q.NProbs))
 		return
 	}
 	g.topProbs = q.NProbs
+	var e *apiError
+	if g.sampling.LogitBias, e = parseLogitBias(q.LogitBias); e != nil {
+		writeError(w, e)
+		return
+	}
 	for _, s := range q.Stop {
 		if s != "" {
 			g.stop = append(g.stop, s)
@@ -183,7 +200,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	g.settings = settingsOf(g, nPredict, q.Stream, q.NProbs)
+	g.settings = h.withEOSBias(settingsOf(g, nPredict, q.Stream, q.NProbs))
 	cachePrompt := q.CachePrompt == nil || *q.CachePrompt
 
 	var out *sse
@@ -263,7 +280,7 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 		ev := llamaPartial{Index: index, Content: p.text, Tokens: orEmpty(p.ids), IDSlot: p.slot,
 			TokensPredicted: p.generated, TokensEvaluated: len(g.prompt), Probs: h.probsJSON(p.probs)}
 		if first && progress {
-			ev.Progress = &promptProgress{Total: len(g.prompt), Cache: p.cached, Processed: len(g.prompt), TimeMS: ms(p.at.Sub(p.start))}
+			ev.Progress = progressOf(p, len(g.prompt))
 		}
 		first = false
 		return out.send(ev)
@@ -278,6 +295,7 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 		Prompt: h.piecesText(g.prompt), HasNewLine: strings.Contains(s.text.String(), "\n"),
 		StopType: map[string]string{"stop": "eos", "length": "limit", "abort": "none"}[s.finish], StoppingWord: s.word,
 		TokensCached: res.cached, Timings: llamaTimingsOf(res), Probs: h.probsJSON(s.probs), CachePrompt: cachePrompt,
+		Truncated: s.finish == "length" && res.promptTokens+len(s.ids) >= h.es.ContextLimit(),
 	}
 	if s.word != "" {
 		final.StopType = "word"
@@ -382,6 +400,10 @@ func orEmpty(ids []int32) []int32 {
 // array of any of these (one generation each).
 func (h *Handler) prompts(raw json.RawMessage) ([][]int32, *apiError) {
 	if e := checkNesting(raw, "prompt", maxPromptNesting); e != nil {
+		return nil, e
+	}
+	raw, e := promptStrings(raw) // {"prompt_string": ...} objects
+	if e != nil {
 		return nil, e
 	}
 	var elems []json.RawMessage

@@ -34,12 +34,19 @@ type openAIRequest struct {
 	// IDSlot is llama-server's slot (slots.go), which its /v1 endpoints
 	// take too; absent or -1 lets the server choose.
 	IDSlot *int `json:"id_slot"`
+	// LogitBias is added to the logits before sampling (logitbias.go).
+	LogitBias json.RawMessage `json:"logit_bias"`
 }
 
 // completionRequest is a /v1/completions body.
 type completionRequest struct {
 	openAIRequest
 	Prompt json.RawMessage `json:"prompt"` // a string, token ids, or a one-element array of either
+	// Logprobs asks for each token's logprob and the n most likely tokens
+	// at its position, in the legacy shape (logprobs.go); null: none.
+	Logprobs *int `json:"logprobs"`
+	// Echo puts the prompt's text before each choice's completion.
+	Echo bool `json:"echo"`
 }
 
 // usage is OpenAI's token accounting. CachedTokens is the number a
@@ -66,6 +73,9 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 		return e
 	}
 	g.maxTokens = defaultMax
+	if n := h.opts.Defaults.NPredict; n != nil && *n >= 0 { // --n-predict; -1 keeps the endpoint's
+		g.maxTokens = *n
+	}
 	for _, m := range []struct {
 		name string
 		v    *int
@@ -73,18 +83,17 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 		if m.v == nil {
 			continue
 		}
-		if *m.v <= 0 {
-			return errBadRequest(m.name, "%s must be at least 1, have %d", m.name, *m.v)
+		if *m.v < 0 { // 0 evaluates the prompt into the cache and generates nothing, as on llama-server
+			return errBadRequest(m.name, "%s must be at least 0, have %d", m.name, *m.v)
 		}
 		g.maxTokens, g.maxParam = *m.v, m.name
 	}
-	g.sampling.Temperature = 1 // OpenAI's default
-	if q.Temperature != nil {
-		if t := *q.Temperature; t < 0 || t > 2 || math.IsNaN(t) {
-			return errBadRequest("temperature", "temperature must be in [0, 2], have %v", t)
-		}
-		g.sampling.Temperature = *q.Temperature
+	// OpenAI's default is 1; a negative temperature is greedy sampling, as
+	// llama-server takes it.
+	if t := q.Temperature; t != nil && (*t > 2 || math.IsNaN(*t)) {
+		return errBadRequest("temperature", "temperature must be at most 2 (below 0: greedy), have %v", *t)
 	}
+	g.sampling.Temperature = h.opts.Defaults.temperature(q.Temperature, 1)
 	if q.TopP != nil {
 		if p := *q.TopP; p <= 0 || p > 1 || math.IsNaN(p) {
 			return errBadRequest("top_p", "top_p must be in (0, 1], have %v", p)
@@ -99,6 +108,9 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 		g.n = *q.N
 	}
 	g.sampling.Seed = rand.Uint64()
+	if q.Seed == nil && h.opts.Defaults.Seed != nil && *h.opts.Defaults.Seed >= 0 { // --seed
+		g.sampling.Seed = uint64(*h.opts.Defaults.Seed)
+	}
 	if q.Seed != nil {
 		g.sampling.Seed = uint64(*q.Seed)
 	}
@@ -113,7 +125,8 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	if q.IDSlot != nil && *q.IDSlot >= 0 {
 		g.slot = *q.IDSlot
 	}
-	return nil
+	g.sampling.LogitBias, e = parseLogitBias(q.LogitBias)
+	return e
 }
 
 // parseStop accepts null, a string, or an array of strings.
@@ -161,8 +174,8 @@ func (h *Handler) prompt(raw json.RawMessage) ([]int32, *apiError) {
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		if text == "" {
-			return nil, errBadRequest("prompt", "prompt is empty")
+		if text == "" && (h.opts.Tokenizer == nil || len(h.opts.Tokenizer.EncodePrompt("")) == 0) {
+			return []int32{}, nil // nothing to evaluate: an empty answer (generate), as llama-server gives
 		}
 		if h.opts.Tokenizer == nil {
 			return nil, errBadRequest("prompt", "this model has no tokenizer.json: send the prompt as an array of token ids")
@@ -254,27 +267,56 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	var e *apiError
-	if g.prompt, e = h.completionPrompt(q.Prompt); e != nil {
+	nLogprobs, e := completionLogprobsAsked(&q, &g)
+	if e != nil {
 		writeError(w, e)
 		return
 	}
+	prompts, e := h.completionPrompts(q.Prompt) // one, or a batch (openai_batch.go)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	g.prompt = prompts[0]
+	if len(prompts) > 1 && q.Echo {
+		writeError(w, errUnsupportedPrompt("echo", "echo is not supported with several prompts in one request; send them one per request"))
+		return
+	}
+	echo := "" // echo: the prompt's text, before each choice's (logprobs.go)
+	if q.Echo {
+		echo = h.echoText(q.Prompt, g.prompt)
+	}
+	echoed := make([]bool, g.n*len(prompts)) // streaming: the prompt went out in the sample's first chunk
+	offsets := make([]int, g.n*len(prompts)) // streaming: where the next chunk's text starts in the choice
 	rid := h.newID()
 	id := fmt.Sprintf("cmpl-%d", rid)
 	created := time.Now().Unix()
 	reply := func(choices []completionChoice, u *usage, t *llamaTimings) completionResponse {
 		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: h.opts.ModelName, SystemFingerprint: buildInfo(), Choices: choices, Usage: u, Timings: t}
 	}
-	h.openAIReply(w, r, &q.openAIRequest, rid, g, replyShape{
+	reply1 := func(s replyShape) { h.openAIReply(w, r, &q.openAIRequest, rid, g, s) }
+	if len(prompts) > 1 {
+		reply1 = func(s replyShape) { h.openAIReplyBatch(w, r, &q.openAIRequest, g, prompts, s) }
+	}
+	reply1(replyShape{
 		whole: func(res *genResult) any {
 			choices := make([]completionChoice, len(res.samples))
 			for i, s := range res.samples {
-				choices[i] = completionChoice{Index: i, Text: s.text.String(), TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish}
+				choices[i] = completionChoice{Index: i, Text: echo + s.text.String(), TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish}
+				if nLogprobs >= 0 {
+					choices[i].Logprobs, _ = h.completionLogprobsOf(s.probs, nLogprobs, 0)
+				}
 			}
 			return reply(choices, newUsage(res), llamaTimingsOf(res))
 		},
 		chunk: func(p piece) []any {
 			c := completionChoice{Index: p.sample, Text: p.text, TokenIDs: q.idsIfAsked(p.ids)}
+			if !echoed[p.sample] {
+				echoed[p.sample], c.Text = true, echo+c.Text
+			}
+			if nLogprobs >= 0 {
+				c.Logprobs, offsets[p.sample] = h.completionLogprobsOf(p.probs, nLogprobs, offsets[p.sample])
+			}
 			if p.finish != "" {
 				c.FinishReason = &p.finish
 			}
