@@ -80,6 +80,11 @@ soak: ## two minutes of hostile HTTP load on `phase08_prefix serve --prefix-cach
 test-openai-client: ## the official OpenAI Node client (npm ci) against `phase08_prefix serve --prefix-caching`
 	bash tests/openai-client/run.sh
 
+.PHONY: test-llama-suite
+test-llama-suite: ## llama.cpp's own server tests (LLAMA_CPP_SRC=<llama.cpp checkout>, FILES=unit/test_x.py ...) against `phase08_prefix serve` through a flag-mapping shim; LLAMA_CPP_DIR=<llama.cpp build> adds llama-server on the same model as control; out/llama-suite (Debian's python3-pytest etc.; not in CI)
+	@[ -n "$(LLAMA_CPP_SRC)" ] || { echo "test-llama-suite: set LLAMA_CPP_SRC to a llama.cpp checkout"; exit 2; }
+	LLAMA_CPP_SRC="$(LLAMA_CPP_SRC)" LLAMA_CPP_DIR="$(LLAMA_CPP_DIR)" bash tests/llama-suite/run.sh $(FILES)
+
 .PHONY: test-tokenizers
 test-tokenizers: ## common/tokenizer against transformers.js and HF tokenizers (npm ci) on the real Gemma-3, Qwen3 and Llama-3 files
 	bash tests/tokenizers/run.sh

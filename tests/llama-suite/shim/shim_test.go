@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"kvlab/common/cli"
+	"kvlab/phase08_prefix/radix"
+)
+
+// fixedHelp is `serve -h` as Go's flag package prints it, cut to the
+// flags the mapping cases below need, so they do not move with serve.
+const fixedHelp = `Usage of phase08_prefix serve:
+  -host string
+    	address to listen on (default "127.0.0.1")
+  -max-context int
+    	context limit in tokens
+  -metrics
+    	serve GET /metrics
+  -parallel int
+    	llama-server's slots (-np)
+  -port int
+    	port to listen on (default 8000)
+  -served-model-name string
+    	model id in /v1/models
+  -slots
+    	serve GET /slots (default true)
+  -timeout duration
+    	answer 408 ... (default 10m0s)
+`
+
+// tinyllama2 is the command line llama.cpp's server tests start their
+// default preset with (utils.py's ServerProcess.start).
+var tinyllama2 = strings.Fields("--host 127.0.0.1 --port 8080 --temp 0.8 --seed 42 --offline " +
+	"--hf-repo ggml-org/test-model-stories260K --batch-size 32 --no-slots --alias tinyllama-2 " +
+	"--ctx-size 512 --parallel 2 --n-predict 64 --no-jinja")
+
+func TestToServeMapsTheSuitesFlags(t *testing.T) {
+	args := append(append([]string{}, tinyllama2...), "--metrics", "-to", "5", "-fa", "on", "--slot-save-path", "./tmp")
+	argv, unmapped := toServe(args, parseHelp(fixedHelp))
+	want := []string{"serve", "-prefix-caching", "-host", "127.0.0.1", "-port", "8080",
+		"-slots=false", "-served-model-name", "tinyllama-2", "-max-context", "512", "-parallel", "2",
+		"-metrics", "-timeout", "5s"}
+	if !reflect.DeepEqual(argv, want) {
+		t.Errorf("serve's command line:\n got %q\nwant %q", argv, want)
+	}
+	// The model flags (--offline, --hf-repo) are not logged: serve runs its
+	// built-in model by design. Everything else serve lacks is.
+	wantUnmapped := []string{"--temp 0.8", "--seed 42", "--batch-size 32", "--n-predict 64",
+		"--no-jinja", "-fa on", "--slot-save-path ./tmp"}
+	if !reflect.DeepEqual(unmapped, wantUnmapped) {
+		t.Errorf("unmapped:\n got %q\nwant %q", unmapped, wantUnmapped)
+	}
+}
+
+func TestToServePrefersServesOwnName(t *testing.T) {
+	help := fixedHelp + "  -alias string\n    \tmodel names\n  -ctx-size int\n    \tllama-server's -c\n"
+	argv, _ := toServe([]string{"-a", "m1,m2", "-c", "256"}, parseHelp(help))
+	want := []string{"serve", "-prefix-caching", "-alias", "m1,m2", "-ctx-size", "256"}
+	if !reflect.DeepEqual(argv, want) {
+		t.Errorf("got %q, want %q", argv, want)
+	}
+}
+
+func TestToControlReplacesTheModelFlags(t *testing.T) {
+	got := toControl(append(tinyllama2, "-m", "x.gguf", "--no-mmproj"), "/m/builtin.gguf")
+	want := strings.Fields("--host 127.0.0.1 --port 8080 --temp 0.8 --seed 42 --batch-size 32 " +
+		"--no-slots --alias tinyllama-2 --ctx-size 512 --parallel 2 --n-predict 64 --no-jinja -m /m/builtin.gguf")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("llama-server's command line:\n got %q\nwant %q", got, want)
+	}
+}
+
+// serveHelp is the real `phase08_prefix serve -h`.
+func serveHelp(t *testing.T) string {
+	var buf bytes.Buffer
+	err := cli.Serve(context.Background(), variant, []string{"-h"}, nil, &buf)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("serve -h: %v", err)
+	}
+	return buf.String()
+}
+
+var variant = cli.Variant{Name: "phase08_prefix", PrefixCache: radix.New}
+
+// TestServeStartsOnTheSuitesCommandLines translates the command lines of
+// the suite's presets against the real serve's flags, and starts serve on
+// each: a mapped flag serve refuses (a value out of its range, a flag
+// pair it rejects) would make every test of the suite fail at start-up.
+func TestServeStartsOnTheSuitesCommandLines(t *testing.T) {
+	flags := parseHelp(serveHelp(t))
+	for _, f := range []string{"host", "port", "parallel", "prefix-caching", "slot-save-path", "timeout"} {
+		if _, ok := flags[f]; !ok {
+			t.Fatalf("serve -h lists no -%s; the shim maps llama-server's to it", f)
+		}
+	}
+	dir := t.TempDir()
+	for name, line := range map[string]string{
+		"tinyllama2": strings.Join(tinyllama2, " "),
+		"router":     "--host 127.0.0.1 --port 8080 --temp 0.8 --seed 42 --batch-size 16 --no-slots --ctx-size 1024 --parallel 1 --n-predict 16 --no-jinja",
+		"slot_save":  "--host 127.0.0.1 --port 8080 --temp 0.0 --seed 42 --batch-size 32 --slots --alias tinyllama-2 --ctx-size 512 --parallel 2 --n-predict 64 --slot-save-path " + dir + " --swa-full --no-jinja",
+		"metrics":    "--host 127.0.0.1 --port 8080 --metrics --slots --ctx-size 512 --parallel 1 --api-key k --timeout 5 --jinja --chat-template llama3",
+	} {
+		t.Run(name, func(t *testing.T) {
+			argv, unmapped := toServe(strings.Fields(line), flags)
+			t.Logf("serve %q; unmapped %q", argv[1:], unmapped)
+			for i, a := range argv {
+				if a == "-port" {
+					argv[i+1] = "0"
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var log bytes.Buffer
+			var started atomic.Bool
+			err := cli.Serve(ctx, variant, argv[1:], func(string) { started.Store(true); cancel() }, &log)
+			if !started.Load() {
+				t.Fatalf("serve did not start: %v\n%s", err, log.String())
+			}
+		})
+	}
+}
