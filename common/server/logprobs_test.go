@@ -256,4 +256,3 @@ func TestLogitBiasOnTheWire(t *testing.T) {
 		assert.Contains(t, string(raw), "logit", "%v", bias)
 	}
 }
-
