@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -40,6 +42,8 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	// The engine flags of bench, with the cache off unless asked for: a
 	// server without -prefix-caching is the phase-7 baseline.
 	rf.register(flags, Variant{Name: v.Name})
+	var lf llamaServerFlags // serve_llama_flags.go
+	lf.register(flags, &rf)
 	host := flags.String("host", "127.0.0.1", "address to listen on")
 	port := flags.Int("port", 8000, "port to listen on (0: any free port)")
 	name := flags.String("served-model-name", "", "model id in /v1/models and responses (default: the model directory's name, kvlab-builtin for the built-in model)")
@@ -70,8 +74,14 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	loraName := flags.String("lora-name", "", "name every block as vLLM names the blocks of requests for the LoRA adapter of this name (its lora_name, an extra key of every block); no adapter is applied, only the hashes change")
 	parallel := flags.Int("parallel", 1, "llama-server's slots (-np): named handles on the blocks of each slot's last prompt, for id_slot and /slots; not a limit on concurrent requests")
 	flags.IntVar(parallel, "np", 1, "short for -parallel")
+	temp := flags.Float64("temp", 0.8, "temperature of a request that names none (llama-server's flag; below 0: greedy); the /v1 endpoints keep OpenAI's 1 unless this flag is given")
+	seed := flags.Int64("seed", -1, "sampling seed of a request that names none (llama-server's flag; -1: a random seed per request)")
+	nPredict := flags.Int("n-predict", -1, "tokens to generate for a request that names no length (llama-server's flag; -1: until the end of the sequence or the context, 0: evaluate the prompt only); /v1/completions keeps OpenAI's 16 unless this flag is given")
+	flags.IntVar(nPredict, "n", -1, "short for -n-predict")
 	slotSavePath := flags.String("slot-save-path", "", "with -prefix-caching, the directory of POST /slots/{id}?action=save|restore files (llama-server's flag)")
 	slotSaveMax := flags.Int64("slot-save-max-bytes", server.DefaultSlotSaveMaxBytes, "with -slot-save-path, the most bytes all the files there may take: a slot save past it is refused with 507 (0: no limit)")
+	var chatTmpl chatTemplateFlags // -chat-template, -chat-template-file, -jinja, -reasoning, … (chattemplate.go)
+	chatTmpl.register(flags)
 	cacheDir := flags.String("cache-dir", "", "with -prefix-caching, restore the prefix cache from this directory on start and save it there on shutdown and on POST /cache/save")
 	var prefixCaching *bool
 	if v.PrefixCache != nil {
@@ -83,6 +93,12 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		return err
 	}
 	rf.noCache = prefixCaching == nil || !*prefixCaching
+	if err := lf.check(&rf); err != nil {
+		return err
+	}
+	if len(lf.names) > 0 {
+		*name = lf.names[0] // -alias names the model as -served-model-name does
+	}
 	if *maxQueue < 0 || *maxBody <= 0 || *port < 0 || *port > 65535 {
 		return fmt.Errorf("-max-queue must be ≥ 0, -max-body-bytes > 0 and -port in [0, 65535]")
 	}
@@ -94,6 +110,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	if err := limits.Validate(); err != nil {
 		return err
+	}
+	if math.IsNaN(*temp) || math.IsInf(*temp, 0) || *seed < -1 || *nPredict < -1 {
+		return fmt.Errorf("-temp must be a finite number, -seed ≥ -1 (-1: random) and -n-predict ≥ -1 (-1: no limit)")
 	}
 	if *parallel < 1 || *parallel > 1024 {
 		return fmt.Errorf("-parallel must be in [1, 1024], have %d", *parallel)
@@ -160,6 +179,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	case err != nil:
 		return err
 	}
+	if err := chatTmpl.apply(tok); err != nil {
+		return err
+	}
 	e, err := engine.New(m, cfg)
 	if err != nil {
 		return err
@@ -175,6 +197,8 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxN: *maxN, WriteTimeout: *writeTimeout, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil,
 		Slots: *parallel, SlotSavePath: *slotSavePath, ModelPath: dir, ModelInfo: modelInfo(m.Config, dir, tok)}
 	opts.MaxTextRequests, opts.Log = *maxText, log
+	lf.apply(&opts)
+	opts.Defaults = sampleDefaults(flags, *temp, *seed, *nPredict)
 	var obs *kvcache.Observer
 	if publishEvents || *cacheDir != "" || *slotSavePath != "" {
 		obs = e.Pool().ObserveWith(kvevents.NewHasher(hashAlgo, *hashSeed, *loraName))
@@ -366,4 +390,22 @@ func openCacheFile(cacheDir, modelDir string, pool *kvcache.Pool, obs *kvcache.O
 		Observer: obs,
 		Seed:     seed,
 	}, nil
+}
+
+// sampleDefaults are -temp, -seed and -n-predict as the server's request
+// defaults: only the flags given on the command line, so that an endpoint
+// keeps its own default for the others (server.Defaults).
+func sampleDefaults(flags *flag.FlagSet, temp float64, seed int64, nPredict int) server.Defaults {
+	var d server.Defaults
+	flags.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "temp":
+			d.Temperature = &temp
+		case "seed":
+			d.Seed = &seed
+		case "n-predict", "n":
+			d.NPredict = &nPredict
+		}
+	})
+	return d
 }

@@ -18,7 +18,7 @@ import (
 // afterwards is served as if nothing had happened.
 func TestBadInputGetsAnOpenAIError(t *testing.T) {
 	tm := loadTestModel(t)
-	ts := startServer(t, tm, engineConfig(false), Options{ModelName: "test", MaxBodyBytes: 4096})
+	ts := startServer(t, tm, engineConfig(false), Options{ModelName: "test", MaxBodyBytes: 4096, StrictModelName: true})
 	long := make([]int, 300) // the context is 256
 	cases := []struct {
 		name   string
@@ -33,23 +33,23 @@ func TestBadInputGetsAnOpenAIError(t *testing.T) {
 		{"wrong type", "/v1/completions", `{"prompt": [1, 2], "max_tokens": "ten"}`, 400, "max_tokens", "must be an integer"},
 		{"prompt of the wrong type", "/v1/completions", `{"prompt": {"a": 1}}`, 400, "prompt", "prompt must be"},
 		{"no prompt", "/v1/completions", `{"max_tokens": 3}`, 400, "prompt", "required"},
-		{"empty prompt", "/v1/completions", `{"prompt": ""}`, 400, "prompt", "empty"},
 		{"empty token list", "/v1/completions", `{"prompt": []}`, 400, "prompt", "empty"},
-		{"batch of prompts", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, "prompt", "one per request"},
+		{"batch of prompts with echo", "/v1/completions", `{"prompt": ["a", "b"], "echo": true}`, 400, "echo", "not supported with several prompts"},
+		{"multimodal prompt", "/completion", `{"prompt": {"prompt_string": "a", "multimodal_data": ["x"]}}`, 400, "prompt.multimodal_data", "not supported"},
 		{"token out of range", "/v1/completions", `{"prompt": [1, 512]}`, 400, "prompt", "512"},
 		{"negative token", "/v1/completions", `{"prompt": [1, -3]}`, 400, "prompt", "out of range"},
 		{"prompt over the context", "/v1/completions", `{"prompt": ` + mustJSON(long) + `}`, 400, "prompt", "context"},
-		{"max_tokens zero", "/v1/completions", `{"prompt": [1], "max_tokens": 0}`, 400, "max_tokens", "at least 1"},
+		{"max_tokens negative", "/v1/completions", `{"prompt": [1], "max_tokens": -1}`, 400, "max_tokens", "at least 0"},
 		{"n zero", "/v1/completions", `{"prompt": [1], "n": 0}`, 400, "n", "n must be in"},
 		{"n too large", "/v1/completions", `{"prompt": [1], "n": 65}`, 400, "n", "n must be in"},
-		{"temperature", "/v1/completions", `{"prompt": [1], "temperature": -1}`, 400, "temperature", "temperature"},
+		{"temperature", "/v1/completions", `{"prompt": [1], "temperature": 2.5}`, 400, "temperature", "at most 2"},
 		{"top_p", "/v1/completions", `{"prompt": [1], "top_p": 0}`, 400, "top_p", "top_p"},
 		{"stop of the wrong type", "/v1/completions", `{"prompt": [1], "stop": 5}`, 400, "stop", "stop must be"},
 		{"unknown model", "/v1/completions", `{"model": "gpt-9", "prompt": [1]}`, 404, "model", "does not exist"},
 		{"chat without messages", "/v1/chat/completions", `{"messages": []}`, 400, "messages", "empty"},
 		{"chat with a bad role", "/v1/chat/completions", `{"messages": [{"role": "robot", "content": "hi"}]}`, 400, "messages[0].role", "unknown role"},
 		{"chat with an image", "/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}`, 400, "messages[0].content[0].type", "only text"},
-		{"n_predict zero", "/completion", `{"prompt": [1], "n_predict": 0}`, 400, "n_predict", "n_predict"},
+		{"n_predict below -1", "/completion", `{"prompt": [1], "n_predict": -2}`, 400, "n_predict", "n_predict"},
 		{"unknown route", "/v1/embeddings", `{}`, 404, "", "no route"},
 		{"body over the limit", "/v1/completions", `{"prompt": "` + strings.Repeat("x", 5000) + `"}`, 413, "", "over the limit"},
 		{"body not an object", "/v1/completions", `[1, 2]`, 400, "", "the request body must be a JSON object, have a JSON array"},

@@ -96,12 +96,19 @@ type sampleState struct {
 // cancelled in the engine. The result is complete only on success.
 func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(piece) error) (res *genResult, fail *apiError) {
 	defer func() { setOutcome(ctx, outcomeOf(res, fail)) }()
+	if len(g.prompt) == 0 {
+		return h.emptyPrompt(g, emit)
+	}
 	if e := h.fitContext(&g); e != nil {
 		return nil, e
 	}
+	// A length of 0 evaluates the prompt into the cache and generates
+	// nothing (a cache warm-up, llama-server's n_predict 0): the engine
+	// computes the prompt and samples one token, which is dropped.
+	warmUp := g.maxTokens == 0
 	res = &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
 	if g.settings.Samplers == nil { // an OpenAI endpoint: describe the request for /slots
-		g.settings = settingsOf(g, g.maxTokens, false, g.topProbs)
+		g.settings = h.withEOSBias(settingsOf(g, g.maxTokens, false, g.topProbs))
 	}
 	slot, e := h.slots.acquire(g.slot, id, g.prompt, g.cacheSalt, g.settings)
 	if e != nil {
@@ -114,8 +121,9 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 			cached = res.cached
 		}
 		h.slots.release(slot, res.nextToken(g), cached)
+		h.llama.observe(res) // llamametrics.go
 	}()
-	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: g.maxTokens, Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs})
+	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: max(g.maxTokens, 1), Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs})
 	switch {
 	case errors.Is(err, engine.ErrStopped):
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
@@ -192,6 +200,14 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 			}
 			continue
 		}
+		if warmUp {
+			res.firstToken, res.lastToken = time.Now(), time.Now() // the prompt's time, for the timings
+			if err := finish(o.Sample, "length", ""); err != nil {
+				abandon()
+				return nil, clientGone(err)
+			}
+			continue
+		}
 		now := time.Now()
 		h.observeToken(res, st, now)
 		res.completion++
@@ -240,6 +256,22 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 	return res, nil
 }
 
+// emptyPrompt answers a generation of an empty prompt (a text prompt of
+// no tokens, on a model without BOS) as llama-server does: at once, with
+// no tokens and finish reason "length", without the engine.
+func (h *Handler) emptyPrompt(g genRequest, emit func(piece) error) (*genResult, *apiError) {
+	res := &genResult{start: time.Now(), samples: make([]sampleOut, max(g.n, 1)), slot: max(g.slot, 0)}
+	for i := range res.samples {
+		res.samples[i].finish = "length"
+		p := res.piece(i, "", nil, nil)
+		p.finish, p.timings = "length", llamaTimingsOf(res)
+		if err := emit(p); err != nil {
+			return nil, clientGone(err)
+		}
+	}
+	return res, nil
+}
+
 // piece returns sample i's new output with the request's progress.
 func (r *genResult) piece(i int, text string, ids []int32, probs []tokenProbs) piece {
 	return piece{sample: i, text: text, ids: ids, probs: probs, slot: r.slot, generated: r.completion, cached: r.cached, start: r.start, at: r.lastToken}
@@ -251,8 +283,18 @@ func (r *genResult) nextToken(g genRequest) nextToken {
 	if r == nil || len(r.samples) == 0 {
 		return nextToken{}
 	}
+	// As llama-server counts them: every token sampled, an end-of-turn one
+	// too, and what is left of n_predict, -1 when the request set none.
 	s := &r.samples[0]
-	return nextToken{HasNewLine: strings.Contains(s.text.String(), "\n"), NRemain: max(g.maxTokens-len(s.ids), 0), NDecoded: len(s.ids), StoppingWord: s.word}
+	decoded := len(s.ids)
+	if len(r.samples) == 1 {
+		decoded = r.completion
+	}
+	remain := -1
+	if g.settings.NPredict >= 0 {
+		remain = max(g.settings.NPredict-decoded, 0)
+	}
+	return nextToken{HasNewLine: strings.Contains(s.text.String(), "\n"), NRemain: remain, NDecoded: decoded, StoppingWord: s.word}
 }
 
 // outcomeOf is the outcome (outcome.go) of a generation that returned res
@@ -293,25 +335,29 @@ func (r *genResult) outcome() string {
 // fitContext checks g against the context one sequence can hold
 // (engine.Server.ContextLimit: the model's, --max-context's and the KV
 // pool's, whichever is least). A prompt that leaves no room, or an output
-// length the client asked for that would not fit, is refused with
-// vLLM's 400; an output length the client did not ask for is cut to what
-// fits.
+// length the client asked for that would not fit, is refused with a 400
+// that both vLLM's and llama-server's clients read (errContext); an output
+// length the client did not ask for is cut to what fits, and a generation
+// that runs into that cut is reported truncated, as llama-server does.
 func (h *Handler) fitContext(g *genRequest) *apiError {
 	limit := h.es.ContextLimit()
 	if len(g.prompt) >= limit {
-		return errContext("prompt", "This model's maximum context length is %d tokens. However, your prompt has %d tokens, which leaves no room to generate. Please reduce the length of the prompt.", limit, len(g.prompt))
+		return errContext("prompt", len(g.prompt), limit, "This model's maximum context length is %d tokens. However, your prompt has %d tokens, which leaves no room to generate: the request exceeds the available context size. Please reduce the length of the prompt.", limit, len(g.prompt))
 	}
 	if g.maxParam != "" && len(g.prompt)+g.maxTokens > limit {
-		return errContext(g.maxParam, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the length of the prompt or of the completion.", limit, len(g.prompt)+g.maxTokens, len(g.prompt), g.maxTokens)
+		return errContext(g.maxParam, len(g.prompt)+g.maxTokens, limit, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion): the request exceeds the available context size. Please reduce the length of the prompt or of the completion.", limit, len(g.prompt)+g.maxTokens, len(g.prompt), g.maxTokens)
 	}
 	g.maxTokens = min(g.maxTokens, limit-len(g.prompt))
 	return nil
 }
 
-// errContext is the 400 for a request longer than the context.
-func errContext(param, format string, args ...any) *apiError {
+// errContext is the 400 for a request of tokens tokens that does not fit
+// a context of nCtx: vLLM's code context_length_exceeded, llama-server's
+// type exceed_context_size_error with n_prompt_tokens and n_ctx.
+func errContext(param string, tokens, nCtx int, format string, args ...any) *apiError {
 	e := errBadRequest(param, format, args...)
-	e.Code = "context_length_exceeded"
+	e.Code, e.Type = "context_length_exceeded", "exceed_context_size_error"
+	e.NPromptTokens, e.NCtx = tokens, nCtx
 	return e
 }
 

@@ -23,9 +23,9 @@ func (h *Handler) props(w http.ResponseWriter, r *http.Request) {
 		"n_ctx":                       h.es.ContextLimit(),
 		"modalities":                  map[string]bool{"vision": false, "video": false, "audio": false},
 		"media_marker":                "",
-		"endpoint_slots":              true,
+		"endpoint_slots":              !h.opts.NoSlots,
 		"endpoint_props":              false,
-		"endpoint_metrics":            true,
+		"endpoint_metrics":            !h.opts.NoMetrics,
 		"ui":                          false,
 		"ui_settings":                 map[string]any{},
 		"chat_template":               "",
@@ -58,17 +58,20 @@ func templateCaps() map[string]bool {
 	}
 }
 
-// buildInfo is this binary's build, "kvlab-<commit>" when Go recorded the
-// commit: /props' build_info and the OpenAI answers' system_fingerprint.
+// buildInfo is this binary's build in llama-server's form b<build>-<commit>:
+// /props' build_info and the OpenAI answers' system_fingerprint. The
+// project numbers no builds, so the build is always b0; the commit is the
+// one Go recorded (vcs.revision, cut to 7 digits), "unknown" when it
+// recorded none (go run outside a checkout, a test binary).
 var buildInfo = sync.OnceValue(func() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
-				return "kvlab-" + s.Value[:7]
+				return "b0-" + s.Value[:7]
 			}
 		}
 	}
-	return "kvlab-dev"
+	return "b0-unknown"
 })
 
 // tokenizeRequest is POST /tokenize's body. Content is a string, or an
@@ -181,14 +184,21 @@ func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 // applyTemplate serves POST /apply-template: the prompt a chat request's
-// messages render to, without generating.
+// messages render to (renderChat: add_generation_prompt, assistant
+// prefill, continue_final_message, chat_template_kwargs, and tools
+// rendered as the template describes them), without generating.
 func (h *Handler) applyTemplate(w http.ResponseWriter, r *http.Request) {
-	var q chatRequest
+	var q applyTemplateRequest
 	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
 		writeError(w, e)
 		return
 	}
-	text, e := h.chatText(q.Messages)
+	tools, e := decodeTools(q.Tools)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	text, e := h.renderChat(q.Messages, &q.chatTemplating, tools)
 	if e != nil {
 		writeError(w, e)
 		return

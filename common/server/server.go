@@ -35,12 +35,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"kvlab/common/engine"
 	"kvlab/common/tokenizer"
@@ -48,9 +50,27 @@ import (
 
 // Options configures a Handler.
 type Options struct {
-	// ModelName is the id /v1/models lists. A request naming another model
-	// gets 404; a request naming none is served.
+	// ModelName is the id /v1/models lists. A request's "model" field is
+	// not checked unless StrictModelName is set (llama-server serves its
+	// one model whatever name a request gives).
 	ModelName string
+	// Aliases are more names of the model (llama-server's --alias with
+	// several names): /v1/models lists them beside ModelName, and
+	// StrictModelName accepts them too.
+	Aliases []string
+	// StrictModelName refuses, with 404 model_not_found, a request naming
+	// a model that is neither ModelName nor one of Aliases (vLLM's
+	// behaviour); a request naming none is served.
+	StrictModelName bool
+	// APIKeys, when not empty, are the keys a request must present
+	// (Authorization: Bearer <key>, or X-Api-Key) on every endpoint but
+	// the public ones; others get 401 (auth.go).
+	APIKeys []string
+	// NoMetrics answers GET /metrics with llama-server's 501 (its
+	// --metrics off); the zero value serves them.
+	NoMetrics bool
+	// NoSlots answers GET /slots with llama-server's 501 (--no-slots).
+	NoSlots bool
 	// Tokenizer turns text into tokens and back; nil serves token ids only
 	// (text prompts and chat are refused with 400).
 	Tokenizer *tokenizer.Tokenizer
@@ -89,6 +109,9 @@ type Options struct {
 	// at once (textgate.go); one more is refused with 503. 0 means
 	// DefaultMaxTextRequests.
 	MaxTextRequests int
+	// Defaults are the sampling settings of a request that names none
+	// (--temp, --seed, --n-predict; defaults.go).
+	Defaults Defaults
 	// Log receives what no answer can carry: a recovered panic and its
 	// stack (recover.go). nil means os.Stderr.
 	Log io.Writer
@@ -119,14 +142,23 @@ type Handler struct {
 	created int64          // unix time the handler was made (for /v1/models)
 	mux     map[string]route
 	metrics *metrics
+	llama   *llamaMetrics // llama-server's llamacpp:* series (llamametrics.go)
 	reg     *prometheus.Registry
 	slots   *slotTable
 	text    chan struct{} // one token per /tokenize or /detokenize being served (textgate.go)
 }
 
-type route struct {
-	method string
-	serve  func(w http.ResponseWriter, r *http.Request)
+// route is a path's handlers by method.
+type route map[string]func(w http.ResponseWriter, r *http.Request)
+
+// allow lists a route's methods, for the Allow header and the 405.
+func (rt route) allow() string {
+	ms := make([]string, 0, len(rt))
+	for m := range rt {
+		ms = append(ms, m)
+	}
+	sort.Strings(ms)
+	return strings.Join(ms, ", ")
 }
 
 // New returns the handler for es. The engine.Server must be running (its
@@ -161,23 +193,25 @@ func New(es *engine.Server, opts Options) *Handler {
 		}
 	}
 	h.metrics = newMetrics(h.reg, es)
-	opts.KVEvents.register(h.reg) // kvevents_metrics.go
+	opts.KVEvents.register(h.reg)        // kvevents_metrics.go
+	h.llama = newLlamaMetrics(h.reg, es) // llamametrics.go
 	h.mux = map[string]route{
-		"/v1/completions":      {http.MethodPost, h.counted(h.completions)},
-		"/v1/chat/completions": {http.MethodPost, h.counted(h.chatCompletions)},
-		"/completion":          {http.MethodPost, h.counted(h.llamaCompletion)},
-		"/v1/models":           {http.MethodGet, h.models},
-		"/health":              {http.MethodGet, h.health},
-		"/v1/health":           {http.MethodGet, h.health},
-		"/props":               {http.MethodGet, h.props},
-		"/slots":               {http.MethodGet, h.getSlots},
-		"/tokenize":            {http.MethodPost, h.tokenize},
-		"/detokenize":          {http.MethodPost, h.detokenize},
-		"/apply-template":      {http.MethodPost, h.applyTemplate},
-		"/metrics":             {http.MethodGet, promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP},
-		"/v1/kv_events":        {http.MethodGet, h.kvEventStream},
-		"/cache/save":          {http.MethodPost, h.saveCache},
+		"/v1/completions":      {http.MethodPost: h.counted(h.completions)},
+		"/v1/chat/completions": {http.MethodPost: h.counted(h.chatCompletions)},
+		"/completion":          {http.MethodPost: h.counted(h.llamaCompletion)},
+		"/v1/models":           {http.MethodGet: h.models},
+		"/health":              {http.MethodGet: h.health},
+		"/v1/health":           {http.MethodGet: h.health},
+		"/props":               {http.MethodGet: h.props, http.MethodPost: h.setProps},
+		"/slots":               {http.MethodGet: h.listSlots},
+		"/tokenize":            {http.MethodPost: h.tokenize},
+		"/detokenize":          {http.MethodPost: h.detokenize},
+		"/apply-template":      {http.MethodPost: h.applyTemplate},
+		"/metrics":             {http.MethodGet: h.serveMetrics},
+		"/v1/kv_events":        {http.MethodGet: h.kvEventStream},
+		"/cache/save":          {http.MethodPost: h.saveCache},
 	}
+	h.addLlamaRoutes() // routes.go: llama-server's other paths
 	return h
 }
 
@@ -185,24 +219,38 @@ func New(es *engine.Server, opts Options) *Handler {
 // error, as every other failure does; a panic is the request's 500, not
 // the server's end (recover.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.guard(w, r, h.route)
+	h.guard(w, r, h.front)
+}
+
+// front is what llama-server does before routing, in its order: CORS
+// (cors.go), which answers a preflight OPTIONS itself, then the API key
+// (auth.go).
+func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
+	if corsPreflight(w, r) {
+		return
+	}
+	if !h.authorized(w, r) {
+		return
+	}
+	h.route(w, r)
 }
 
 func (h *Handler) route(w http.ResponseWriter, r *http.Request) {
 	rt, ok := h.mux[strings.TrimSuffix(r.URL.Path, "/")]
 	if !ok && strings.HasPrefix(r.URL.Path, "/slots/") {
-		rt, ok = route{http.MethodPost, h.slotAction}, true
+		rt, ok = route{http.MethodPost: h.slotAction}, true
 	}
 	if !ok {
 		writeError(w, errNotFound("no route %s %s", r.Method, r.URL.Path))
 		return
 	}
-	if r.Method != rt.method {
-		w.Header().Set("Allow", rt.method)
-		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + rt.method})
+	serve, ok := rt[r.Method]
+	if !ok {
+		w.Header().Set("Allow", rt.allow())
+		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + rt.allow()})
 		return
 	}
-	rt.serve(w, r)
+	serve(w, r)
 }
 
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +281,7 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 	}
 	mi := h.opts.ModelInfo
 	m := model{
-		ID: h.opts.ModelName, Aliases: []string{h.opts.ModelName}, Tags: []string{}, Object: "model", Created: h.created, OwnedBy: "kvlab",
+		ID: h.opts.ModelName, Aliases: h.names(), Tags: []string{}, Object: "model", Created: h.created, OwnedBy: "kvlab",
 		Meta:        meta{mi.VocabType, mi.Vocab, h.es.ContextLimit(), mi.CtxTrain, mi.Embd, mi.Params, mi.Size, mi.FType},
 		MaxModelLen: h.es.ContextLimit(), PrefixCaching: h.opts.PrefixCaching,
 	}
@@ -246,13 +294,29 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []model{m}, "models": []any{listing}})
 }
 
-// checkModel refuses a request that names a model this server does not
-// serve.
+// names returns the model's names: ModelName, then the Aliases.
+func (h *Handler) names() []string {
+	return append([]string{h.opts.ModelName}, h.opts.Aliases...)
+}
+
+// checkModel refuses, with StrictModelName, a request that names a model
+// this server does not serve. Without it any name is served, as
+// llama-server serves its one model: the OpenAI clients always send a
+// model, often a name of their own ("gpt-4o-mini").
 func (h *Handler) checkModel(name string) *apiError {
-	if name == "" || name == h.opts.ModelName {
+	if name == "" || !h.opts.StrictModelName || slices.Contains(h.names(), name) {
 		return nil
 	}
-	e := errNotFound("the model %q does not exist; this server serves %q", name, h.opts.ModelName)
+	e := errNotFound("the model %q does not exist; this server serves %s", name, quoteAll(h.names()))
 	e.Code, e.Param = "model_not_found", "model"
 	return e
+}
+
+// quoteAll is names quoted and joined with " or ".
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, " or ")
 }

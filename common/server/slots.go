@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,6 +247,34 @@ func settingsOf(g genRequest, nPredict int, stream bool, nProbs int) generationS
 		gs.Stop = g.stop
 	}
 	gs.IgnoreEOS, gs.Stream, gs.NProbs, gs.CacheSalt = g.ignoreEOS, stream, nProbs, g.cacheSalt
+	return gs
+}
+
+// eosBias is an end-of-generation token's entry in the logit_bias of an
+// ignore_eos request's settings: the bias is -inf, which JSON writes as
+// null, as llama-server does.
+type eosBias struct {
+	Bias  *float64 `json:"bias"`
+	Token int32    `json:"token"`
+}
+
+// withEOSBias adds to gs's logit_bias, when the request ignores EOS, every
+// end-of-generation token of the tokenizer, lowest id first: that is how
+// llama-server carries out ignore_eos, and how its settings show it.
+func (h *Handler) withEOSBias(gs generationSettings) generationSettings {
+	if !gs.IgnoreEOS {
+		return gs
+	}
+	ids := make([]int32, 0, len(h.stopIDs))
+	for id := range h.stopIDs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	bias := slices.Clone(gs.LogitBias)
+	for _, id := range ids {
+		bias = append(bias, eosBias{Token: id})
+	}
+	gs.LogitBias = bias
 	return gs
 }
 
