@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/nikolalohinski/gonja/v2"
 	"github.com/nikolalohinski/gonja/v2/config"
@@ -26,6 +27,7 @@ var ErrNoChatTemplate = errors.New("tokenizer: no chat_template in " + ConfigFil
 // template the engine cannot parse fails the chat request, not Load.
 type chatTemplate struct {
 	source string
+	vars   map[string]any // defaults of further variables (SetChatTemplateVars)
 
 	once sync.Once
 	tmpl *exec.Template
@@ -111,15 +113,35 @@ func (t *Tokenizer) ChatTemplate() string {
 // HasChatTemplate reports whether ApplyChatTemplate has a template to render.
 func (t *Tokenizer) HasChatTemplate() bool { return t.chat != nil }
 
+// ChatOptions are what a chat is rendered with beside its messages.
+type ChatOptions struct {
+	// AddGenerationPrompt: end with the header that starts the assistant's
+	// turn.
+	AddGenerationPrompt bool
+	// Tools is the request's tools as decoded JSON; nil renders as none,
+	// which templates test with "tools is not none".
+	Tools []any
+	// Vars are further template variables (a request's
+	// chat_template_kwargs, enable_thinking); they override the defaults
+	// set with SetChatTemplateVars, and never messages, tools or
+	// add_generation_prompt.
+	Vars map[string]any
+}
+
 // ApplyChatTemplate renders the chat template with messages, bos_token,
 // eos_token and add_generation_prompt (true: end with the header that
-// starts the assistant's turn), plus raise_exception as transformers
-// provides it. It returns ErrNoChatTemplate when there is no template.
+// starts the assistant's turn), plus the helpers of chatHelpers. It returns
+// ErrNoChatTemplate when there is no template.
 //
 // The result is text, typically starting with the BOS token written out;
 // encode it with Encode, which turns the written-out specials into ids and
 // adds no second BOS.
 func (t *Tokenizer) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderChat(msgs, ChatOptions{AddGenerationPrompt: addGenerationPrompt})
+}
+
+// RenderChat is ApplyChatTemplate with tools and further variables.
+func (t *Tokenizer) RenderChat(msgs []Message, o ChatOptions) (string, error) {
 	if t.chat == nil {
 		return "", ErrNoChatTemplate
 	}
@@ -127,22 +149,28 @@ func (t *Tokenizer) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) 
 	if err != nil {
 		return "", err
 	}
-	list := make([]map[string]any, len(msgs))
+	list := make(chatList, len(msgs))
 	for i, m := range msgs {
 		list[i] = map[string]any{"role": m.Role, "content": m.Content}
 	}
-	ctx := exec.NewContext(map[string]any{
-		"messages":              list,
-		"add_generation_prompt": addGenerationPrompt,
-		"bos_token":             t.bosText,
-		"eos_token":             t.eosText,
-		"raise_exception": func(msg string) (string, error) {
-			return "", fmt.Errorf("chat template: %s", msg)
-		},
-	})
+	vars := chatHelpers(time.Now())
+	for k, v := range t.chat.vars {
+		vars[k] = v
+	}
+	for k, v := range o.Vars {
+		vars[k] = v
+	}
+	vars["messages"] = list
+	vars["add_generation_prompt"] = o.AddGenerationPrompt
+	vars["bos_token"] = t.bosText
+	vars["eos_token"] = t.eosText
+	vars["tools"] = nil
+	if o.Tools != nil {
+		vars["tools"] = o.Tools
+	}
 	t.chat.mu.Lock()
 	defer t.chat.mu.Unlock()
-	out, err := tmpl.ExecuteToString(ctx)
+	out, err := tmpl.ExecuteToString(exec.NewContext(vars))
 	if err != nil {
 		return "", fmt.Errorf("tokenizer: rendering chat template: %w", err)
 	}
