@@ -50,7 +50,7 @@ func TestBadInputGetsAnOpenAIError(t *testing.T) {
 		{"chat with a bad role", "/v1/chat/completions", `{"messages": [{"role": "robot", "content": "hi"}]}`, 400, "messages[0].role", "unknown role"},
 		{"chat with an image", "/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}`, 400, "messages[0].content[0].type", "only text"},
 		{"n_predict below -1", "/completion", `{"prompt": [1], "n_predict": -2}`, 400, "n_predict", "n_predict"},
-		{"unknown route", "/v1/embeddings", `{}`, 404, "", "no route"},
+		{"unknown route", "/v1/no-such-endpoint", `{}`, 404, "", "no route"},
 		{"body over the limit", "/v1/completions", `{"prompt": "` + strings.Repeat("x", 5000) + `"}`, 413, "", "over the limit"},
 		{"body not an object", "/v1/completions", `[1, 2]`, 400, "", "the request body must be a JSON object, have a JSON array"},
 		{"token id not an integer", "/v1/completions", `{"prompt": [1, 2.5, 5]}`, 400, "prompt", "token ids must be integers: element 1 of the prompt is 2.5"},

@@ -217,7 +217,7 @@ func TestContextIsWhatThePoolHolds(t *testing.T) {
 // its place.
 func TestEveryRequestEndsInOneOutcome(t *testing.T) {
 	tm := loadTestModel(t)
-	ts := startServer(t, tm, engineConfig(true), Options{})
+	ts := startServer(t, tm, engineConfig(true), Options{StrictModelName: true}) // so that "gpt-9" is refused
 	sent := map[string]int{}
 	send := func(want, path, body string) {
 		t.Helper()

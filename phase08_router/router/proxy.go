@@ -151,7 +151,7 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_body", "reading the request body: "+err.Error())
 		return
 	}
-	path := strings.TrimSuffix(r.URL.Path, "/")
+	path := canonicalPath(strings.TrimSuffix(r.URL.Path, "/"))
 	key := RouteKey(rt.opts.Tokenizer, path, body)
 	sp, _ := rt.opts.Policy.(SlotPolicy)
 	slotting := sp != nil && rt.opts.Slots > 0
@@ -273,7 +273,7 @@ func (rt *Router) forward(w http.ResponseWriter, r *http.Request, a attempt) (ou
 	if err != nil {
 		return retry, &failure{reason: "broken", err: err}
 	}
-	for _, h := range []string{"Content-Type", "Accept", "Authorization"} {
+	for _, h := range []string{"Content-Type", "Accept", "Authorization", "X-Api-Key"} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}

@@ -181,7 +181,33 @@ func New(opts Options) (*Router, error) {
 		"/v1/health":           {http.MethodGet, rt.health},
 		"/metrics":             {http.MethodGet, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
 	}
+	// llama-server's other names of these endpoints are routed as the
+	// endpoint itself (canonicalPath), and its endpoints a replica answers
+	// with 501 (embeddings, reranking, infill, LoRA adapters) go to any
+	// replica, so a client gets the replica's own answer.
+	for alias, path := range pathAliases {
+		rt.mux[alias] = rt.mux[path]
+	}
+	for _, path := range []string{"/embedding", "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/infill"} {
+		rt.mux[path] = route{http.MethodPost, rt.anyReplica}
+	}
 	return rt, nil
+}
+
+// pathAliases are llama-server's other names of an endpoint: /completions
+// is its own /completion, not OpenAI's /v1/completions.
+var pathAliases = map[string]string{
+	"/completions":      "/completion",
+	"/chat/completions": "/v1/chat/completions",
+	"/models":           "/v1/models",
+}
+
+// canonicalPath is path under the name the router and every replica know.
+func canonicalPath(path string) string {
+	if p, ok := pathAliases[path]; ok {
+		return p
+	}
+	return path
 }
 
 // ServeHTTP routes a request to its endpoint.
@@ -389,15 +415,19 @@ func (rt *Router) anyReplica(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			continue
 		}
-		req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
+		for _, h := range []string{"Content-Type", "Authorization", "X-Api-Key"} {
+			if v := r.Header.Get(h); v != "" {
+				req.Header.Set(h, v)
+			}
+		}
 		resp, err := rt.client.Do(req)
 		if err != nil {
 			continue // down, or going: try the next
 		}
 		out, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 		resp.Body.Close()
-		if err != nil || resp.StatusCode >= 500 {
-			continue
+		if err != nil || resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented {
+			continue // a 501 is the replica's answer (a feature it lacks), not a failure
 		}
 		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 		w.Header().Set(ReplicaHeader, strconv.Itoa(c.Replica))

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"kvlab/common/server"
+)
+
+// llamaServerFlags are the serve flags a llama-server user passes: the
+// ones this server implements (model aliases, API keys, the /metrics and
+// /slots switches), the ones that name what serve already does
+// (--ubatch-size is -max-batch-tokens, --swa-full the default), and the
+// ones it cannot honour, refused at start with the reason rather than
+// accepted and ignored.
+type llamaServerFlags struct {
+	alias        string
+	strictModel  bool
+	apiKey       string
+	apiKeyFile   string
+	metrics      bool
+	slots        bool
+	noSlots      bool
+	cacheRAM     int
+	swaFull      bool
+	contextShift bool
+	noCtxShift   bool
+
+	names []string // -alias's, once checked
+	keys  []string // -api-key's and -api-key-file's
+}
+
+func (f *llamaServerFlags) register(fs *flag.FlagSet, rf *runtimeFlags) {
+	fs.StringVar(&f.alias, "alias", "", "llama-server's --alias: the model's names, comma-separated; the first is the id /v1/models lists (instead of -served-model-name), all are listed as its aliases")
+	fs.StringVar(&f.alias, "a", "", "short for -alias")
+	fs.BoolVar(&f.strictModel, "strict-model-name", false, "refuse with 404 model_not_found a request whose \"model\" is not one of the served names (vLLM's behaviour); off: any name is served, as llama-server does")
+	fs.StringVar(&f.apiKey, "api-key", "", "llama-server's --api-key: keys, comma-separated; every endpoint but /health, /v1/health, /models and /v1/models then needs one (Authorization: Bearer <key>, or X-Api-Key), else 401")
+	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "a file of API keys, one a line (blank lines skipped), added to -api-key's")
+	fs.BoolVar(&f.metrics, "metrics", true, "serve GET /metrics; false answers it with llama-server's 501, as llama-server without --metrics")
+	fs.BoolVar(&f.slots, "slots", true, "serve GET /slots (llama-server's --slots)")
+	fs.BoolVar(&f.noSlots, "no-slots", false, "answer GET /slots with llama-server's 501 (its --no-slots)")
+	fs.IntVar(&rf.eng.MaxBatchTokens, "ubatch-size", rf.eng.MaxBatchTokens, "llama-server's physical batch, the most tokens one forward pass takes: the same as -max-batch-tokens")
+	fs.IntVar(&rf.eng.MaxBatchTokens, "ub", rf.eng.MaxBatchTokens, "short for -ubatch-size")
+	fs.IntVar(&f.cacheRAM, "cache-ram", 0, "llama-server's host-memory prompt cache in MiB: only 0 (none) is accepted, serve has no such cache (its prefix cache is the KV pool's, -prefix-caching)")
+	fs.BoolVar(&f.swaFull, "swa-full", false, "llama-server's full-size sliding-window KV: accepted, it is serve's default (not with -window-free)")
+	fs.BoolVar(&f.contextShift, "context-shift", false, "llama-server's context shift: refused, not supported (a request that reaches the context limit finishes with length)")
+	fs.BoolVar(&f.noCtxShift, "no-context-shift", false, "accepted: serve never shifts the context")
+}
+
+// check refuses, before anything is loaded, the flags serve cannot
+// honour, and reads -alias and the API keys.
+func (f *llamaServerFlags) check(rf *runtimeFlags) error {
+	switch {
+	case f.contextShift:
+		return fmt.Errorf("-context-shift is not supported: requests past the context finish with length")
+	case f.cacheRAM != 0:
+		return fmt.Errorf("-cache-ram %d is not supported: serve has no host-memory prompt cache (its prefix cache lives in the KV pool: -prefix-caching, -blocks); only -cache-ram 0 is accepted", f.cacheRAM)
+	case f.swaFull && rf.eng.WindowFree:
+		return fmt.Errorf("-swa-full and -window-free contradict each other: -swa-full keeps every sliding-window block, -window-free gives them back")
+	}
+	if f.alias != "" {
+		for _, n := range strings.Split(f.alias, ",") {
+			if n = strings.TrimSpace(n); n != "" && !slices.Contains(f.names, n) {
+				f.names = append(f.names, n)
+			}
+		}
+		if len(f.names) == 0 {
+			return fmt.Errorf("-alias %q names no model", f.alias)
+		}
+	}
+	var err error
+	f.keys, err = apiKeys(f.apiKey, f.apiKeyFile)
+	return err
+}
+
+// apply sets what the flags mean in opts, once check has passed; the
+// model's id is -alias's first name (the caller sets it as ModelName).
+func (f *llamaServerFlags) apply(opts *server.Options) {
+	if len(f.names) > 1 {
+		opts.Aliases = f.names[1:]
+	}
+	opts.StrictModelName = f.strictModel
+	opts.NoMetrics = !f.metrics
+	opts.NoSlots = f.noSlots || !f.slots
+	opts.APIKeys = f.keys
+}
+
+// apiKeys gathers the keys of -api-key and -api-key-file.
+func apiKeys(list, file string) ([]string, error) {
+	var keys []string
+	for _, k := range strings.Split(list, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if list != "" && len(keys) == 0 {
+		return nil, fmt.Errorf("-api-key %q has no key", list)
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("-api-key-file: %w", err)
+		}
+		n := len(keys)
+		for _, k := range strings.Split(string(b), "\n") {
+			if k = strings.TrimSpace(k); k != "" {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) == n {
+			return nil, fmt.Errorf("-api-key-file %s has no key", file)
+		}
+	}
+	return keys, nil
+}
