@@ -183,7 +183,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	g.topProbs = q.NProbs
 	var e *apiError
-	if g.sampling.LogitBias, e = parseLogitBias(q.LogitBias); e != nil {
+	if g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias); e != nil {
 		writeError(w, e)
 		return
 	}

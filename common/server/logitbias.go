@@ -17,10 +17,10 @@ const maxLogitBias = 100
 // parseLogitBias reads logit_bias in the forms OpenAI and llama-server
 // send: an object from token ids (as strings) to biases, or llama-server's
 // array of [id, bias] pairs. A bias is a number in [-100, 100], or false
-// (llama-server's ban, -Inf). Token texts as keys, which llama-server also
-// takes, are refused: the bias would land on whatever the text tokenizes
-// to, which a client cannot see.
-func parseLogitBias(raw json.RawMessage) ([]engine.Bias, *apiError) {
+// (llama-server's ban, -Inf). A key (or a pair's first element) may also
+// be a text, as llama-server takes it: the bias then lands on every token
+// the text encodes to.
+func (h *Handler) parseLogitBias(raw json.RawMessage) ([]engine.Bias, *apiError) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -41,18 +41,32 @@ func parseLogitBias(raw json.RawMessage) ([]engine.Bias, *apiError) {
 		out = append(out, engine.Bias{ID: int32(id), Bias: float32(f)})
 		return nil
 	}
+	// text applies b to each token of t.
+	text := func(t string, b json.RawMessage) *apiError {
+		if h.opts.Tokenizer == nil {
+			return bad("logit_bias: this model has no tokenizer.json: name tokens by id, have %q", t)
+		}
+		for _, id := range h.opts.Tokenizer.Encode(t) {
+			if e := add(int64(id), b); e != nil {
+				return e
+			}
+		}
+		return nil
+	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) == nil {
 		for k, b := range obj {
-			id, err := strconv.ParseInt(k, 10, 64)
-			if err != nil {
-				return nil, bad("logit_bias keys must be token ids, have %q (token texts are not supported)", k)
+			var e *apiError
+			if id, err := strconv.ParseInt(k, 10, 64); err == nil {
+				e = add(id, b)
+			} else {
+				e = text(k, b)
 			}
-			if e := add(id, b); e != nil {
+			if e != nil {
 				return nil, e
 			}
 		}
-		sortBiases(out) // map order is random; the engine adds them in order
+		sortBiases(out) // map order is random: the same biases in the same order
 		return out, nil
 	}
 	var pairs [][]json.RawMessage
@@ -61,10 +75,19 @@ func parseLogitBias(raw json.RawMessage) ([]engine.Bias, *apiError) {
 	}
 	for i, p := range pairs {
 		var id int64
-		if len(p) != 2 || json.Unmarshal(p[0], &id) != nil {
-			return nil, bad("logit_bias[%d] must be a pair [token id, bias] (token texts are not supported)", i)
+		var t string
+		var e *apiError
+		switch {
+		case len(p) != 2:
+			e = bad("logit_bias[%d] must be a pair [token id or text, bias]", i)
+		case json.Unmarshal(p[0], &id) == nil:
+			e = add(id, p[1])
+		case json.Unmarshal(p[0], &t) == nil:
+			e = text(t, p[1])
+		default:
+			e = bad("logit_bias[%d] must be a pair [token id or text, bias]", i)
 		}
-		if e := add(id, p[1]); e != nil {
+		if e != nil {
 			return nil, e
 		}
 	}

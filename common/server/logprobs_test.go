@@ -210,8 +210,8 @@ func TestCompletionEcho(t *testing.T) {
 
 // TestLogitBiasOnTheWire: a bias of -100 on the greedy token moves the
 // first token elsewhere, +100 on a token forces it at every position, in
-// OpenAI's object form and llama-server's pairs; a bias out of range or on
-// a token outside the vocabulary is refused.
+// OpenAI's object form and llama-server's pairs, by id or by text; a bias
+// out of range or on a token outside the vocabulary is refused.
 func TestLogitBiasOnTheWire(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(false), Options{})
@@ -250,7 +250,16 @@ func TestLogitBiasOnTheWire(t *testing.T) {
 	assert.Equal(t, []int32{7, 7, 7}, ids("/completion", map[string]any{"logit_bias": [][]any{{7, 100}}}))
 	assert.NotEqual(t, greedy, ids("/completion", map[string]any{"logit_bias": [][]any{{greedy, false}}})[0], "false bans the token")
 
-	for _, bias := range []any{map[string]float64{"7": 101}, map[string]float64{"hello": 1}, map[string]float64{"100000": 1}, [][]any{{7}}} {
+	// A text's bias lands on each token it encodes to, in either form.
+	word := tm.tok.Decode([]int32{7})
+	of := tm.tok.Encode(word)
+	for _, bias := range []any{map[string]float64{word: 100}, [][]any{{word, 100}}} {
+		for _, id := range ids("/completion", map[string]any{"logit_bias": bias}) {
+			assert.Contains(t, of, id, "%q's tokens %v are forced", word, of)
+		}
+	}
+
+	for _, bias := range []any{map[string]float64{"7": 101}, map[string]any{"7": "high"}, map[string]float64{"100000": 1}, [][]any{{7}}, [][]any{{true, 1}}} {
 		status, raw := post(t, ts.url+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 1, "logit_bias": bias})
 		assert.Equal(t, http.StatusBadRequest, status, "%v: %s", bias, raw)
 		assert.Contains(t, string(raw), "logit", "%v", bias)

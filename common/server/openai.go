@@ -125,7 +125,7 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	if q.IDSlot != nil && *q.IDSlot >= 0 {
 		g.slot = *q.IDSlot
 	}
-	g.sampling.LogitBias, e = parseLogitBias(q.LogitBias)
+	g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias)
 	return e
 }
 
