@@ -31,6 +31,12 @@ func TestLlamaServerAliasesThroughTheRouter(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &chat))
 	assert.Equal(t, "chat.completion", chat.Object)
 
+	// The alias is routed by its prompt, as the chat itself: the same
+	// chat again matches the prefix the first one left.
+	status, _, body = post(t, url+"/chat/completions", `{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}`)
+	require.Equal(t, http.StatusOK, status, string(body))
+	assert.Equal(t, 1.0, metricValue(t, url, "kvlab_router:decisions_total", `reason="prefix-match"`))
+
 	resp, err := testClient.Get(url + "/models")
 	require.NoError(t, err)
 	resp.Body.Close()
