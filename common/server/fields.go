@@ -42,8 +42,9 @@ var llamaSamplers = map[string][]string{
 	"xtc_probability": nil, "dynatemp_range": nil, "repeat_penalty": {"1"},
 	"frequency_penalty": nil, "presence_penalty": nil, "dry_multiplier": nil,
 	"mirostat": nil, "grammar": nil, "grammar_lazy": nil, "grammar_triggers": nil,
-	"preserved_tokens": nil, "json_schema": nil, "response_fields": nil,
-	"post_sampling_probs": nil, "n_indent": nil, "n_keep": nil, "n_discard": nil,
+	"preserved_tokens": nil, "json_schema": nil,
+	"post_sampling_probs": nil, "verbose": nil, "adaptive_target": {"-1"},
+	"reasoning_budget_tokens": {"-1"}, "reasoning_control": nil, "n_indent": nil, "n_keep": nil, "n_discard": nil,
 	"t_max_predict_ms": nil, "lora": nil, "samplers": nil, "n_cmpl": {"1"},
 }
 
@@ -56,6 +57,12 @@ var llamaAccepted = []string{
 	"repeat_last_n", "min_keep", "timings_per_token", "t_max_prompt_ms",
 	"speculative.n_max", "speculative.n_min", "speculative.p_min", "id_task",
 	"return_tokens", "chat_format", "reasoning_in_content", "thinking_forced_open",
+	"sse_ping_interval", "n_cache_reuse", "backend_sampling", "adaptive_decay",
+	"speculative.type", "speculative.ngram_size_n", "speculative.ngram_size_m", "speculative.ngram_min_hits",
+	"reasoning_budget_start_tag", "reasoning_budget_end_tags", "reasoning_budget_message",
+	"generation_prompt", "parse_tool_calls", "chat_parser",
+	// The built-in models do not reason: there is nothing to split off.
+	"reasoning_format",
 }
 
 // openAIAccepted are OpenAI's fields that do not change the output: who
@@ -67,7 +74,7 @@ var completionFields = fieldRules{
 		"stream", "stream_options", "logprobs", "echo", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot"},
 	accepted: concat(openAIAccepted, llamaAccepted),
-	refused:  merged(llamaSamplers, map[string][]string{"suffix": nil, "best_of": {"1"}}),
+	refused:  merged(llamaSamplers, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil}),
 }
 
 var chatFields = fieldRules{
@@ -82,15 +89,16 @@ var chatFields = fieldRules{
 	refused: merged(llamaSamplers, map[string][]string{
 		"tools": nil, "tool_choice": {`"none"`, `"auto"`}, "functions": nil, "function_call": {`"none"`, `"auto"`},
 		"response_format": {`{"type":"text"}`}, "audio": nil, "modalities": {`["text"]`},
-		"prediction": nil, "reasoning_effort": nil, "web_search_options": nil,
+		"prediction": nil, "reasoning_effort": nil, "web_search_options": nil, "response_fields": nil,
 	}),
 }
 
 var llamaCompletionFields = fieldRules{
 	implemented: []string{"prompt", "n_predict", "temperature", "top_p", "seed", "stop", "stream",
-		"ignore_eos", "n_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias"},
+		"ignore_eos", "n_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
+		"response_fields"},
 	accepted: llamaAccepted,
-	refused:  llamaSamplers,
+	refused:  merged(llamaSamplers, map[string][]string{"echo": nil}),
 }
 
 var tokenizeFields = fieldRules{

@@ -77,7 +77,7 @@ func TestRefusedFieldsAreNamed(t *testing.T) {
 		{"/v1/chat/completions", "json_schema", map[string]any{"type": "object"}},
 		{"/v1/completions", "grammar", "root ::= ("}, // invalid, as llama-server's test sends
 		{"/completion", "grammar", `root ::= "a"`},
-		{"/completion", "response_fields", []string{"content"}},
+		{"/v1/completions", "response_fields", []string{"content"}},
 		{"/completion", "post_sampling_probs", true},
 		{"/v1/completions", "suffix", "end"},
 		{"/tokenize", "parse_special", false}, // its zero value asks for something
@@ -131,4 +131,27 @@ func TestNeutralValuesPass(t *testing.T) {
 // refusedNames lists an endpoint's refused fields, sorted.
 func refusedNames(r *fieldRules) []string {
 	return slices.Sorted(maps.Keys(merged(r.refused, r.only)))
+}
+
+// TestResponseFieldsKeepOnlyThosePaths: /completion's response_fields
+// keeps only the paths named, each under its whole path; a path that leads
+// nowhere is left out; without it the answer is whole.
+func TestResponseFieldsKeepOnlyThosePaths(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	body := map[string]any{"prompt": "Hello", "n_predict": 3, "ignore_eos": true,
+		"response_fields": []string{"content", "generation_settings/n_predict", "prompt", "no/such"}}
+	status, raw := post(t, ts.url+"/completion", body)
+	require.Equal(t, http.StatusOK, status, string(raw))
+	var r map[string]any
+	require.NoError(t, json.Unmarshal(raw, &r))
+	assert.Len(t, r, 3, string(raw))
+	assert.Equal(t, 3.0, r["generation_settings/n_predict"])
+	assert.IsType(t, "", r["content"])
+	assert.Contains(t, r, "prompt")
+
+	delete(body, "response_fields")
+	status, raw = post(t, ts.url+"/completion", body)
+	require.Equal(t, http.StatusOK, status, string(raw))
+	assert.Contains(t, string(raw), `"generation_settings":`)
 }

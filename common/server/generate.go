@@ -31,6 +31,9 @@ type genRequest struct {
 	// choose (slots.go); settings are what /slots shows for it.
 	slot     int
 	settings generationSettings
+	// responseFields are /completion's response_fields: the paths of the
+	// final answer to keep (responsefields.go); none keeps it whole.
+	responseFields []string
 }
 
 // tokenProbs is one generated token's probability and the most probable

@@ -39,6 +39,8 @@ type llamaRequest struct {
 	// prompt took. The engine does not report its chunks one by one, so
 	// there is one progress report, when the prompt is done.
 	ReturnProgress bool `json:"return_progress"`
+	// ResponseFields keeps only these paths ("a/b") of the final answer.
+	ResponseFields []string `json:"response_fields"`
 	// CachePrompt asks llama-server to reuse the slot's KV for a repeated
 	// prefix. Here one prefix cache serves every request, and it is on
 	// when the server runs with --prefix-caching; the field is accepted and
@@ -182,6 +184,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.topProbs = q.NProbs
+	g.responseFields = q.ResponseFields
 	var e *apiError
 	if g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias); e != nil {
 		writeError(w, e)
@@ -260,9 +263,13 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	case out != nil:
 		return // each generation sent its last event
 	case len(finals) == 1:
-		writeJSON(w, http.StatusOK, finals[0])
+		writeJSON(w, http.StatusOK, onlyFields(finals[0], q.ResponseFields))
 	default:
-		writeJSON(w, http.StatusOK, finals)
+		all := make([]any, len(finals))
+		for i, f := range finals {
+			all[i] = onlyFields(f, q.ResponseFields)
+		}
+		writeJSON(w, http.StatusOK, all)
 	}
 }
 
@@ -304,7 +311,7 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 		return final, nil
 	}
 	final.Content, final.Tokens, final.Probs = "", []int32{}, nil // already streamed
-	if err := out.send(final); err != nil {
+	if err := out.send(onlyFields(final, g.responseFields)); err != nil {
 		return llamaResponse{}, clientGone(err)
 	}
 	return final, nil
