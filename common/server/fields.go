@@ -66,15 +66,24 @@ var llamaAccepted = []string{
 }
 
 // openAIAccepted are OpenAI's fields that do not change the output: who
-// asks, what to store, and routing hints.
-var openAIAccepted = []string{"user", "metadata", "store", "service_tier", "safety_identifier", "prompt_cache_key"}
+// asks, what to store, and routing hints; and llama-server's cache_prompt,
+// which its /v1 endpoints take too (one prefix cache serves every request
+// here, on with --prefix-caching).
+var openAIAccepted = []string{"user", "metadata", "store", "service_tier", "safety_identifier", "prompt_cache_key", "cache_prompt"}
+
+// llamaOnV1 are llama-server's /completion fields that its /v1 endpoints
+// also read, with a name of their own here.
+var llamaOnV1 = map[string][]string{"n_probs": nil, "n_predict": nil}
+
+// insteadOf names, in a refusal, the field that does what was asked.
+var insteadOf = map[string]string{"n_probs": "logprobs", "n_predict": "max_tokens"}
 
 var completionFields = fieldRules{
 	implemented: []string{"model", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "seed", "stop",
 		"stream", "stream_options", "logprobs", "echo", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot"},
 	accepted: concat(openAIAccepted, llamaAccepted),
-	refused:  merged(llamaSamplers, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil}),
+	refused:  merged(llamaSamplers, llamaOnV1, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil}),
 }
 
 var chatFields = fieldRules{
@@ -86,7 +95,7 @@ var chatFields = fieldRules{
 		"parallel_tool_calls", // acts only with tools, refused
 		"verbosity",           // a hint to reasoning models: none here
 	}),
-	refused: merged(llamaSamplers, map[string][]string{
+	refused: merged(llamaSamplers, llamaOnV1, map[string][]string{
 		"tools": nil, "tool_choice": {`"none"`, `"auto"`}, "functions": nil, "function_call": {`"none"`, `"auto"`},
 		"response_format": {`{"type":"text"}`}, "audio": nil, "modalities": {`["text"]`},
 		"prediction": nil, "reasoning_effort": nil, "web_search_options": nil, "response_fields": nil,
@@ -148,8 +157,11 @@ func checkFields(body []byte, v any, rules *fieldRules) *apiError {
 		case exact && (string(fields[k]) == "null" || isListed(fields[k], only)):
 			continue
 		}
-		return &apiError{Status: 400, Type: "invalid_request_error", Code: "not_supported", Param: name,
-			Message: name + " is not supported by this server (the field is known, but not built here); leave it out"}
+		msg := name + " is not supported by this server (the field is known, but not built here); leave it out"
+		if other, ok := insteadOf[name]; ok {
+			msg = name + " is not supported by this server on this endpoint; send " + other
+		}
+		return &apiError{Status: 400, Type: "invalid_request_error", Code: "not_supported", Param: name, Message: msg}
 	}
 	return nil
 }
