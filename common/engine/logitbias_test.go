@@ -45,3 +45,45 @@ func TestLogitBiasInABatch(t *testing.T) {
 	assert.Equal(t, []int32{7, 7, 7, 7}, res[2].Tokens)
 	assert.Equal(t, alone.Tokens, res[1].Tokens)
 }
+
+// TestSampledProbsAreTheDrawsDistribution: post-sampling probabilities
+// are those top-p keeps, renormalised, after temperature and bias; greedy
+// gives its one token probability 1; and a request asking for them gets
+// them on its outputs.
+func TestSampledProbsAreTheDrawsDistribution(t *testing.T) {
+	// Probabilities ≈ 0.665, 0.245, 0.090 at temperature 1: top-p 0.8
+	// keeps tokens 2 and 0.
+	logits := []float32{1, 0, 2}
+	s := Sampling{Temperature: 1, TopP: 0.8}
+	p, top := s.SampledProbs(logits, 0, 5)
+	require.Len(t, top, 2)
+	e2, e1 := math.Exp(2), math.Exp(1)
+	assert.Equal(t, int32(2), top[0].ID)
+	assert.InDelta(t, e2/(e2+e1), top[0].Prob, 1e-6)
+	assert.InDelta(t, e1/(e2+e1), p, 1e-6)
+	p, _ = s.SampledProbs(logits, 1, 5)
+	assert.Zero(t, p, "token 1 is outside the nucleus")
+	p, top = Sampling{LogitBias: []Bias{{1, 10}}}.SampledProbs(logits, 1, 3)
+	assert.Equal(t, float32(1), p)
+	assert.Equal(t, []TokenProb{{1, 1}}, top)
+
+	m := loadTestModel(t, model.ArchLlama)
+	e := newTestEngine(t, m, testConfig())
+	require.NoError(t, e.Submit(Request{ID: 1, Prompt: []int32{1, 2, 3}, MaxTokens: 3, IgnoreEOS: true, TopProbs: 4, PostSamplingProbs: true,
+		Sampling: Sampling{Temperature: 0.7, TopP: 0.9, Seed: 4}}))
+	n := 0
+	for e.Busy() {
+		for _, o := range e.Step() {
+			require.NotEmpty(t, o.Top)
+			var sum float32
+			for _, tp := range o.Top {
+				assert.Greater(t, tp.Prob, float32(0))
+				sum += tp.Prob
+			}
+			assert.LessOrEqual(t, sum, float32(1.0001))
+			assert.Greater(t, o.Prob, float32(0), "the drawn token was in the nucleus")
+			n++
+		}
+	}
+	assert.Equal(t, 3, n)
+}

@@ -34,6 +34,10 @@ type Request struct {
 	// (at most MaxTopProbs), for llama-server's n_probs and OpenAI's
 	// logprobs.
 	TopProbs int
+	// PostSamplingProbs makes those probabilities the sampler's own, after
+	// logit bias, temperature and top-p (Sampling.SampledProbs), instead of
+	// the model's raw softmax.
+	PostSamplingProbs bool
 }
 
 // samples returns the number of samples r asks for.

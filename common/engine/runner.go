@@ -174,7 +174,10 @@ func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Out
 	if s.req.KeepLogits { // allGreedy made sure row is on the host (for TopProbs too)
 		o.Logits = append([]float32(nil), row...)
 	}
-	if s.req.TopProbs > 0 {
+	switch {
+	case s.req.TopProbs > 0 && s.req.PostSamplingProbs:
+		o.Prob, o.Top = s.req.Sampling.SampledProbs(row, tok, s.req.TopProbs)
+	case s.req.TopProbs > 0:
 		o.Prob, o.Top = topProbs(row, tok, s.req.TopProbs)
 	}
 	switch {

@@ -63,21 +63,81 @@ func (s Sampling) CheckVocab(n int) error {
 // seed and the output index, so a request samples the same tokens whatever
 // batch it runs in, and after a preemption that recomputes it.
 func (s Sampling) Sample(logits []float32, index int) int32 {
-	if len(s.LogitBias) > 0 {
-		logits = slices.Clone(logits) // the caller's row may be reported (KeepLogits, TopProbs)
-		for _, b := range s.LogitBias {
-			if int(b.ID) < len(logits) {
-				logits[b.ID] += b.Bias
-			}
-		}
-	}
+	logits = s.biased(logits)
 	if s.Temperature == 0 {
 		return argmax(logits)
 	}
-	type cand struct {
-		tok int32
-		p   float64
+	cands, kept := s.nucleus(logits)
+	rng := rand.New(rand.NewPCG(s.Seed, uint64(index)))
+	r := rng.Float64() * kept
+	for _, c := range cands {
+		r -= c.p
+		if r < 0 {
+			return c.tok
+		}
 	}
+	return cands[len(cands)-1].tok // r == kept after rounding
+}
+
+// SampledProbs is the distribution Sample draws from: the tokens it may
+// pick, most likely first, with their probabilities after logit bias,
+// temperature and top-p (llama-server's post_sampling_probs). Greedy
+// decoding may pick one token, with probability 1. It returns tok's
+// probability (0 if it could not be drawn) and at most n tokens.
+func (s Sampling) SampledProbs(logits []float32, tok int32, n int) (float32, []TokenProb) {
+	logits = s.biased(logits)
+	if s.Temperature == 0 {
+		best := argmax(logits)
+		var prob float32
+		if tok == best {
+			prob = 1
+		}
+		if n < 1 {
+			return prob, nil
+		}
+		return prob, []TokenProb{{ID: best, Prob: 1}}
+	}
+	cands, kept := s.nucleus(logits)
+	var prob float32
+	top := make([]TokenProb, 0, min(n, len(cands)))
+	for i, c := range cands {
+		p := float32(c.p / kept)
+		if c.tok == tok {
+			prob = p
+		}
+		if i < n && p > 0 {
+			top = append(top, TokenProb{ID: c.tok, Prob: p})
+		}
+	}
+	return prob, top
+}
+
+// biased returns logits with s.LogitBias added: a copy, since the
+// caller's row may be reported (KeepLogits, TopProbs).
+func (s Sampling) biased(logits []float32) []float32 {
+	if len(s.LogitBias) == 0 {
+		return logits
+	}
+	logits = slices.Clone(logits)
+	for _, b := range s.LogitBias {
+		if int(b.ID) < len(logits) {
+			logits[b.ID] += b.Bias
+		}
+	}
+	return logits
+}
+
+// cand is a token and its weight under temperature, not normalised.
+type cand struct {
+	tok int32
+	p   float64
+}
+
+// nucleus returns the tokens a sampled draw may pick, most likely first
+// (ties by token id, so the order is deterministic), and their total
+// weight: all of them at temperature s.Temperature, or top-p's smallest
+// set whose probability reaches TopP.
+func (s Sampling) nucleus(logits []float32) ([]cand, float64) {
 	maxLogit := float64(logits[argmax(logits)])
 	cands := make([]cand, len(logits))
 	var sum float64
@@ -86,7 +146,6 @@ func (s Sampling) Sample(logits []float32, index int) int32 {
 		cands[i] = cand{int32(i), p}
 		sum += p
 	}
-	// Most likely first; ties by token id so the order is deterministic.
 	slices.SortFunc(cands, func(a, b cand) int {
 		if c := cmp.Compare(b.p, a.p); c != 0 {
 			return c
@@ -108,15 +167,7 @@ func (s Sampling) Sample(logits []float32, index int) int32 {
 	for _, c := range cands[:keep] {
 		kept += c.p
 	}
-	rng := rand.New(rand.NewPCG(s.Seed, uint64(index)))
-	r := rng.Float64() * kept
-	for _, c := range cands[:keep] {
-		r -= c.p
-		if r < 0 {
-			return c.tok
-		}
-	}
-	return cands[keep-1].tok // r == kept after rounding
+	return cands[:keep], kept
 }
 
 // argmax returns the index of the largest value, the smallest on ties.
