@@ -153,11 +153,13 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chunk: func(p piece) []any {
 			var out []any
 			if q.ReturnProgress && !slices.Contains(began, true) {
-				// The prompt's progress, once, in a chunk of its own
-				// with no choices, as llama-server sends it.
-				pr := reply("chat.completion.chunk", []chatChoice{}, nil, nil)
-				pr.Progress = progressOf(p, len(g.prompt))
-				out = append(out, pr)
+				// The prompt's progress in chunks of their own with no
+				// choices, as llama-server sends it.
+				for _, pr := range progressReports(p, len(g.prompt)) {
+					c := reply("chat.completion.chunk", []chatChoice{}, nil, nil)
+					c.Progress = pr
+					out = append(out, c)
+				}
 			}
 			if !began[p.sample] {
 				// A sample's first chunk names the role and carries no

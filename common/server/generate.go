@@ -123,7 +123,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		if res != nil {
 			cached = res.cached
 		}
-		h.slots.release(slot, res.nextToken(g), cached)
+		h.slots.release(slot, cached)
 		h.llama.observe(res) // llamametrics.go
 	}()
 	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: max(g.maxTokens, 1), Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs})
@@ -278,26 +278,6 @@ func (h *Handler) emptyPrompt(g genRequest, emit func(piece) error) (*genResult,
 // piece returns sample i's new output with the request's progress.
 func (r *genResult) piece(i int, text string, ids []int32, probs []tokenProbs) piece {
 	return piece{sample: i, text: text, ids: ids, probs: probs, slot: r.slot, generated: r.completion, cached: r.cached, start: r.start, at: r.lastToken}
-}
-
-// nextToken is what /slots shows of a finished generation (r nil: one
-// that failed).
-func (r *genResult) nextToken(g genRequest) nextToken {
-	if r == nil || len(r.samples) == 0 {
-		return nextToken{}
-	}
-	// As llama-server counts them: every token sampled, an end-of-turn one
-	// too, and what is left of n_predict, -1 when the request set none.
-	s := &r.samples[0]
-	decoded := len(s.ids)
-	if len(r.samples) == 1 {
-		decoded = r.completion
-	}
-	remain := -1
-	if g.settings.NPredict >= 0 {
-		remain = max(g.settings.NPredict-decoded, 0)
-	}
-	return nextToken{HasNewLine: strings.Contains(s.text.String(), "\n"), NRemain: remain, NDecoded: decoded, StoppingWord: s.word}
 }
 
 // outcomeOf is the outcome (outcome.go) of a generation that returned res

@@ -34,10 +34,9 @@ type llamaRequest struct {
 	// model's raw softmax. post_sampling_probs is not supported: the
 	// values are always the raw ones, reported as logprob.
 	NProbs int `json:"n_probs"`
-	// ReturnProgress adds prompt_progress to a stream's first event: the
-	// prompt's tokens, how many came from the cache, and the time the
-	// prompt took. The engine does not report its chunks one by one, so
-	// there is one progress report, when the prompt is done.
+	// ReturnProgress sends prompt_progress events before a stream's first
+	// token: the prompt's tokens, how many came from the cache, how many
+	// are processed, and the time the prompt took (progressReports).
 	ReturnProgress bool `json:"return_progress"`
 	// ResponseFields keeps only these paths ("a/b") of the final answer.
 	ResponseFields []string `json:"response_fields"`
@@ -107,10 +106,8 @@ type llamaPartial struct {
 	Progress        *promptProgress `json:"prompt_progress,omitempty"`
 }
 
-// promptProgress is what return_progress adds to a stream's first event
-// (on chat, a chunk of its own). The engine does not report a prompt's
-// chunks one by one, so there is one report, when the prompt is done
-// (processed equals total), where llama-server sends one per batch.
+// promptProgress is a return_progress report, an event of its own before
+// the first token's (on chat, a chunk with no choices).
 type promptProgress struct {
 	Total     int     `json:"total"`
 	Cache     int     `json:"cache"`
@@ -118,10 +115,18 @@ type promptProgress struct {
 	TimeMS    float64 `json:"time_ms"`
 }
 
-// progressOf is the progress report of a prompt of n tokens, made with
-// the generation's first piece p.
-func progressOf(p piece, n int) *promptProgress {
-	return &promptProgress{Total: n, Cache: p.cached, Processed: n, TimeMS: ms(p.at.Sub(p.start))}
+// progressReports are the progress reports of a prompt of n tokens, made
+// with the generation's first piece p. llama-server sends one when the
+// prompt starts (processed = cache, the tokens found cached) and one per
+// batch it computes; the engine does not report a prompt's chunks, so
+// there are two, both sent once the prompt is done: where it started and
+// where it ended (processed = total, the time the prompt took).
+func progressReports(p piece, n int) []*promptProgress {
+	start := &promptProgress{Total: n, Cache: p.cached, Processed: p.cached}
+	if p.cached >= n {
+		return []*promptProgress{start}
+	}
+	return []*promptProgress{start, {Total: n, Cache: p.cached, Processed: n, TimeMS: ms(p.at.Sub(p.start))}}
 }
 
 // tokenProbJSON is one generated token in completion_probabilities: its
@@ -287,7 +292,12 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 		ev := llamaPartial{Index: index, Content: p.text, Tokens: orEmpty(p.ids), IDSlot: p.slot,
 			TokensPredicted: p.generated, TokensEvaluated: len(g.prompt), Probs: h.probsJSON(p.probs)}
 		if first && progress {
-			ev.Progress = progressOf(p, len(g.prompt))
+			for _, pr := range progressReports(p, len(g.prompt)) {
+				pe := llamaPartial{Index: index, Tokens: []int32{}, IDSlot: p.slot, TokensEvaluated: len(g.prompt), Progress: pr}
+				if err := out.send(pe); err != nil {
+					return err
+				}
+			}
 		}
 		first = false
 		return out.send(ev)

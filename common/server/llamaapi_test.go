@@ -165,17 +165,35 @@ func TestCompletionTakesAnArrayOfPrompts(t *testing.T) {
 	assert.Equal(t, map[int]bool{0: true, 1: true}, stops, "each prompt's stream ends with its own final event")
 }
 
+// TestStreamReportsPromptProgressWhenAsked: return_progress sends, before
+// the first token, llama-server's reports: where the prompt started (the
+// cached tokens processed) and where it ended (all processed); with a
+// prefix cache the start counts the cached blocks.
 func TestStreamReportsPromptProgressWhenAsked(t *testing.T) {
 	tm := loadTestModel(t)
-	ts := startServer(t, tm, engineConfig(false), Options{})
-	evs := stream(t, ts.url+"/completion", map[string]any{"prompt": prompt(11, 4), "n_predict": 2, "ignore_eos": true, "stream": true, "return_progress": true})
-	var first llamaPartial
-	require.NoError(t, json.Unmarshal([]byte(evs[0]), &first))
-	require.NotNil(t, first.Progress)
-	assert.Equal(t, promptProgress{Total: 11, Processed: 11, TimeMS: first.Progress.TimeMS}, *first.Progress)
-	var second map[string]any
-	require.NoError(t, json.Unmarshal([]byte(evs[1]), &second))
-	assert.NotContains(t, second, "prompt_progress", "one report, on the first event")
+	ts := startServer(t, tm, engineConfig(true), Options{PrefixCaching: true})
+	body := map[string]any{"prompt": prompt(11, 4), "n_predict": 2, "ignore_eos": true, "stream": true, "return_progress": true}
+	for _, cached := range []int{0, 8} { // the second time, two whole blocks of 4 are cached
+		evs := stream(t, ts.url+"/completion", body)
+		var reports []promptProgress
+		for i, ev := range evs {
+			var e llamaPartial
+			require.NoError(t, json.Unmarshal([]byte(ev), &e), ev)
+			if e.Progress == nil {
+				assert.Len(t, reports, 2, "the reports come first")
+				continue
+			}
+			assert.Empty(t, e.Content, "event %d: a progress event has no text", i)
+			reports = append(reports, *e.Progress)
+		}
+		require.Len(t, reports, 2)
+		assert.Equal(t, promptProgress{Total: 11, Cache: cached, Processed: cached}, reports[0], "the start")
+		assert.Equal(t, promptProgress{Total: 11, Cache: cached, Processed: 11, TimeMS: reports[1].TimeMS}, reports[1], "the end")
+	}
+	body["return_progress"] = false
+	for _, ev := range stream(t, ts.url+"/completion", body) {
+		assert.NotContains(t, ev, "prompt_progress")
+	}
 }
 
 func TestOpenAIAnswersCarryTimingsAndFingerprint(t *testing.T) {

@@ -273,7 +273,8 @@ func TestEmptyPromptAndNegativeTemperature(t *testing.T) {
 }
 
 // TestReturnProgressOnChat: a streamed chat with return_progress sends
-// llama-server's prompt_progress: the prompt's tokens, all processed.
+// llama-server's prompt_progress chunks: the prompt's start (the cached
+// tokens processed) and its end (all processed).
 func TestReturnProgressOnChat(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(false), Options{})
@@ -288,9 +289,11 @@ func TestReturnProgressOnChat(t *testing.T) {
 			progress = append(progress, *c.Progress)
 		}
 	}
-	require.Len(t, progress, 1)
+	require.Len(t, progress, 2, "the start and the end of the prompt")
 	assert.Greater(t, progress[0].Total, 0)
-	assert.Equal(t, progress[0].Total, progress[0].Processed)
+	assert.Equal(t, progress[0].Cache, progress[0].Processed, "the start: the cached tokens processed")
+	assert.Equal(t, progress[0].Total, progress[1].Total)
+	assert.Equal(t, progress[1].Total, progress[1].Processed, "the end: all processed")
 
 	body["return_progress"] = false
 	for _, ev := range stream(t, ts.url+"/v1/chat/completions", body) {
@@ -298,22 +301,22 @@ func TestReturnProgressOnChat(t *testing.T) {
 	}
 }
 
-// TestIdleSlotNextToken: a finished task's slot shows what llama-server's
-// does: n_decoded the tokens sampled, n_remain what is left of n_predict,
-// -1 when the task set none.
+// TestIdleSlotNextToken: a slot whose task finished forgets the task's
+// budget, as llama-server's does (its test_metrics checks it): n_remain
+// -1, n_decoded 0, with or without an n_predict.
 func TestIdleSlotNextToken(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(false), Options{})
-	complete(t, ts.url, map[string]any{"prompt": prompt(250, 7), "ignore_eos": true})
-	next := slotsOf(t, ts.url)[0].NextToken[0]
-	assert.False(t, next.HasNextToken)
-	assert.Equal(t, 6, next.NDecoded)
-	assert.Equal(t, -1, next.NRemain, "no n_predict: llama-server's n_remain stays -1")
-
-	complete(t, ts.url, map[string]any{"prompt": prompt(10, 7), "n_predict": 5, "ignore_eos": true})
-	next = slotsOf(t, ts.url)[0].NextToken[0]
-	assert.Equal(t, 5, next.NDecoded)
-	assert.Equal(t, 0, next.NRemain)
+	for _, body := range []map[string]any{
+		{"prompt": prompt(250, 7), "ignore_eos": true},
+		{"prompt": prompt(10, 7), "n_predict": 5, "ignore_eos": true},
+	} {
+		complete(t, ts.url, body)
+		next := slotsOf(t, ts.url)[0].NextToken[0]
+		assert.False(t, next.HasNextToken)
+		assert.Equal(t, 0, next.NDecoded)
+		assert.Equal(t, -1, next.NRemain)
+	}
 }
 
 // TestSystemFingerprintIsABuild: system_fingerprint and /props' build_info

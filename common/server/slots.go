@@ -62,7 +62,7 @@ type nextToken struct {
 func newSlotTable(n int) *slotTable {
 	t := &slotTable{slots: make([]slot, max(n, 1))}
 	for i := range t.slots {
-		t.slots[i] = slot{id: i, task: -1, params: offSettings()}
+		t.slots[i] = slot{id: i, task: -1, params: offSettings(), next: nextToken{NRemain: -1}}
 	}
 	return t
 }
@@ -112,14 +112,19 @@ func (t *slotTable) choose(prompt []int32, salt string) int {
 	return best
 }
 
-// release records how the request in slot id ended, and how many of its
+// release records that the request in slot id ended, and how many of its
 // prompt's tokens it found cached.
-func (t *slotTable) release(id int, next nextToken, cached int) {
+func (t *slotTable) release(id int, cached int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := &t.slots[id]
 	s.running--
-	s.next, s.cached = next, cached
+	s.cached = cached
+	if s.running == 0 {
+		// An idle slot forgets its task's budget, as llama-server's does:
+		// n_remain -1 (none), n_decoded 0.
+		s.next = nextToken{NRemain: -1}
+	}
 }
 
 // setPrompt makes prompt the slot's last prompt (a restore), or forgets it
