@@ -12,7 +12,7 @@ import (
 
 // llamaServerFlags are the serve flags a llama-server user passes: the
 // ones this server implements (model aliases, API keys, the /metrics and
-// /slots switches), the ones that name what serve already does
+// /slots switches, CORS), the ones that name what serve already does
 // (--ubatch-size is -max-batch-tokens, --swa-full the default), and the
 // ones it cannot honour, refused at start with the reason rather than
 // accepted and ignored.
@@ -28,6 +28,9 @@ type llamaServerFlags struct {
 	swaFull      bool
 	contextShift bool
 	noCtxShift   bool
+	cors         server.CORS
+	corsCreds    bool
+	noCorsCreds  bool
 
 	names []string // -alias's, once checked
 	keys  []string // -api-key's and -api-key-file's
@@ -37,11 +40,16 @@ func (f *llamaServerFlags) register(fs *flag.FlagSet, rf *runtimeFlags) {
 	fs.StringVar(&f.alias, "alias", "", "llama-server's --alias: the model's names, comma-separated; the first is the id /v1/models lists (instead of -served-model-name), all are listed as its aliases")
 	fs.StringVar(&f.alias, "a", "", "short for -alias")
 	fs.BoolVar(&f.strictModel, "strict-model-name", false, "refuse with 404 model_not_found a request whose \"model\" is not one of the served names (vLLM's behaviour); off: any name is served, as llama-server does")
-	fs.StringVar(&f.apiKey, "api-key", "", "llama-server's --api-key: keys, comma-separated; every endpoint but /health, /v1/health, /models and /v1/models then needs one (Authorization: Bearer <key>, or X-Api-Key), else 401")
+	fs.StringVar(&f.apiKey, "api-key", "", "llama-server's --api-key: keys, comma-separated; every endpoint but /health and /v1/health then needs one (Authorization: Bearer <key>, or X-Api-Key), else 401")
 	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "a file of API keys, one a line (blank lines skipped), added to -api-key's")
 	fs.BoolVar(&f.metrics, "metrics", true, "serve GET /metrics; false answers it with llama-server's 501, as llama-server without --metrics")
 	fs.BoolVar(&f.slots, "slots", true, "serve GET /slots (llama-server's --slots)")
 	fs.BoolVar(&f.noSlots, "no-slots", false, "answer GET /slots with llama-server's 501 (its --no-slots)")
+	fs.StringVar(&f.cors.Origins, "cors-origins", "*", "origins CORS allows: * (any: the request's Origin is echoed while credentials are allowed), localhost (only an Origin on localhost, 127.0.0.1 or ::1), or a list sent as it is (llama-server's flag)")
+	fs.StringVar(&f.cors.Methods, "cors-methods", server.DefaultCORSMethods, "the methods a CORS preflight allows")
+	fs.StringVar(&f.cors.Headers, "cors-headers", "*", "the headers a CORS preflight allows")
+	fs.BoolVar(&f.corsCreds, "cors-credentials", true, "a CORS preflight allows credentials")
+	fs.BoolVar(&f.noCorsCreds, "no-cors-credentials", false, "the same as -cors-credentials=false")
 	fs.IntVar(&rf.eng.MaxBatchTokens, "ubatch-size", rf.eng.MaxBatchTokens, "llama-server's physical batch, the most tokens one forward pass takes: the same as -max-batch-tokens")
 	fs.IntVar(&rf.eng.MaxBatchTokens, "ub", rf.eng.MaxBatchTokens, "short for -ubatch-size")
 	fs.IntVar(&f.cacheRAM, "cache-ram", 0, "llama-server's host-memory prompt cache in MiB: only 0 (none) is accepted, serve has no such cache (its prefix cache is the KV pool's, -prefix-caching)")
@@ -86,6 +94,8 @@ func (f *llamaServerFlags) apply(opts *server.Options) {
 	opts.NoMetrics = !f.metrics
 	opts.NoSlots = f.noSlots || !f.slots
 	opts.APIKeys = f.keys
+	opts.CORS = f.cors
+	opts.CORS.NoCredentials = !f.corsCreds || f.noCorsCreds
 }
 
 // apiKeys gathers the keys of -api-key and -api-key-file.

@@ -35,7 +35,7 @@ func TestServeRefusesLlamaServerFlagsItCannotHonour(t *testing.T) {
 
 // TestServeLlamaServerFlags starts serve as a llama-server user would:
 // -alias with two names, keys from -api-key and -api-key-file, -metrics=false,
-// -no-slots, -strict-model-name, and the flags that name what serve
+// -no-slots, -strict-model-name, the CORS flags, and the flags that name what serve
 // does already (-ubatch-size, -cache-ram 0, -swa-full, -no-context-shift).
 func TestServeLlamaServerFlags(t *testing.T) {
 	dir := smallModel(t, "llama")
@@ -43,7 +43,8 @@ func TestServeLlamaServerFlags(t *testing.T) {
 	require.NoError(t, os.WriteFile(keys, []byte("sk-file\n\n"), 0o600))
 	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-alias", "first,second", "-api-key", "sk-flag",
 		"-api-key-file", keys, "-metrics=false", "-no-slots", "-strict-model-name",
-		"-ubatch-size", "32", "-cache-ram", "0", "-swa-full", "-no-context-shift")
+		"-ubatch-size", "32", "-cache-ram", "0", "-swa-full", "-no-context-shift",
+		"-cors-origins", "localhost", "-cors-methods", "GET", "-no-cors-credentials")
 
 	send := func(method, path, key, body string) (int, []byte) {
 		t.Helper()
@@ -60,7 +61,11 @@ func TestServeLlamaServerFlags(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	status, body := send(http.MethodGet, "/v1/models", "", "")
-	require.Equal(t, http.StatusOK, status, "the listing is public")
+	require.Equal(t, http.StatusUnauthorized, status, "the listing needs a key")
+	status, _ = send(http.MethodGet, "/health", "", "")
+	require.Equal(t, http.StatusOK, status, "/health is public")
+	status, body = send(http.MethodGet, "/v1/models", "sk-flag", "")
+	require.Equal(t, http.StatusOK, status)
 	var list struct {
 		Data []struct {
 			ID      string   `json:"id"`
@@ -88,6 +93,17 @@ func TestServeLlamaServerFlags(t *testing.T) {
 	assert.Equal(t, http.StatusNotImplemented, status, "-metrics=false")
 	status, _ = send(http.MethodGet, "/slots", "sk-flag", "")
 	assert.Equal(t, http.StatusNotImplemented, status, "-no-slots")
+
+	req, err := http.NewRequest(http.MethodOptions, url+"/completion", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "http://localhost:5173")
+	resp, err := testClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "a preflight needs no key")
+	assert.Equal(t, "http://localhost:5173", resp.Header.Get("Access-Control-Allow-Origin"))
+	assert.Equal(t, "GET", resp.Header.Get("Access-Control-Allow-Methods"))
+	assert.Equal(t, "false", resp.Header.Get("Access-Control-Allow-Credentials"))
 	stop()
 	require.NoError(t, <-done, log.String())
 }

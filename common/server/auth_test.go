@@ -31,7 +31,7 @@ func do(t *testing.T, method, url, body string, header map[string]string) (*http
 // TestAPIKey checks Options.APIKeys as llama-server's --api-key: without
 // a key or with a wrong one, 401 in llama-server's shape; with any of the
 // keys, as a Bearer token or in X-Api-Key, served; the public endpoints
-// need none.
+// (/health, /v1/health) need none, the model listing does.
 func TestAPIKey(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(false), Options{APIKeys: []string{"sk-one", "sk-two"}})
@@ -68,11 +68,11 @@ func TestAPIKey(t *testing.T) {
 		resp, body := do(t, http.MethodPost, ts.url+"/v1/completions", completion, h)
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", name, body)
 	}
-	for _, path := range []string{"/health", "/v1/health", "/models", "/v1/models"} {
+	for _, path := range []string{"/health", "/v1/health"} {
 		resp, body := do(t, http.MethodGet, ts.url+path, "", nil)
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s is public: %s", path, body)
 	}
-	for _, path := range []string{"/props", "/slots", "/metrics"} {
+	for _, path := range []string{"/models", "/v1/models", "/props", "/slots", "/metrics"} {
 		resp, _ := do(t, http.MethodGet, ts.url+path, "", nil)
 		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s needs the key", path)
 	}
@@ -80,7 +80,9 @@ func TestAPIKey(t *testing.T) {
 
 // TestCORS checks CORS as llama-server does it: a preflight OPTIONS, on
 // any path and without the API key, gets 200 with its Access-Control-*
-// headers; every answer allows the Origin the request names.
+// headers; by default every answer allows the Origin the request names;
+// Origins "localhost" allows only a local one, a list is sent as it is,
+// and without credentials "*" is "*".
 func TestCORS(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(false), Options{APIKeys: []string{"sk-one"}})
@@ -90,7 +92,7 @@ func TestCORS(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
 		assert.Equal(t, "http://example.test", resp.Header.Get("Access-Control-Allow-Origin"), path)
 		assert.Equal(t, "true", resp.Header.Get("Access-Control-Allow-Credentials"), path)
-		assert.Equal(t, "GET, POST", resp.Header.Get("Access-Control-Allow-Methods"), path)
+		assert.Equal(t, "GET, POST, DELETE, OPTIONS", resp.Header.Get("Access-Control-Allow-Methods"), path)
 		assert.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Headers"), path)
 		assert.Empty(t, body, path)
 	}
@@ -98,4 +100,24 @@ func TestCORS(t *testing.T) {
 		map[string]string{"Origin": "http://example.test", "Authorization": "Bearer sk-one"})
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	assert.Equal(t, "http://example.test", resp.Header.Get("Access-Control-Allow-Origin"))
+
+	local := startServer(t, tm, engineConfig(false), Options{CORS: CORS{Origins: "localhost", Methods: "GET", Headers: "Authorization", NoCredentials: true}})
+	for o, allowed := range map[string]bool{"http://localhost:8080": true, "http://127.0.0.1": true, "http://[::1]:3000": true,
+		"http://localhost.evil.test": false, "http://evil.test": false} {
+		resp, _ := do(t, http.MethodOptions, local.url+"/completion", "", map[string]string{"Origin": o})
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		if allowed {
+			assert.Equal(t, o, resp.Header.Get("Access-Control-Allow-Origin"), o)
+		} else {
+			assert.NotContains(t, resp.Header, "Access-Control-Allow-Origin", o)
+		}
+		assert.Equal(t, "false", resp.Header.Get("Access-Control-Allow-Credentials"))
+		assert.Equal(t, "GET", resp.Header.Get("Access-Control-Allow-Methods"))
+		assert.Equal(t, "Authorization", resp.Header.Get("Access-Control-Allow-Headers"))
+	}
+	for cors, want := range map[CORS]string{{Origins: "https://a.test,https://b.test"}: "https://a.test,https://b.test", {NoCredentials: true}: "*"} {
+		s := startServer(t, tm, engineConfig(false), Options{CORS: cors})
+		resp, _ := do(t, http.MethodGet, s.url+"/health", "", map[string]string{"Origin": "http://evil.test"})
+		assert.Equal(t, want, resp.Header.Get("Access-Control-Allow-Origin"), cors)
+	}
 }

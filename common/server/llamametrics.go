@@ -24,12 +24,14 @@ import (
 //   - the two throughput gauges cover the requests that ended since the
 //     previous scrape, as llama-server's "bucket" does;
 //   - n_decode_total is the engine's steps with a forward pass, and
-//     n_busy_slots_per_decode the decode rows per such step.
+//     n_busy_slots_per_decode the decode rows per such step;
+//   - the speculative-decoding counters are 0: the engine does not draft.
 type llamaMetrics struct {
 	mu        sync.Mutex
 	total     llamaTimes // since start
 	bucket    llamaTimes // since the last scrape
 	shown     llamaTimes // the bucket the scrape being served reports
+	cached    int        // prompt tokens the prefix cache held, since start
 	tokensMax int        // most tokens one sequence held
 	http      http.Handler
 }
@@ -64,21 +66,25 @@ func newLlamaMetrics(reg *prometheus.Registry, es *engine.Server) *llamaMetrics 
 		}
 		return float64(n) / d.Seconds()
 	}
+	zero := func() float64 { return 0 } // no speculative decoding here
 	reg.MustRegister(
-		counter("prompt_tokens_total", "Number of prompt tokens processed.", read(func(m *llamaMetrics) float64 { return float64(m.total.prompt) })),
-		counter("prompt_seconds_total", "Prompt process time", read(func(m *llamaMetrics) float64 { return m.total.promptTime.Seconds() })),
-		counter("tokens_predicted_total", "Number of generation tokens processed.", read(func(m *llamaMetrics) float64 { return float64(m.total.predicted) })),
-		counter("tokens_predicted_seconds_total", "Predict process time", read(func(m *llamaMetrics) float64 { return m.total.predictedTime.Seconds() })),
-		counter("n_decode_total", "Total number of llama_decode() calls", snap(func(s engine.Snapshot) float64 { return float64(s.Stats.Steps) })),
-		counter("n_tokens_max", "Largest observed n_tokens.", read(func(m *llamaMetrics) float64 { return float64(m.tokensMax) })),
-		// A counter in llama-server too, though an average.
-		counter("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", snap(func(s engine.Snapshot) float64 {
+		counter("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", read(func(m *llamaMetrics) float64 { return float64(m.total.prompt) })),
+		counter("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", read(func(m *llamaMetrics) float64 { return float64(m.cached) })),
+		counter("prompt_seconds_total", "Total time spent processing prompts", read(func(m *llamaMetrics) float64 { return m.total.promptTime.Seconds() })),
+		counter("tokens_predicted_total", "Number of generation tokens processed", read(func(m *llamaMetrics) float64 { return float64(m.total.predicted) })),
+		counter("tokens_predicted_seconds_total", "Total time spent generating tokens", read(func(m *llamaMetrics) float64 { return m.total.predictedTime.Seconds() })),
+		counter("n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding", snap(func(s engine.Snapshot) float64 { return float64(s.Stats.Steps) })),
+		counter("n_tokens_max", "Largest observed sequence length (prompt + generation)", read(func(m *llamaMetrics) float64 { return float64(m.tokensMax) })),
+		counter("spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", zero),
+		counter("spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", zero),
+		counter("spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", zero),
+		gauge("prompt_tokens_seconds", "Average prompt throughput in tokens/s", read(func(m *llamaMetrics) float64 { return rate(m.shown.prompt, m.shown.promptTime) })),
+		gauge("predicted_tokens_seconds", "Average generation throughput in tokens/s", read(func(m *llamaMetrics) float64 { return rate(m.shown.predicted, m.shown.predictedTime) })),
+		gauge("requests_processing", "Number of requests processing", snap(func(s engine.Snapshot) float64 { return float64(s.Running) })),
+		gauge("requests_deferred", "Number of requests deferred", snap(func(s engine.Snapshot) float64 { return float64(s.Waiting + s.Inbox) })),
+		gauge("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", snap(func(s engine.Snapshot) float64 {
 			return float64(s.Stats.DecodeTokens) / float64(max(s.Stats.Steps, 1))
 		})),
-		gauge("prompt_tokens_seconds", "Average prompt throughput in tokens/s.", read(func(m *llamaMetrics) float64 { return rate(m.shown.prompt, m.shown.promptTime) })),
-		gauge("predicted_tokens_seconds", "Average generation throughput in tokens/s.", read(func(m *llamaMetrics) float64 { return rate(m.shown.predicted, m.shown.predictedTime) })),
-		gauge("requests_processing", "Number of requests processing.", snap(func(s engine.Snapshot) float64 { return float64(s.Running) })),
-		gauge("requests_deferred", "Number of requests deferred.", snap(func(s engine.Snapshot) float64 { return float64(s.Waiting + s.Inbox) })),
 	)
 	return m
 }
@@ -110,6 +116,7 @@ func (m *llamaMetrics) observe(res *genResult) {
 	defer m.mu.Unlock()
 	m.total.add(t)
 	m.bucket.add(t)
+	m.cached += res.cached
 	m.tokensMax = max(m.tokensMax, res.promptTokens+longest)
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -56,10 +57,12 @@ func TestLlamaCppMetrics(t *testing.T) {
 	assert.LessOrEqual(t, start, time.Now().Unix())
 
 	for name, typ := range map[string]string{
-		"prompt_tokens_total": "counter", "prompt_seconds_total": "counter", "tokens_predicted_total": "counter",
-		"tokens_predicted_seconds_total": "counter", "n_decode_total": "counter", "n_tokens_max": "counter",
-		"n_busy_slots_per_decode": "counter", "prompt_tokens_seconds": "gauge", "predicted_tokens_seconds": "gauge",
-		"requests_processing": "gauge", "requests_deferred": "gauge",
+		"prompt_tokens_total": "counter", "prompt_tokens_cached_total": "counter", "prompt_seconds_total": "counter",
+		"tokens_predicted_total": "counter", "tokens_predicted_seconds_total": "counter", "n_decode_total": "counter",
+		"n_tokens_max": "counter", "spec_decode_num_draft_tokens_total": "counter",
+		"spec_decode_num_accepted_tokens_total": "counter", "spec_decode_num_drafts_total": "counter",
+		"prompt_tokens_seconds": "gauge", "predicted_tokens_seconds": "gauge",
+		"requests_processing": "gauge", "requests_deferred": "gauge", "n_busy_slots_per_decode": "gauge",
 	} {
 		assert.Contains(t, m0, "llamacpp:"+name)
 		assert.Contains(t, m0, "type llamacpp:"+name+" "+typ)
@@ -83,4 +86,31 @@ func TestLlamaCppMetrics(t *testing.T) {
 	m2, _ := scrape(t, ts.url)
 	assert.Zero(t, m2["llamacpp:prompt_tokens_seconds"])
 	assert.Equal(t, m1["llamacpp:prompt_tokens_total"], m2["llamacpp:prompt_tokens_total"])
+}
+
+// TestLlamaCppMetricsCountCachedTokensApart: with a prefix cache, the
+// tokens a prompt found cached go to prompt_tokens_cached_total and the
+// rest to prompt_tokens_total, the same numbers as the answers' timings
+// (cache_n, prompt_n), as llama-server's suite checks.
+func TestLlamaCppMetricsCountCachedTokensApart(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(true), Options{})
+	processed, cached := 0.0, 0.0
+	for range 2 {
+		status, body := post(t, ts.url+"/completion", `{"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "n_predict": 3}`)
+		require.Equal(t, http.StatusOK, status, string(body))
+		var r struct {
+			Timings struct {
+				PromptN float64 `json:"prompt_n"`
+				CacheN  float64 `json:"cache_n"`
+			} `json:"timings"`
+		}
+		require.NoError(t, json.Unmarshal(body, &r))
+		processed += r.Timings.PromptN
+		cached += r.Timings.CacheN
+	}
+	require.Equal(t, 8.0, cached, "the second prompt found its two whole blocks")
+	m, _ := scrape(t, ts.url)
+	assert.Equal(t, processed, m["llamacpp:prompt_tokens_total"])
+	assert.Equal(t, cached, m["llamacpp:prompt_tokens_cached_total"])
 }

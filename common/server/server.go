@@ -66,6 +66,8 @@ type Options struct {
 	// (Authorization: Bearer <key>, or X-Api-Key) on every endpoint but
 	// the public ones; others get 401 (auth.go).
 	APIKeys []string
+	// CORS is how cross-origin requests are answered (cors.go).
+	CORS CORS
 	// NoMetrics answers GET /metrics with llama-server's 501 (its
 	// --metrics off); the zero value serves them.
 	NoMetrics bool
@@ -226,7 +228,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (cors.go), which answers a preflight OPTIONS itself, then the API key
 // (auth.go).
 func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
-	if corsPreflight(w, r) {
+	if h.opts.CORS.corsPreflight(w, r) {
 		return
 	}
 	if !h.authorized(w, r) {
