@@ -18,6 +18,7 @@ import (
 // accepted and ignored.
 type llamaServerFlags struct {
 	alias        string
+	tags         string
 	strictModel  bool
 	apiKey       string
 	apiKeyFile   string
@@ -37,7 +38,8 @@ type llamaServerFlags struct {
 }
 
 func (f *llamaServerFlags) register(fs *flag.FlagSet, rf *runtimeFlags) {
-	fs.StringVar(&f.alias, "alias", "", "llama-server's --alias: the model's names, comma-separated; the first is the id /v1/models lists (instead of -served-model-name), all are listed as its aliases")
+	fs.StringVar(&f.alias, "alias", "", "llama-server's --alias: the model's names, comma-separated; /v1/models lists them all as its aliases, the first in sorted order as its id (instead of -served-model-name), as llama-server does")
+	fs.StringVar(&f.tags, "tags", "", "llama-server's --tags: the model's tags, comma-separated, listed by /v1/models (informational)")
 	fs.StringVar(&f.alias, "a", "", "short for -alias")
 	fs.BoolVar(&f.strictModel, "strict-model-name", false, "refuse with 404 model_not_found a request whose \"model\" is not one of the served names (vLLM's behaviour); off: any name is served, as llama-server does")
 	fs.StringVar(&f.apiKey, "api-key", "", "llama-server's --api-key: keys, comma-separated; every endpoint but /health and /v1/health then needs one (Authorization: Bearer <key>, or X-Api-Key), else 401")
@@ -69,15 +71,8 @@ func (f *llamaServerFlags) check(rf *runtimeFlags) error {
 	case f.swaFull && rf.eng.WindowFree:
 		return fmt.Errorf("-swa-full and -window-free contradict each other: -swa-full keeps every sliding-window block, -window-free gives them back")
 	}
-	if f.alias != "" {
-		for _, n := range strings.Split(f.alias, ",") {
-			if n = strings.TrimSpace(n); n != "" && !slices.Contains(f.names, n) {
-				f.names = append(f.names, n)
-			}
-		}
-		if len(f.names) == 0 {
-			return fmt.Errorf("-alias %q names no model", f.alias)
-		}
+	if f.names = commaSet(f.alias); f.alias != "" && len(f.names) == 0 {
+		return fmt.Errorf("-alias %q names no model", f.alias)
 	}
 	var err error
 	f.keys, err = apiKeys(f.apiKey, f.apiKeyFile)
@@ -85,17 +80,32 @@ func (f *llamaServerFlags) check(rf *runtimeFlags) error {
 }
 
 // apply sets what the flags mean in opts, once check has passed; the
-// model's id is -alias's first name (the caller sets it as ModelName).
+// model's id is -alias's first name in sorted order (the caller sets it
+// as ModelName).
 func (f *llamaServerFlags) apply(opts *server.Options) {
 	if len(f.names) > 1 {
 		opts.Aliases = f.names[1:]
 	}
 	opts.StrictModelName = f.strictModel
+	opts.Tags = commaSet(f.tags)
 	opts.NoMetrics = !f.metrics
 	opts.NoSlots = f.noSlots || !f.slots
 	opts.APIKeys = f.keys
 	opts.CORS = f.cors
 	opts.CORS.NoCredentials = !f.corsCreds || f.noCorsCreds
+}
+
+// commaSet is a comma-separated list's items, trimmed, without empty or
+// repeated ones, sorted: llama-server keeps aliases and tags in a set.
+func commaSet(list string) []string {
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // apiKeys gathers the keys of -api-key and -api-key-file.

@@ -41,7 +41,7 @@ func TestServeLlamaServerFlags(t *testing.T) {
 	dir := smallModel(t, "llama")
 	keys := filepath.Join(t.TempDir(), "keys")
 	require.NoError(t, os.WriteFile(keys, []byte("sk-file\n\n"), 0o600))
-	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-alias", "first,second", "-api-key", "sk-flag",
+	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-alias", "second, first,second", "-tags", "chat,fim", "-api-key", "sk-flag",
 		"-api-key-file", keys, "-metrics=false", "-no-slots", "-strict-model-name",
 		"-ubatch-size", "32", "-cache-ram", "0", "-swa-full", "-no-context-shift",
 		"-cors-origins", "localhost", "-cors-methods", "GET", "-no-cors-credentials")
@@ -70,11 +70,13 @@ func TestServeLlamaServerFlags(t *testing.T) {
 		Data []struct {
 			ID      string   `json:"id"`
 			Aliases []string `json:"aliases"`
+			Tags    []string `json:"tags"`
 		} `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal(body, &list))
 	assert.Equal(t, "first", list.Data[0].ID)
-	assert.Equal(t, []string{"first", "second"}, list.Data[0].Aliases)
+	assert.Equal(t, []string{"first", "second"}, list.Data[0].Aliases, "sorted, each once, as llama-server's set")
+	assert.Equal(t, []string{"chat", "fim"}, list.Data[0].Tags)
 
 	completion := func(model string) string {
 		return `{"model": "` + model + `", "prompt": [1, 2, 3], "max_tokens": 2}`

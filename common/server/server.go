@@ -62,6 +62,9 @@ type Options struct {
 	// a model that is neither ModelName nor one of Aliases (vLLM's
 	// behaviour); a request naming none is served.
 	StrictModelName bool
+	// Tags are the model's tags (llama-server's --tags), listed by
+	// /v1/models; informational.
+	Tags []string
 	// APIKeys, when not empty, are the keys a request must present
 	// (Authorization: Bearer <key>, or X-Api-Key) on every endpoint but
 	// the public ones; others get 401 (auth.go).
@@ -283,7 +286,7 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 	}
 	mi := h.opts.ModelInfo
 	m := model{
-		ID: h.opts.ModelName, Aliases: h.names(), Tags: []string{}, Object: "model", Created: h.created, OwnedBy: "kvlab",
+		ID: h.opts.ModelName, Aliases: h.names(), Tags: append([]string{}, h.opts.Tags...), Object: "model", Created: h.created, OwnedBy: "kvlab",
 		Meta:        meta{mi.VocabType, mi.Vocab, h.es.ContextLimit(), mi.CtxTrain, mi.Embd, mi.Params, mi.Size, mi.FType},
 		MaxModelLen: h.es.ContextLimit(), PrefixCaching: h.opts.PrefixCaching,
 	}
