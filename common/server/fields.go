@@ -43,7 +43,7 @@ var llamaSamplers = map[string][]string{
 	"frequency_penalty": nil, "presence_penalty": nil, "dry_multiplier": nil,
 	"mirostat": nil, "grammar": nil, "grammar_lazy": nil, "grammar_triggers": nil,
 	"preserved_tokens": nil, "json_schema": nil,
-	"post_sampling_probs": nil, "verbose": nil, "adaptive_target": {"-1"},
+	"verbose": nil, "adaptive_target": {"-1"},
 	"reasoning_budget_tokens": {"-1"}, "reasoning_control": nil, "n_indent": nil, "n_keep": nil, "n_discard": nil,
 	"t_max_predict_ms": nil, "lora": nil, "samplers": nil, "n_cmpl": {"1"},
 }
@@ -73,21 +73,21 @@ var openAIAccepted = []string{"user", "metadata", "store", "service_tier", "safe
 
 // llamaOnV1 are llama-server's /completion fields that its /v1 endpoints
 // also read, with a name of their own here.
-var llamaOnV1 = map[string][]string{"n_probs": nil, "n_predict": nil}
+var llamaOnV1 = map[string][]string{"n_probs": nil}
 
 // insteadOf names, in a refusal, the field that does what was asked.
-var insteadOf = map[string]string{"n_probs": "logprobs", "n_predict": "max_tokens"}
+var insteadOf = map[string]string{"n_probs": "logprobs"}
 
 var completionFields = fieldRules{
-	implemented: []string{"model", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "seed", "stop",
+	implemented: []string{"model", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "n", "seed", "stop",
 		"stream", "stream_options", "logprobs", "echo", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot"},
 	accepted: concat(openAIAccepted, llamaAccepted),
-	refused:  merged(llamaSamplers, llamaOnV1, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil}),
+	refused:  merged(llamaSamplers, llamaOnV1, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil, "post_sampling_probs": nil}),
 }
 
 var chatFields = fieldRules{
-	implemented: []string{"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+	implemented: []string{"model", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p",
 		"n", "seed", "stop", "stream", "stream_options", "logprobs", "top_logprobs", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "return_progress",
 		"add_generation_prompt", "continue_final_message", "chat_template_kwargs"},
@@ -98,13 +98,13 @@ var chatFields = fieldRules{
 	refused: merged(llamaSamplers, llamaOnV1, map[string][]string{
 		"tools": nil, "tool_choice": {`"none"`, `"auto"`}, "functions": nil, "function_call": {`"none"`, `"auto"`},
 		"response_format": {`{"type":"text"}`}, "audio": nil, "modalities": {`["text"]`},
-		"prediction": nil, "reasoning_effort": nil, "web_search_options": nil, "response_fields": nil,
+		"prediction": nil, "reasoning_effort": nil, "web_search_options": nil, "response_fields": nil, "post_sampling_probs": nil,
 	}),
 }
 
 var llamaCompletionFields = fieldRules{
 	implemented: []string{"prompt", "n_predict", "temperature", "top_p", "seed", "stop", "stream",
-		"ignore_eos", "n_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
+		"ignore_eos", "n_probs", "post_sampling_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
 		"response_fields"},
 	accepted: llamaAccepted,
 	refused:  merged(llamaSamplers, map[string][]string{"echo": nil}),

@@ -78,7 +78,7 @@ func TestRefusedFieldsAreNamed(t *testing.T) {
 		{"/v1/completions", "grammar", "root ::= ("}, // invalid, as llama-server's test sends
 		{"/completion", "grammar", `root ::= "a"`},
 		{"/v1/completions", "response_fields", []string{"content"}},
-		{"/completion", "post_sampling_probs", true},
+		{"/v1/completions", "post_sampling_probs", true},
 		{"/v1/completions", "suffix", "end"},
 		{"/tokenize", "parse_special", false}, // its zero value asks for something
 	} {
@@ -154,4 +154,28 @@ func TestResponseFieldsKeepOnlyThosePaths(t *testing.T) {
 	status, raw = post(t, ts.url+"/completion", body)
 	require.Equal(t, http.StatusOK, status, string(raw))
 	assert.Contains(t, string(raw), `"generation_settings":`)
+}
+
+// TestNPredictOnV1: llama-server's n_predict works on the /v1 endpoints as
+// there: it sets the output length, over max_tokens; -1 leaves the default.
+func TestNPredictOnV1(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	for _, c := range []struct {
+		body map[string]any
+		want int
+	}{
+		{map[string]any{"n_predict": 2}, 2},
+		{map[string]any{"n_predict": 3, "max_tokens": 5}, 3},
+		{map[string]any{"n_predict": -1, "max_tokens": 4}, 4},
+		{map[string]any{"n_predict": -1}, 16},
+	} {
+		body := maps.Clone(c.body)
+		body["prompt"], body["ignore_eos"] = []int{1, 2, 3}, true
+		status, raw := post(t, ts.url+"/v1/completions", body)
+		require.Equal(t, http.StatusOK, status, string(raw))
+		var r completionResponse
+		require.NoError(t, json.Unmarshal(raw, &r))
+		assert.Equal(t, c.want, r.Usage.CompletionTokens, "%v", c.body)
+	}
 }

@@ -27,6 +27,9 @@ type genRequest struct {
 	stop      []string // stop strings; the text stops before the first one found
 	cacheSalt string   // the tenant's cache salt, "" for none
 	topProbs  int      // probabilities to report per token (n_probs), 0 for none
+	// postSampling reports the sampler's probabilities, not the model's
+	// (post_sampling_probs).
+	postSampling bool
 	// slot is the llama-server slot asked for, -1 to let the server
 	// choose (slots.go); settings are what /slots shows for it.
 	slot     int
@@ -126,7 +129,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		h.slots.release(slot, cached)
 		h.llama.observe(res) // llamametrics.go
 	}()
-	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: max(g.maxTokens, 1), Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs})
+	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: max(g.maxTokens, 1), Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs, PostSamplingProbs: g.postSampling})
 	switch {
 	case errors.Is(err, engine.ErrStopped):
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}

@@ -31,9 +31,11 @@ type llamaRequest struct {
 	IgnoreEOS   bool            `json:"ignore_eos"`
 	// NProbs asks for each generated token's probability and the n most
 	// probable tokens at its position (completion_probabilities), from the
-	// model's raw softmax. post_sampling_probs is not supported: the
-	// values are always the raw ones, reported as logprob.
-	NProbs int `json:"n_probs"`
+	// model's raw softmax, reported as logprob; with PostSamplingProbs,
+	// the sampler's distribution (after bias, temperature and top-p),
+	// reported as prob and top_probs, as llama-server writes them.
+	NProbs            int  `json:"n_probs"`
+	PostSamplingProbs bool `json:"post_sampling_probs"`
 	// ReturnProgress sends prompt_progress events before a stream's first
 	// token: the prompt's tokens, how many came from the cache, how many
 	// are processed, and the time the prompt took (progressReports).
@@ -138,6 +140,9 @@ type tokenProbJSON struct {
 	Bytes   []int          `json:"bytes"`
 	Logprob float64        `json:"logprob"`
 	Top     []tokenLogprob `json:"top_logprobs"`
+	// post writes prob and top_probs instead (post_sampling_probs).
+	post bool
+	prob float32
 }
 
 type tokenLogprob struct {
@@ -145,6 +150,8 @@ type tokenLogprob struct {
 	Token   string  `json:"token"`
 	Bytes   []int   `json:"bytes"`
 	Logprob float64 `json:"logprob"`
+	post    bool    // as tokenProbJSON's
+	prob    float32
 }
 
 func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
@@ -188,7 +195,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errBadRequest("n_probs", "n_probs must be in [0, %d], have %d", engine.MaxTopProbs, q.NProbs))
 		return
 	}
-	g.topProbs = q.NProbs
+	g.topProbs, g.postSampling = q.NProbs, q.PostSamplingProbs
 	g.responseFields = q.ResponseFields
 	var e *apiError
 	if g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias); e != nil {
@@ -290,7 +297,7 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 			return nil
 		}
 		ev := llamaPartial{Index: index, Content: p.text, Tokens: orEmpty(p.ids), IDSlot: p.slot,
-			TokensPredicted: p.generated, TokensEvaluated: len(g.prompt), Probs: h.probsJSON(p.probs)}
+			TokensPredicted: p.generated, TokensEvaluated: len(g.prompt), Probs: h.probsJSON(p.probs, g.postSampling)}
 		if first && progress {
 			for _, pr := range progressReports(p, len(g.prompt)) {
 				pe := llamaPartial{Index: index, Tokens: []int32{}, IDSlot: p.slot, TokensEvaluated: len(g.prompt), Progress: pr}
@@ -311,7 +318,7 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 		TokensPredicted: res.completion, TokensEvaluated: res.promptTokens, GenerationSettings: g.settings,
 		Prompt: h.piecesText(g.prompt), HasNewLine: strings.Contains(s.text.String(), "\n"),
 		StopType: map[string]string{"stop": "eos", "length": "limit", "abort": "none"}[s.finish], StoppingWord: s.word,
-		TokensCached: res.cached, Timings: llamaTimingsOf(res), Probs: h.probsJSON(s.probs), CachePrompt: cachePrompt,
+		TokensCached: res.cached, Timings: llamaTimingsOf(res), Probs: h.probsJSON(s.probs, g.postSampling), CachePrompt: cachePrompt,
 		Truncated: s.finish == "length" && res.promptTokens+len(s.ids) >= h.es.ContextLimit(),
 	}
 	if s.word != "" {
@@ -329,17 +336,17 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 
 // probsJSON writes probabilities as completion_probabilities; nil when none
 // were asked for.
-func (h *Handler) probsJSON(ps []tokenProbs) []tokenProbJSON {
+func (h *Handler) probsJSON(ps []tokenProbs, post bool) []tokenProbJSON {
 	if len(ps) == 0 {
 		return nil
 	}
 	out := make([]tokenProbJSON, len(ps))
 	for i, p := range ps {
 		text, bytes := h.pieceJSON(p.id)
-		out[i] = tokenProbJSON{ID: p.id, Token: text, Bytes: bytes, Logprob: logprob(p.prob), Top: make([]tokenLogprob, len(p.top))}
+		out[i] = tokenProbJSON{ID: p.id, Token: text, Bytes: bytes, Logprob: logprob(p.prob), Top: make([]tokenLogprob, len(p.top)), post: post, prob: p.prob}
 		for j, t := range p.top {
 			text, bytes := h.pieceJSON(t.ID)
-			out[i].Top[j] = tokenLogprob{ID: t.ID, Token: text, Bytes: bytes, Logprob: logprob(t.Prob)}
+			out[i].Top[j] = tokenLogprob{ID: t.ID, Token: text, Bytes: bytes, Logprob: logprob(t.Prob), post: post, prob: t.Prob}
 		}
 	}
 	return out

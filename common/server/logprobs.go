@@ -140,3 +140,34 @@ func (h *Handler) echoText(raw []byte, ids []int32) string {
 	}
 	return h.opts.Tokenizer.Decode(ids)
 }
+
+// MarshalJSON writes a token's probabilities as llama-server does: its
+// logprob and top_logprobs, or with post_sampling_probs its prob and
+// top_probs.
+func (t tokenProbJSON) MarshalJSON() ([]byte, error) {
+	type plain tokenProbJSON
+	if !t.post {
+		return json.Marshal(plain(t))
+	}
+	return json.Marshal(struct {
+		ID    int32          `json:"id"`
+		Token string         `json:"token"`
+		Bytes []int          `json:"bytes"`
+		Prob  float32        `json:"prob"`
+		Top   []tokenLogprob `json:"top_probs"`
+	}{t.ID, t.Token, t.Bytes, t.prob, t.Top})
+}
+
+// MarshalJSON is tokenProbJSON's for one alternative.
+func (t tokenLogprob) MarshalJSON() ([]byte, error) {
+	type plain tokenLogprob
+	if !t.post {
+		return json.Marshal(plain(t))
+	}
+	return json.Marshal(struct {
+		ID    int32   `json:"id"`
+		Token string  `json:"token"`
+		Bytes []int   `json:"bytes"`
+		Prob  float32 `json:"prob"`
+	}{t.ID, t.Token, t.Bytes, t.prob})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,5 +264,72 @@ func TestLogitBiasOnTheWire(t *testing.T) {
 		status, raw := post(t, ts.url+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 1, "logit_bias": bias})
 		assert.Equal(t, http.StatusBadRequest, status, "%v: %s", bias, raw)
 		assert.Contains(t, string(raw), "logit", "%v", bias)
+	}
+}
+
+// TestPostSamplingProbs: /completion's post_sampling_probs reports, as prob
+// and top_probs, the distribution the sampler drew from; at the first
+// position it is the softmax of the reference logits at the request's
+// temperature, cut to top-p's nucleus and renormalised, computed here.
+func TestPostSamplingProbs(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	p := prompt(7, 4)
+	ref := reference(t, tm, engine.Request{ID: 1, Prompt: p, MaxTokens: 1, KeepLogits: true})[1]
+	const temp, topP = 0.7, 0.5
+	status, raw := post(t, ts.url+"/completion", map[string]any{"prompt": p, "n_predict": 3, "ignore_eos": true, "seed": 5,
+		"temperature": temp, "top_p": topP, "n_probs": 10, "post_sampling_probs": true})
+	require.Equal(t, http.StatusOK, status, string(raw))
+	var r struct {
+		Probs []struct {
+			ID   int32
+			Prob float64
+			Top  []struct {
+				ID   int32
+				Prob float64
+			} `json:"top_probs"`
+			Other *float64 `json:"logprob"`
+		} `json:"completion_probabilities"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &r))
+	require.Len(t, r.Probs, 3)
+	for i, tp := range r.Probs {
+		assert.Nil(t, tp.Other, "token %d: prob, not logprob", i)
+		assert.Greater(t, tp.Prob, 0.0, "token %d was drawn from the nucleus", i)
+		require.NotEmpty(t, tp.Top)
+		for _, a := range tp.Top {
+			assert.Greater(t, a.Prob, 0.0)
+		}
+	}
+
+	// The outside computation for position 0.
+	l := ref.Logits[0]
+	type c struct {
+		id int32
+		w  float64
+	}
+	var cs []c
+	var sum float64
+	for i, x := range l {
+		cs = append(cs, c{int32(i), math.Exp(float64(x) / temp)})
+		sum += cs[i].w
+	}
+	sort.SliceStable(cs, func(a, b int) bool { return cs[a].w > cs[b].w })
+	keep, cum := len(cs), 0.0
+	for i := range cs {
+		if cum += cs[i].w / sum; cum >= topP {
+			keep = i + 1
+			break
+		}
+	}
+	var kept float64
+	for _, x := range cs[:keep] {
+		kept += x.w
+	}
+	first := r.Probs[0]
+	require.Len(t, first.Top, min(keep, 10))
+	for j, a := range first.Top {
+		assert.Equal(t, cs[j].id, a.ID, "rank %d", j)
+		assert.InDelta(t, cs[j].w/kept, a.Prob, 1e-5, "rank %d", j)
 	}
 }

@@ -36,6 +36,9 @@ type openAIRequest struct {
 	IDSlot *int `json:"id_slot"`
 	// LogitBias is added to the logits before sampling (logitbias.go).
 	LogitBias json.RawMessage `json:"logit_bias"`
+	// NPredict is llama-server's name for max_tokens, which its /v1
+	// endpoints read too; it wins over max_tokens, as there.
+	NPredict *int `json:"n_predict"`
 }
 
 // completionRequest is a /v1/completions body.
@@ -79,8 +82,8 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	for _, m := range []struct {
 		name string
 		v    *int
-	}{{"max_tokens", q.MaxTokens}, {"max_completion_tokens", q.MaxCompletionTokens}} {
-		if m.v == nil {
+	}{{"max_tokens", q.MaxTokens}, {"max_completion_tokens", q.MaxCompletionTokens}, {"n_predict", q.NPredict}} {
+		if m.v == nil || m.name == "n_predict" && *m.v == -1 { // n_predict -1: no limit of its own
 			continue
 		}
 		if *m.v < 0 { // 0 evaluates the prompt into the cache and generates nothing, as on llama-server

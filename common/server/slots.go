@@ -248,6 +248,7 @@ func settingsOf(g genRequest, nPredict int, stream bool, nProbs int) generationS
 	gs := offSettings()
 	gs.NPredict, gs.MaxTokens, gs.Seed = nPredict, nPredict, int64(g.sampling.Seed&(1<<63-1))
 	gs.Temperature, gs.TopP = g.sampling.Temperature, g.sampling.TopP
+	gs.PostSamplingProbs = g.postSampling
 	if g.stop != nil {
 		gs.Stop = g.stop
 	}
