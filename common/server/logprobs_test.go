@@ -333,3 +333,19 @@ func TestPostSamplingProbs(t *testing.T) {
 		assert.InDelta(t, cs[j].w/kept, a.Prob, 1e-5, "rank %d", j)
 	}
 }
+
+// TestLogitBiasInGenerationSettings: /completion's generation_settings
+// shows the request's logit_bias as llama-server does, a ban as null.
+func TestLogitBiasInGenerationSettings(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	status, raw := post(t, ts.url+"/completion", map[string]any{"prompt": []int{1, 2, 3}, "n_predict": 1, "logit_bias": [][]any{{9, false}, {7, 2.5}}})
+	require.Equal(t, http.StatusOK, status, string(raw))
+	var r struct {
+		GenerationSettings struct {
+			LogitBias []map[string]any `json:"logit_bias"`
+		} `json:"generation_settings"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &r))
+	assert.Equal(t, []map[string]any{{"bias": nil, "token": 9.0}, {"bias": 2.5, "token": 7.0}}, r.GenerationSettings.LogitBias)
+}

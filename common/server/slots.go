@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -249,6 +250,14 @@ func settingsOf(g genRequest, nPredict int, stream bool, nProbs int) generationS
 	gs.NPredict, gs.MaxTokens, gs.Seed = nPredict, nPredict, int64(g.sampling.Seed&(1<<63-1))
 	gs.Temperature, gs.TopP = g.sampling.Temperature, g.sampling.TopP
 	gs.PostSamplingProbs = g.postSampling
+	for _, b := range g.sampling.LogitBias { // the request's logit_bias, -inf as null
+		var bias *float64
+		if !math.IsInf(float64(b.Bias), -1) {
+			f := float64(b.Bias)
+			bias = &f
+		}
+		gs.LogitBias = append(gs.LogitBias, eosBias{Bias: bias, Token: b.ID})
+	}
 	if g.stop != nil {
 		gs.Stop = g.stop
 	}
