@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -102,6 +103,16 @@ var chatFields = fieldRules{
 	}),
 }
 
+// applyTemplateFields are chat's, with tools: /apply-template renders
+// them into the prompt, as the template describes them.
+var applyTemplateFields = func() fieldRules {
+	r := chatFields
+	r.implemented = concat(chatFields.implemented, []string{"tools"})
+	r.refused = maps.Clone(chatFields.refused)
+	delete(r.refused, "tools")
+	return r
+}()
+
 var llamaCompletionFields = fieldRules{
 	implemented: []string{"prompt", "n_predict", "temperature", "top_p", "seed", "stop", "stream",
 		"ignore_eos", "n_probs", "post_sampling_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
@@ -116,10 +127,11 @@ var tokenizeFields = fieldRules{
 	only: map[string][]string{"parse_special": {"true"}},
 }
 
-func (completionRequest) fieldRules() *fieldRules { return &completionFields }
-func (chatRequest) fieldRules() *fieldRules       { return &chatFields }
-func (llamaRequest) fieldRules() *fieldRules      { return &llamaCompletionFields }
-func (tokenizeRequest) fieldRules() *fieldRules   { return &tokenizeFields }
+func (completionRequest) fieldRules() *fieldRules    { return &completionFields }
+func (chatRequest) fieldRules() *fieldRules          { return &chatFields }
+func (applyTemplateRequest) fieldRules() *fieldRules { return &applyTemplateFields }
+func (llamaRequest) fieldRules() *fieldRules         { return &llamaCompletionFields }
+func (tokenizeRequest) fieldRules() *fieldRules      { return &tokenizeFields }
 
 // fieldChecked is what a request body type implements to have decodeBody
 // refuse the fields it does not implement.
