@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"kvlab/common/engine"
@@ -87,10 +88,14 @@ func (h *Handler) chatLogprobsOf(ps []tokenProbs, n int) *chatLogprobs {
 // completionLogprobsAsked checks /v1/completions' logprobs and echo and
 // returns the alternatives to report per token, -1 for no logprobs.
 func completionLogprobsAsked(q *completionRequest, g *genRequest) (int, *apiError) {
-	if q.Logprobs == nil {
+	switch string(bytes.TrimSpace(q.Logprobs)) {
+	case "", "null", "false": // false: what a client that shares chat's body means
 		return -1, nil
 	}
-	n := *q.Logprobs
+	var n int
+	if err := json.Unmarshal(q.Logprobs, &n); err != nil {
+		return 0, errBadRequest("logprobs", "logprobs must be an integer (the alternatives per token) or null, have %s", clip(q.Logprobs))
+	}
 	if n < 0 || n > engine.MaxTopProbs {
 		return 0, errBadRequest("logprobs", "logprobs must be in [0, %d], have %d", engine.MaxTopProbs, n)
 	}

@@ -100,10 +100,10 @@ func TestCompletionLogprobs(t *testing.T) {
 	assert.Equal(t, lp.TokenLogprobs, got, "the stream's logprobs are the whole answer's")
 	assert.Equal(t, lp.TextOffset, offsets, "offsets run on across chunks")
 
-	for _, v := range []any{nil, engine.MaxTopProbs + 1, -1} {
+	for _, v := range []any{nil, false, engine.MaxTopProbs + 1, -1, "3", 1.5} {
 		body := map[string]any{"prompt": p, "max_tokens": 1, "logprobs": v}
 		status, raw := post(t, ts.url+"/v1/completions", body)
-		if v == nil {
+		if v == nil || v == false {
 			require.Equal(t, http.StatusOK, status, string(raw))
 			assert.Contains(t, string(raw), `"logprobs":null`)
 			continue

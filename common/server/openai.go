@@ -46,8 +46,9 @@ type completionRequest struct {
 	openAIRequest
 	Prompt json.RawMessage `json:"prompt"` // a string, token ids, or a one-element array of either
 	// Logprobs asks for each token's logprob and the n most likely tokens
-	// at its position, in the legacy shape (logprobs.go); null: none.
-	Logprobs *int `json:"logprobs"`
+	// at its position, in the legacy shape (logprobs.go); null or false:
+	// none.
+	Logprobs json.RawMessage `json:"logprobs"`
 	// Echo puts the prompt's text before each choice's completion.
 	Echo bool `json:"echo"`
 }
