@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,7 +96,10 @@ func (c *chatTemplate) compile() (*exec.Template, error) {
 			}
 		}
 		if c.err != nil {
-			c.err = fmt.Errorf("tokenizer: parsing chat template: %w", c.err)
+			// gonja quotes the whole source in its message; the line and
+			// column it gives after it are what a reader needs.
+			msg := strings.Replace(c.err.Error(), " '"+c.source+"'", "", 1)
+			c.err = fmt.Errorf("tokenizer: parsing chat template: %s", msg)
 		}
 	})
 	return c.tmpl, c.err
