@@ -35,18 +35,22 @@ type fieldRules struct {
 	only map[string][]string
 }
 
-// llamaSamplers are llama-server's sampling and generation fields that the
-// engine does not have (its sampler is temperature, top-p and logit
-// bias): each is refused unless it leaves the output as it is.
+// llamaSamplers are llama-server's generation fields that the engine does
+// not have (its sampler is temperature, top-p and logit bias): each is
+// refused unless it leaves the output as it is.
 var llamaSamplers = map[string][]string{
+	// Samplers and penalties; top_k 0 or -1 is off (llama-server's
+	// default, 40, is not: this engine keeps every token top-p keeps).
 	"top_k": {"-1"}, "min_p": nil, "typical_p": {"1"}, "top_n_sigma": {"-1"},
 	"xtc_probability": nil, "dynatemp_range": nil, "repeat_penalty": {"1"},
 	"frequency_penalty": nil, "presence_penalty": nil, "dry_multiplier": nil,
-	"mirostat": nil, "grammar": nil, "grammar_lazy": nil, "grammar_triggers": nil,
-	"preserved_tokens": nil, "json_schema": nil,
-	"verbose": nil, "adaptive_target": {"-1"},
-	"reasoning_budget_tokens": {"-1"}, "reasoning_control": nil, "n_indent": nil, "n_keep": nil, "n_discard": nil,
-	"t_max_predict_ms": nil, "lora": nil, "samplers": nil, "n_cmpl": {"1"},
+	"mirostat": nil, "adaptive_target": {"-1"}, "samplers": nil,
+	// Constrained output: structured output is not built.
+	"grammar": nil, "grammar_lazy": nil, "grammar_triggers": nil, "preserved_tokens": nil, "json_schema": nil,
+	// Context and length: no context shift, no time limit.
+	"n_indent": nil, "n_keep": nil, "n_discard": nil, "t_max_predict_ms": nil,
+	// Reasoning budgets, adapters, several completions per prompt, debug output.
+	"reasoning_budget_tokens": {"-1"}, "reasoning_control": nil, "lora": nil, "n_cmpl": {"1"}, "verbose": nil,
 }
 
 // llamaAccepted are llama-server's fields that change nothing here: knobs
@@ -114,7 +118,7 @@ var applyTemplateFields = func() fieldRules {
 }()
 
 var llamaCompletionFields = fieldRules{
-	implemented: []string{"prompt", "n_predict", "temperature", "top_p", "seed", "stop", "stream",
+	implemented: []string{"prompt", "n_predict", "max_tokens", "temperature", "top_p", "seed", "stop", "stream",
 		"ignore_eos", "n_probs", "post_sampling_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
 		"response_fields"},
 	accepted: llamaAccepted,

@@ -159,6 +159,7 @@ func TestResponseFieldsKeepOnlyThosePaths(t *testing.T) {
 
 // TestNPredictOnV1: llama-server's n_predict works on the /v1 endpoints as
 // there: it sets the output length, over max_tokens; -1 leaves the default.
+// On /completion, max_tokens is n_predict's other name.
 func TestNPredictOnV1(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(false), Options{})
@@ -170,9 +171,21 @@ func TestNPredictOnV1(t *testing.T) {
 		{map[string]any{"n_predict": 3, "max_tokens": 5}, 3},
 		{map[string]any{"n_predict": -1, "max_tokens": 4}, 4},
 		{map[string]any{"n_predict": -1}, 16},
+		{map[string]any{"max_tokens": 2, "path": "/completion"}, 2},
+		{map[string]any{"max_tokens": 2, "n_predict": 3, "path": "/completion"}, 3},
 	} {
 		body := maps.Clone(c.body)
 		body["prompt"], body["ignore_eos"] = []int{1, 2, 3}, true
+		path, _ := body["path"].(string)
+		delete(body, "path")
+		if path == "/completion" { // llama-server's max_tokens there, n_predict's other name
+			status, raw := post(t, ts.url+path, body)
+			require.Equal(t, http.StatusOK, status, string(raw))
+			var r llamaResponse
+			require.NoError(t, json.Unmarshal(raw, &r))
+			assert.Equal(t, c.want, r.TokensPredicted, "%v", c.body)
+			continue
+		}
 		status, raw := post(t, ts.url+"/v1/completions", body)
 		require.Equal(t, http.StatusOK, status, string(raw))
 		var r completionResponse

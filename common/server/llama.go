@@ -22,7 +22,8 @@ type llamaRequest struct {
 	// prompts: each is its own generation, answered in order with its
 	// index.
 	Prompt      json.RawMessage `json:"prompt"`
-	NPredict    *int            `json:"n_predict"` // -1: until end of sequence or context
+	NPredict    *int            `json:"n_predict"`  // -1: until end of sequence or context
+	MaxTokens   *int            `json:"max_tokens"` // n_predict's other name; n_predict wins, as on llama-server
 	Temperature *float64        `json:"temperature"`
 	TopP        *float64        `json:"top_p"`
 	Seed        *int64          `json:"seed"` // -1: random
@@ -163,6 +164,9 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults(), cacheSalt: q.CacheSalt, slot: -1}
 	g.maxTokens = h.es.ContextLimit()
 	nPredict := -1
+	if q.NPredict == nil {
+		q.NPredict = q.MaxTokens
+	}
 	if n := q.NPredict; n != nil || h.opts.Defaults.NPredict != nil {
 		if n == nil {
 			n = h.opts.Defaults.NPredict // --n-predict
