@@ -87,3 +87,23 @@ func TestSampledProbsAreTheDrawsDistribution(t *testing.T) {
 	}
 	assert.Equal(t, 3, n)
 }
+
+// TestTopKKeepsTheMostLikely: top-k 1 always draws the most likely token;
+// top-k 2 draws only the two most likely, and top-p then measures their
+// renormalised probabilities (0.622 and 0.378 here: top-p 0.6 keeps one).
+func TestTopKKeepsTheMostLikely(t *testing.T) {
+	logits := []float32{1, 0, 2, 1.5}
+	for i := range 100 {
+		s := Sampling{Temperature: 1.5, TopK: 1, Seed: uint64(i)}
+		require.Equal(t, int32(2), s.Sample(logits, i), "seed %d", i)
+	}
+	seen := map[int32]bool{}
+	for i := range 300 {
+		seen[Sampling{Temperature: 1, TopK: 2, Seed: uint64(i)}.Sample(logits, i)] = true
+	}
+	assert.Equal(t, map[int32]bool{2: true, 3: true}, seen)
+	p, top := Sampling{Temperature: 1, TopK: 2, TopP: 0.6}.SampledProbs(logits, 2, 4)
+	assert.Equal(t, float32(1), p)
+	assert.Len(t, top, 1, "of the two, top-p 0.6 keeps the first")
+	assert.Error(t, Sampling{TopK: -1}.Validate())
+}

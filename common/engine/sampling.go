@@ -15,6 +15,10 @@ type Sampling struct {
 	// TopP keeps the smallest set of most likely tokens whose probability
 	// reaches TopP (nucleus sampling); 0 or 1 keeps all.
 	TopP float64
+	// TopK keeps only the TopK most likely tokens, before top-p (which
+	// then measures their renormalised probabilities), as llama.cpp's
+	// sampler chain orders them; 0 keeps all.
+	TopK int
 	// Seed makes sampling reproducible per request.
 	Seed uint64
 	// LogitBias is added to the logits before every other step (OpenAI's
@@ -40,6 +44,9 @@ func (s Sampling) Validate() error {
 	}
 	if s.TopP < 0 || s.TopP > 1 || math.IsNaN(s.TopP) {
 		return fmt.Errorf("top-p must be in [0, 1], have %v", s.TopP)
+	}
+	if s.TopK < 0 {
+		return fmt.Errorf("top-k must be ≥ 0 (0: off), have %d", s.TopK)
 	}
 	for _, b := range s.LogitBias {
 		if b.ID < 0 || math.IsNaN(float64(b.Bias)) || math.IsInf(float64(b.Bias), 1) {
@@ -135,8 +142,9 @@ type cand struct {
 
 // nucleus returns the tokens a sampled draw may pick, most likely first
 // (ties by token id, so the order is deterministic), and their total
-// weight: all of them at temperature s.Temperature, or top-p's smallest
-// set whose probability reaches TopP.
+// weight: all of them at temperature s.Temperature, or the TopK most
+// likely, and of those top-p's smallest set whose probability reaches
+// TopP.
 func (s Sampling) nucleus(logits []float32) ([]cand, float64) {
 	maxLogit := float64(logits[argmax(logits)])
 	cands := make([]cand, len(logits))
@@ -152,6 +160,12 @@ func (s Sampling) nucleus(logits []float32) ([]cand, float64) {
 		}
 		return cmp.Compare(a.tok, b.tok)
 	})
+	if s.TopK > 0 && s.TopK < len(cands) {
+		cands, sum = cands[:s.TopK], 0
+		for _, c := range cands {
+			sum += c.p
+		}
+	}
 	keep := len(cands)
 	if s.TopP > 0 && s.TopP < 1 {
 		var cum float64

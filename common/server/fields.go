@@ -39,9 +39,8 @@ type fieldRules struct {
 // not have (its sampler is temperature, top-p and logit bias): each is
 // refused unless it leaves the output as it is.
 var llamaSamplers = map[string][]string{
-	// Samplers and penalties; top_k 0 or -1 is off (llama-server's
-	// default, 40, is not: this engine keeps every token top-p keeps).
-	"top_k": {"-1"}, "min_p": nil, "typical_p": {"1"}, "top_n_sigma": {"-1"},
+	// Samplers and penalties.
+	"min_p": nil, "typical_p": {"1"}, "top_n_sigma": {"-1"},
 	"xtc_probability": nil, "dynatemp_range": nil, "repeat_penalty": {"1"},
 	"frequency_penalty": nil, "presence_penalty": nil, "dry_multiplier": nil,
 	"mirostat": nil, "adaptive_target": {"-1"}, "samplers": nil,
@@ -84,7 +83,7 @@ var llamaOnV1 = map[string][]string{"n_probs": nil}
 var insteadOf = map[string]string{"n_probs": "logprobs"}
 
 var completionFields = fieldRules{
-	implemented: []string{"model", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "n", "seed", "stop",
+	implemented: []string{"model", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k", "n", "seed", "stop",
 		"stream", "stream_options", "logprobs", "echo", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot"},
 	accepted: concat(openAIAccepted, llamaAccepted),
@@ -92,10 +91,10 @@ var completionFields = fieldRules{
 }
 
 var chatFields = fieldRules{
-	implemented: []string{"model", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p",
+	implemented: []string{"model", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
 		"n", "seed", "stop", "stream", "stream_options", "logprobs", "top_logprobs", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "return_progress",
-		"add_generation_prompt", "continue_final_message", "chat_template_kwargs"},
+		"add_generation_prompt", "continue_final_message", "chat_template_kwargs", "verbose"},
 	accepted: concat(openAIAccepted, llamaAccepted, []string{
 		"parallel_tool_calls", // acts only with tools, refused
 		"verbosity",           // a hint to reasoning models: none here
@@ -118,7 +117,7 @@ var applyTemplateFields = func() fieldRules {
 }()
 
 var llamaCompletionFields = fieldRules{
-	implemented: []string{"prompt", "n_predict", "max_tokens", "temperature", "top_p", "seed", "stop", "stream",
+	implemented: []string{"prompt", "n_predict", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop", "stream",
 		"ignore_eos", "n_probs", "post_sampling_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
 		"response_fields"},
 	accepted: llamaAccepted,

@@ -24,6 +24,7 @@ type llamaRequest struct {
 	Prompt      json.RawMessage `json:"prompt"`
 	NPredict    *int            `json:"n_predict"`  // -1: until end of sequence or context
 	MaxTokens   *int            `json:"max_tokens"` // n_predict's other name; n_predict wins, as on llama-server
+	TopK        *int            `json:"top_k"`      // 0 or below: off (llama-server's default is 40; here it is off)
 	Temperature *float64        `json:"temperature"`
 	TopP        *float64        `json:"top_p"`
 	Seed        *int64          `json:"seed"` // -1: random
@@ -192,6 +193,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		}
 		g.sampling.TopP = *q.TopP
 	}
+	g.sampling.TopK = topK(q.TopK)
 	if seed, ok := h.opts.Defaults.seed(q.Seed); ok && int64(seed) >= 0 {
 		g.sampling.Seed = seed
 	}

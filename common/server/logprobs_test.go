@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http"
 	"sort"
@@ -348,4 +349,41 @@ func TestLogitBiasInGenerationSettings(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(raw, &r))
 	assert.Equal(t, []map[string]any{{"bias": nil, "token": 9.0}, {"bias": 2.5, "token": 7.0}}, r.GenerationSettings.LogitBias)
+}
+
+// TestTopKOnTheWire: top_k 1 makes a hot, seeded request greedy on every
+// generation endpoint, and /completion's generation_settings shows it;
+// without it the same request samples something else.
+func TestTopKOnTheWire(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	p := prompt(8, 6)
+	greedy := reference(t, tm, engine.Request{ID: 1, Prompt: p, MaxTokens: 6, IgnoreEOS: true})[1].Tokens
+	hot := map[string]any{"prompt": p, "temperature": 1.5, "seed": 11, "ignore_eos": true, "top_k": 1}
+	llama := func(body map[string]any) llamaResponse {
+		body = maps.Clone(body)
+		body["n_predict"] = 6
+		status, raw := post(t, ts.url+"/completion", body)
+		require.Equal(t, http.StatusOK, status, string(raw))
+		var r llamaResponse
+		require.NoError(t, json.Unmarshal(raw, &r))
+		return r
+	}
+	r := llama(hot)
+	assert.Equal(t, greedy, r.Tokens)
+	assert.Equal(t, 1, r.GenerationSettings.TopK)
+	body := maps.Clone(hot)
+	body["max_tokens"], body["return_token_ids"] = 6, true
+	status, raw := post(t, ts.url+"/v1/completions", body)
+	require.Equal(t, http.StatusOK, status, string(raw))
+	var c struct {
+		Choices []struct {
+			TokenIDs []int32 `json:"token_ids"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &c))
+	assert.Equal(t, greedy, c.Choices[0].TokenIDs)
+
+	delete(hot, "top_k")
+	assert.NotEqual(t, greedy, llama(hot).Tokens, "at temperature 1.5 the seed draws other tokens")
 }

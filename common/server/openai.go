@@ -36,6 +36,8 @@ type openAIRequest struct {
 	IDSlot *int `json:"id_slot"`
 	// LogitBias is added to the logits before sampling (logitbias.go).
 	LogitBias json.RawMessage `json:"logit_bias"`
+	// TopK is vLLM's and llama-server's top_k; 0 or below: off.
+	TopK *int `json:"top_k"`
 	// NPredict is llama-server's name for max_tokens, which its /v1
 	// endpoints read too; it wins over max_tokens, as there.
 	NPredict *int `json:"n_predict"`
@@ -104,6 +106,7 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 		}
 		g.sampling.TopP = *q.TopP
 	}
+	g.sampling.TopK = topK(q.TopK)
 	g.n = 1
 	if q.N != nil {
 		if *q.N < 1 || *q.N > h.opts.MaxN {
