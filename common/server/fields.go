@@ -48,8 +48,8 @@ var llamaSamplers = map[string][]string{
 	"grammar": nil, "grammar_lazy": nil, "grammar_triggers": nil, "preserved_tokens": nil, "json_schema": nil,
 	// Context and length: no context shift, no time limit.
 	"n_indent": nil, "n_keep": nil, "n_discard": nil, "t_max_predict_ms": nil,
-	// Reasoning budgets, adapters, several completions per prompt, debug output.
-	"reasoning_budget_tokens": {"-1"}, "reasoning_control": nil, "lora": nil, "n_cmpl": {"1"}, "verbose": nil,
+	// Reasoning budgets, adapters, several completions per prompt.
+	"reasoning_budget_tokens": {"-1"}, "reasoning_control": nil, "lora": nil, "n_cmpl": {"1"},
 }
 
 // llamaAccepted are llama-server's fields that change nothing here: knobs
@@ -87,7 +87,8 @@ var completionFields = fieldRules{
 		"stream", "stream_options", "logprobs", "echo", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot"},
 	accepted: concat(openAIAccepted, llamaAccepted),
-	refused:  merged(llamaSamplers, llamaOnV1, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil, "post_sampling_probs": nil}),
+	refused: merged(llamaSamplers, llamaOnV1, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil, "post_sampling_probs": nil,
+		"verbose": nil}), // the debug output is built on chat only
 }
 
 var chatFields = fieldRules{
@@ -121,7 +122,7 @@ var llamaCompletionFields = fieldRules{
 		"ignore_eos", "n_probs", "post_sampling_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
 		"response_fields"},
 	accepted: llamaAccepted,
-	refused:  merged(llamaSamplers, map[string][]string{"echo": nil}),
+	refused:  merged(llamaSamplers, map[string][]string{"echo": nil, "verbose": nil}),
 }
 
 var tokenizeFields = fieldRules{
