@@ -19,6 +19,7 @@ type chatTemplateFlags struct {
 	reasoning, reasoningFormat string
 	reasoningBudget            int
 	jinja, noJinja             bool
+	verbose                    bool // server.Options.Verbose
 }
 
 func (c *chatTemplateFlags) register(fs *flag.FlagSet) {
@@ -30,6 +31,8 @@ func (c *chatTemplateFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.reasoning, "reasoning", "auto", "on, off or auto: the enable_thinking the chat template sees (off: false; on and auto: true), as llama-server's --reasoning")
 	fs.StringVar(&c.reasoningFormat, "reasoning-format", "none", "none: thoughts stay in the message content; the formats that split them out (deepseek, auto) are not built here")
 	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "-1 only: no budget on thinking tokens (a budget is not built here)")
+	fs.BoolVar(&c.verbose, "verbose", false, `put llama-server's "__verbose" with the rendered chat prompt in every chat answer (a request asks for it with "verbose": true)`)
+	fs.BoolVar(&c.verbose, "v", false, "short for -verbose")
 }
 
 // apply checks the flags and sets the template and its default variables

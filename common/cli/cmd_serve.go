@@ -197,6 +197,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	opts := server.Options{ModelName: *name, Tokenizer: tok, MaxN: *maxN, WriteTimeout: *writeTimeout, MaxBodyBytes: *maxBody, PrefixCaching: cfg.PrefixCache != nil,
 		Slots: *parallel, SlotSavePath: *slotSavePath, ModelPath: dir, ModelInfo: modelInfo(m.Config, dir, tok)}
 	opts.MaxTextRequests, opts.Log = *maxText, log
+	opts.Verbose = chatTmpl.verbose
 	lf.apply(&opts)
 	opts.Defaults = sampleDefaults(flags, *temp, *seed, *nPredict)
 	var obs *kvcache.Observer

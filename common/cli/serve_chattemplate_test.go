@@ -49,6 +49,21 @@ func TestServeChatTemplateFlags(t *testing.T) {
 	}
 }
 
+func TestServeVerboseShowsTheChatPrompt(t *testing.T) {
+	dir := smallModel(t, "llama")
+	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-chat-template", "chatml", "-verbose")
+	resp, err := testClient.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 1}`))
+	require.NoError(t, err)
+	var out struct {
+		Verbose struct{ Prompt string } `json:"__verbose"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	resp.Body.Close()
+	assert.Equal(t, "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", out.Verbose.Prompt)
+	stop()
+	require.NoError(t, <-done, log.String())
+}
+
 func TestServeRefusesABadChatTemplateAtStartUp(t *testing.T) {
 	dir := smallModel(t, "llama")
 	bad := filepath.Join(t.TempDir(), "bad.jinja")

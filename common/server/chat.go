@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -68,24 +69,27 @@ type chatResponse struct {
 	Usage             *usage          `json:"usage,omitempty"`
 	Timings           *llamaTimings   `json:"timings,omitempty"` // as completionResponse's
 	Progress          *promptProgress `json:"prompt_progress,omitempty"`
+	Verbose           *chatVerbose    `json:"__verbose,omitempty"` // asked with verbose (chattemplate.go)
 }
 
 // chatPrompt renders the request's messages through the model's chat
-// template (renderChat) and tokenizes the result. The template writes the
-// special tokens itself, so no BOS is added.
-func (h *Handler) chatPrompt(q *chatRequest) ([]int32, *apiError) {
+// template (renderChat) and tokenizes the result, returning the ids and
+// the text. The template writes the special tokens itself, so no BOS is
+// added.
+func (h *Handler) chatPrompt(q *chatRequest) ([]int32, string, *apiError) {
 	rendered, e := h.renderChat(q.Messages, &q.chatTemplating, nil)
 	if e != nil {
-		return nil, e
+		return nil, "", e
 	}
 	ids := h.opts.Tokenizer.Encode(rendered)
 	if len(ids) == 0 {
-		return nil, errBadRequest("messages", "the conversation renders to an empty prompt")
+		return nil, "", errBadRequest("messages", "the conversation renders to an empty prompt")
 	}
-	return ids, nil
+	return ids, rendered, nil
 }
 
-// messageText accepts a content string or an array of text parts.
+// messageText accepts a content string or an array of text parts, which
+// it joins with a blank line between them, as llama-server does.
 func messageText(raw json.RawMessage, i int) (string, *apiError) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
@@ -98,14 +102,14 @@ func messageText(raw json.RawMessage, i int) (string, *apiError) {
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return "", errBadRequest(fmt.Sprintf("messages[%d].content", i), "content must be a string or an array of text parts")
 	}
-	var out string
+	texts := make([]string, len(parts))
 	for j, p := range parts {
 		if p.Type != "text" {
 			return "", errBadRequest(fmt.Sprintf("messages[%d].content[%d].type", i, j), "only text parts are supported, have %q", p.Type)
 		}
-		out += p.Text
+		texts[j] = p.Text
 	}
-	return out, nil
+	return strings.Join(texts, "\n\n"), nil
 }
 
 func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +128,8 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if g.prompt, e = h.chatPrompt(&q); e != nil {
+	var rendered string
+	if g.prompt, rendered, e = h.chatPrompt(&q); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -148,7 +153,11 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				text := s.text.String()
 				choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &text}, TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish, Logprobs: logprobs(s.probs)}
 			}
-			return reply("chat.completion", choices, newUsage(res), llamaTimingsOf(res))
+			out := reply("chat.completion", choices, newUsage(res), llamaTimingsOf(res))
+			if q.Verbose || h.opts.Verbose {
+				out.Verbose = &chatVerbose{Prompt: rendered}
+			}
+			return out
 		},
 		chunk: func(p piece) []any {
 			var out []any

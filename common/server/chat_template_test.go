@@ -83,7 +83,7 @@ func TestAssistantPrefillIsContinued(t *testing.T) {
 	want := head + "Whill" // left open: no end of turn, no second header
 	assert.Equal(t, want, applyTemplate(t, ts.url, map[string]any{"messages": prefilled}))
 	parts := append(append([]map[string]any{}, userTurn...), map[string]any{"role": "assistant", "content": []map[string]string{{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}}})
-	assert.Equal(t, want, applyTemplate(t, ts.url, map[string]any{"messages": parts}), "text parts of a prefill")
+	assert.Equal(t, head+"Wh\n\nill", applyTemplate(t, ts.url, map[string]any{"messages": parts}), "text parts of a prefill, joined by a blank line as llama-server joins them")
 	explicit := map[string]any{"messages": prefilled, "continue_final_message": true, "add_generation_prompt": false}
 	assert.Equal(t, want, applyTemplate(t, ts.url, explicit), "continue_final_message is the same prefill")
 
@@ -143,4 +143,34 @@ func TestChatTemplateKwargsAndToolsReachTheTemplate(t *testing.T) {
 	assert.Equal(t, "[no thinking]hi", applyTemplate(t, ts.url, map[string]any{"messages": msgs, "chat_template_kwargs": map[string]any{"enable_thinking": false}}))
 	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "lookup"}}}
 	assert.Equal(t, "[1 tools: lookup]hi", applyTemplate(t, ts.url, map[string]any{"messages": msgs, "tools": tools}))
+}
+
+func TestVerboseShowsTheRenderedPrompt(t *testing.T) {
+	tm := llama3Model(t)
+	verbose := func(url string, body map[string]any) (string, bool) {
+		t.Helper()
+		body["max_tokens"] = 2
+		status, raw := post(t, url+"/v1/chat/completions", body)
+		require.Equal(t, http.StatusOK, status, string(raw))
+		var out struct {
+			Verbose *struct{ Prompt string } `json:"__verbose"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &out))
+		if out.Verbose == nil {
+			return "", false
+		}
+		return out.Verbose.Prompt, true
+	}
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	want := applyTemplate(t, ts.url, map[string]any{"messages": userTurn})
+	got, ok := verbose(ts.url, map[string]any{"messages": userTurn, "verbose": true})
+	assert.True(t, ok, "verbose: true asks for __verbose")
+	assert.Equal(t, want, got)
+	_, ok = verbose(ts.url, map[string]any{"messages": userTurn, "verbose": false})
+	assert.False(t, ok, "no __verbose unless asked")
+
+	all := startServer(t, tm, engineConfig(false), Options{Verbose: true})
+	got, ok = verbose(all.url, map[string]any{"messages": userTurn})
+	assert.True(t, ok, "Options.Verbose: every chat answer has it")
+	assert.Equal(t, want, got)
 }

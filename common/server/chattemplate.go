@@ -19,6 +19,16 @@ type chatTemplating struct {
 	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
 	ContinueFinalMessage json.RawMessage `json:"continue_final_message"`
 	ChatTemplateKwargs   map[string]any  `json:"chat_template_kwargs"`
+	// Verbose asks for llama-server's "__verbose" in a chat answer (as
+	// Options.Verbose does for every answer): here, the rendered prompt.
+	Verbose bool `json:"verbose"`
+}
+
+// chatVerbose is a chat answer's "__verbose": llama-server puts its whole
+// internal result there; the prompt is the part clients read, to see what
+// the template made of the conversation.
+type chatVerbose struct {
+	Prompt string `json:"prompt"`
 }
 
 // applyTemplateRequest is POST /apply-template's body: a chat body, whose

@@ -50,6 +50,10 @@ import (
 
 // Options configures a Handler.
 type Options struct {
+	// Verbose puts llama-server's "__verbose" (the rendered prompt) in
+	// every chat answer, as its --verbose does; a request asks for it with
+	// "verbose" (chattemplate.go).
+	Verbose bool
 	// ModelName is the id /v1/models lists. A request's "model" field is
 	// not checked unless StrictModelName is set (llama-server serves its
 	// one model whatever name a request gives).

@@ -17,7 +17,8 @@ import (
 func TestChatCompletionRendersTheTemplate(t *testing.T) {
 	tm := loadTestModel(t)
 	ts := startServer(t, tm, engineConfig(false), Options{})
-	msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello there"}}
+	// Text parts are joined with a blank line, as llama-server joins them.
+	msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello \n\nthere"}}
 	rendered, err := tm.tok.ApplyChatTemplate(msgs, true)
 	require.NoError(t, err)
 	p := tm.tok.Encode(rendered)
