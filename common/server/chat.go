@@ -73,15 +73,14 @@ type chatResponse struct {
 }
 
 // chatPrompt renders the request's messages through the model's chat
-// template (renderChat) and tokenizes the result, returning the ids and
-// the text. The template writes the special tokens itself, so no BOS is
-// added.
+// template (renderChat) and tokenizes the result (chatIDs), returning the
+// ids and the text.
 func (h *Handler) chatPrompt(q *chatRequest) ([]int32, string, *apiError) {
 	rendered, e := h.renderChat(q.Messages, &q.chatTemplating, nil)
 	if e != nil {
 		return nil, "", e
 	}
-	ids := h.opts.Tokenizer.Encode(rendered)
+	ids := chatIDs(h.opts.Tokenizer, rendered)
 	if len(ids) == 0 {
 		return nil, "", errBadRequest("messages", "the conversation renders to an empty prompt")
 	}

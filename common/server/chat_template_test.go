@@ -57,6 +57,17 @@ func chatPromptTokens(t *testing.T, url string, body map[string]any) (int, strin
 	return out.Usage.PromptTokens, out.Choices[0].Message.Content
 }
 
+// withBOS is the prompt ids of a rendered chat whose template writes no
+// BOS: the tokenizer's BOS, then the text's ids, as llama-server encodes
+// it (the synthetic tokenizer puts BOS before a prompt).
+func withBOS(tm testModel, rendered string) []int32 {
+	bos, ok := tm.tok.BOS()
+	if !ok {
+		panic("the test model has no BOS")
+	}
+	return append([]int32{bos}, tm.tok.Encode(rendered)...)
+}
+
 var userTurn = []map[string]any{{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}}
 
 func TestAddGenerationPromptFalseRendersNoAssistantHeader(t *testing.T) {
@@ -70,9 +81,9 @@ func TestAddGenerationPromptFalseRendersNoAssistantHeader(t *testing.T) {
 
 	// /v1/chat/completions renders the same prompts.
 	n, _ := chatPromptTokens(t, ts.url, map[string]any{"messages": userTurn, "add_generation_prompt": false})
-	assert.Equal(t, len(tm.tok.Encode(without)), n)
+	assert.Equal(t, len(withBOS(tm, without)), n)
 	n, _ = chatPromptTokens(t, ts.url, map[string]any{"messages": userTurn})
-	assert.Equal(t, len(tm.tok.Encode(with)), n)
+	assert.Equal(t, len(withBOS(tm, with)), n)
 }
 
 func TestAssistantPrefillIsContinued(t *testing.T) {
@@ -91,7 +102,7 @@ func TestAssistantPrefillIsContinued(t *testing.T) {
 	// after the prefilled prompt, as /v1/completions gives it for the
 	// same token ids.
 	n, text := chatPromptTokens(t, ts.url, map[string]any{"messages": prefilled})
-	ids := tm.tok.Encode(want)
+	ids := withBOS(tm, want)
 	assert.Equal(t, len(ids), n)
 	status, raw := post(t, ts.url+"/v1/completions", map[string]any{"prompt": ids, "max_tokens": 6, "temperature": 0})
 	require.Equal(t, http.StatusOK, status, string(raw))

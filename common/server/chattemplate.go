@@ -158,3 +158,17 @@ func decodeTools(raw json.RawMessage) ([]any, *apiError) {
 	}
 	return tools, nil
 }
+
+// chatIDs encodes a rendered chat prompt as llama-server does: the
+// template's special tokens written out become their ids, and a tokenizer
+// that puts BOS before a prompt puts it before this one too, once — the
+// built-in formats and many templates write none, and one written by the
+// template (bos_token) is not doubled.
+func chatIDs(t *tokenizer.Tokenizer, rendered string) []int32 {
+	ids := t.Encode(rendered)
+	bos, ok := t.BOS()
+	if pre := t.EncodePrompt(""); ok && len(pre) > 0 && pre[0] == bos && (len(ids) == 0 || ids[0] != bos) {
+		ids = append([]int32{bos}, ids...)
+	}
+	return ids
+}
