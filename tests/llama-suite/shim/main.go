@@ -23,6 +23,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -30,13 +31,15 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "llama-suite shim:", err)
 		os.Exit(2)
 	}
 }
 
-func run(args []string) error {
+// run translates args for the target the environment names and execs it,
+// or, with KVLAB_SHIM_DRY_RUN=1, writes the command line to stdout.
+func run(args []string, stdout io.Writer) error {
 	bin := os.Getenv("KVLAB_SHIM_BIN")
 	if bin == "" {
 		return fmt.Errorf("KVLAB_SHIM_BIN is not set (the serve runnable, or llama-server with KVLAB_SHIM_TARGET=llama-server)")
@@ -60,12 +63,12 @@ func run(args []string) error {
 	}
 	logUnmapped(unmapped)
 	if os.Getenv("KVLAB_SHIM_DRY_RUN") == "1" {
-		fmt.Println(bin)
+		fmt.Fprintln(stdout, bin)
 		for _, a := range argv {
-			fmt.Println(a)
+			fmt.Fprintln(stdout, a)
 		}
 		for _, u := range unmapped {
-			fmt.Println("unmapped:", u)
+			fmt.Fprintln(stdout, "unmapped:", u)
 		}
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -125,5 +127,40 @@ func TestServeStartsOnTheSuitesCommandLines(t *testing.T) {
 				t.Fatalf("serve did not start: %v\n%s", err, log.String())
 			}
 		})
+	}
+}
+
+// TestDryRunLogsTheUnmappedFlags runs the shim as the suite does, against
+// a stand-in serve whose -h prints fixedHelp: the command it would exec,
+// and each flag serve lacks appended to KVLAB_SHIM_LOG with the test that
+// started the server.
+func TestDryRunLogsTheUnmappedFlags(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "serve")
+	script := "#!/bin/sh\ncat <<'EOF'\n" + fixedHelp + "EOF\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "unmapped.log")
+	t.Setenv("KVLAB_SHIM_BIN", bin)
+	t.Setenv("KVLAB_SHIM_TARGET", "")
+	t.Setenv("KVLAB_SHIM_LOG", logPath)
+	t.Setenv("KVLAB_SHIM_DRY_RUN", "1")
+	t.Setenv("PYTEST_CURRENT_TEST", "unit/test_basic.py::test_server_start_simple (setup)")
+	var out bytes.Buffer
+	if err := run([]string{"--port", "8080", "--temp", "0.8", "--hf-repo", "x/y", "--metrics"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := bin + "\nserve\n-prefix-caching\n-port\n8080\n-metrics\nunmapped: --temp 0.8\n"
+	if out.String() != want {
+		t.Errorf("dry run printed\n%s\nwant\n%s", out.String(), want)
+	}
+	logged, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(strings.TrimSpace(string(logged)), "\t")
+	if len(fields) != 3 || fields[1] != "--temp 0.8" || fields[2] != "unit/test_basic.py::test_server_start_simple (setup)" {
+		t.Errorf("log line %q: want time, \"--temp 0.8\" and the test", logged)
 	}
 }
