@@ -73,18 +73,17 @@ type chatResponse struct {
 }
 
 // chatPrompt renders the request's messages through the model's chat
-// template (renderChat) and tokenizes the result (chatIDs), returning the
-// ids and the text.
-func (h *Handler) chatPrompt(q *chatRequest) ([]int32, string, *apiError) {
+// template (renderChat) and tokenizes the result (chatIDs).
+func (h *Handler) chatPrompt(q *chatRequest) ([]int32, *apiError) {
 	rendered, e := h.renderChat(q.Messages, &q.chatTemplating, nil)
 	if e != nil {
-		return nil, "", e
+		return nil, e
 	}
 	ids := chatIDs(h.opts.Tokenizer, rendered)
 	if len(ids) == 0 {
-		return nil, "", errBadRequest("messages", "the conversation renders to an empty prompt")
+		return nil, errBadRequest("messages", "the conversation renders to an empty prompt")
 	}
-	return ids, rendered, nil
+	return ids, nil
 }
 
 // messageText accepts a content string or an array of text parts, which
@@ -127,8 +126,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	var rendered string
-	if g.prompt, rendered, e = h.chatPrompt(&q); e != nil {
+	if g.prompt, e = h.chatPrompt(&q); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -154,7 +152,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 			out := reply("chat.completion", choices, newUsage(res), llamaTimingsOf(res))
 			if q.Verbose || h.opts.Verbose {
-				out.Verbose = &chatVerbose{Prompt: rendered}
+				out.Verbose = &chatVerbose{Prompt: promptText(h.opts.Tokenizer, g.prompt)}
 			}
 			return out
 		},

@@ -173,7 +173,8 @@ func TestVerboseShowsTheRenderedPrompt(t *testing.T) {
 		return out.Verbose.Prompt, true
 	}
 	ts := startServer(t, tm, engineConfig(false), Options{})
-	want := applyTemplate(t, ts.url, map[string]any{"messages": userTurn})
+	bos, _ := tm.tok.BOS()
+	want := string(tm.tok.Piece(bos)) + applyTemplate(t, ts.url, map[string]any{"messages": userTurn})
 	got, ok := verbose(ts.url, map[string]any{"messages": userTurn, "verbose": true})
 	assert.True(t, ok, "verbose: true asks for __verbose")
 	assert.Equal(t, want, got)

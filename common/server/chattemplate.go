@@ -31,6 +31,16 @@ type chatVerbose struct {
 	Prompt string `json:"prompt"`
 }
 
+// promptText is the text of a prompt's ids as llama-server writes it in
+// __verbose: each token's piece, BOS included, in valid UTF-8.
+func promptText(t *tokenizer.Tokenizer, ids []int32) string {
+	var b []byte
+	for _, id := range ids {
+		b = append(b, t.Piece(id)...)
+	}
+	return string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
+}
+
 // applyTemplateRequest is POST /apply-template's body: a chat body, whose
 // tools are rendered into the prompt as the template describes them
 // (nothing parses tool calls: /v1/chat/completions refuses tools).
