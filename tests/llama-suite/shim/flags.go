@@ -124,10 +124,17 @@ var switches = set("cont-batching", "context-shift", "embedding", "jinja", "kv-u
 // arguments after the runnable's name, and the flags it could not map.
 func toServe(args []string, serve map[string]serveFlag) (argv, unmapped []string) {
 	argv = append([]string{"serve"}, alwaysServe...)
-	for _, a := range splitArgs(args) {
+	split := splitArgs(args)
+	perSlot := slotContext(split)
+	metrics := false
+	for _, a := range split {
 		if modelFlags[a.name] {
 			continue
 		}
+		if a.name == "ctx-size" && perSlot != "" {
+			a.value = perSlot
+		}
+		metrics = metrics || a.name == "metrics"
 		mapped, ok := serveArg(a, serve)
 		if !ok {
 			unmapped = append(unmapped, strings.Join(a.orig, " "))
@@ -135,7 +142,35 @@ func toServe(args []string, serve map[string]serveFlag) (argv, unmapped []string
 		}
 		argv = append(argv, mapped...)
 	}
+	// llama-server serves /metrics only with --metrics; serve's is on by
+	// default, so the suite's command line without it turns it off.
+	if _, ok := serve["metrics"]; ok && !metrics {
+		argv = append(argv, "-metrics=false")
+	}
 	return argv, unmapped
+}
+
+// slotContext is the context of one slot for llama-server's command line,
+// as a number, or "" when it is --ctx-size itself: llama-server splits
+// --ctx-size evenly across an explicit --parallel N unless --kv-unified
+// (an unset --parallel means 4 slots over one unified cache), while serve's
+// -max-context is the context of every request.
+func slotContext(args []llamaArg) string {
+	ctx, slots, unified := 0, 1, false
+	for _, a := range args {
+		switch a.name {
+		case "ctx-size":
+			ctx, _ = strconv.Atoi(a.value)
+		case "parallel":
+			slots, _ = strconv.Atoi(a.value)
+		case "kv-unified":
+			unified = true
+		}
+	}
+	if ctx <= 0 || slots <= 1 || unified {
+		return ""
+	}
+	return strconv.Itoa(ctx / slots)
 }
 
 // serveArg is serve's form of one llama-server flag, if serve has one.

@@ -48,7 +48,7 @@ func TestToServeMapsTheSuitesFlags(t *testing.T) {
 	args := append(append([]string{}, tinyllama2...), "--metrics", "-to", "5", "-fa", "on", "--slot-save-path", "./tmp")
 	argv, unmapped := toServe(args, parseHelp(fixedHelp))
 	want := []string{"serve", "-prefix-caching", "-host", "127.0.0.1", "-port", "8080",
-		"-slots=false", "-served-model-name", "tinyllama-2", "-max-context", "512", "-parallel", "2",
+		"-slots=false", "-served-model-name", "tinyllama-2", "-max-context", "256", "-parallel", "2",
 		"-metrics", "-timeout", "5s"}
 	if !reflect.DeepEqual(argv, want) {
 		t.Errorf("serve's command line:\n got %q\nwant %q", argv, want)
@@ -65,9 +65,29 @@ func TestToServeMapsTheSuitesFlags(t *testing.T) {
 func TestToServePrefersServesOwnName(t *testing.T) {
 	help := fixedHelp + "  -alias string\n    \tmodel names\n  -ctx-size int\n    \tllama-server's -c\n"
 	argv, _ := toServe([]string{"-a", "m1,m2", "-c", "256"}, parseHelp(help))
-	want := []string{"serve", "-prefix-caching", "-alias", "m1,m2", "-ctx-size", "256"}
+	want := []string{"serve", "-prefix-caching", "-alias", "m1,m2", "-ctx-size", "256", "-metrics=false"}
 	if !reflect.DeepEqual(argv, want) {
 		t.Errorf("got %q, want %q", argv, want)
+	}
+}
+
+// TestToServeGivesEachSlotItsShare: llama-server splits --ctx-size across an
+// explicit --parallel unless --kv-unified, and serves /metrics only with
+// --metrics; serve's -max-context is per request and its /metrics is on.
+func TestToServeGivesEachSlotItsShare(t *testing.T) {
+	help := parseHelp(fixedHelp)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{strings.Fields("-c 512 -np 2"), strings.Fields("-max-context 256 -parallel 2 -metrics=false")},
+		{strings.Fields("-c 512 -np 2 --kv-unified --metrics"), strings.Fields("-max-context 512 -parallel 2 -metrics")},
+		{strings.Fields("-c 512 --metrics"), strings.Fields("-max-context 512 -metrics")},
+	} {
+		argv, _ := toServe(c.args, help)
+		if want := append([]string{"serve", "-prefix-caching"}, c.want...); !reflect.DeepEqual(argv, want) {
+			t.Errorf("%q: got %q, want %q", c.args, argv, want)
+		}
 	}
 }
 
