@@ -271,7 +271,7 @@ var clientOf = map[string]func(url string, rng *rand.Rand, t *tally, slowWait ti
 	},
 	"bad": func(url string, rng *rand.Rand, t *tally, slowWait time.Duration) {
 		bodies := []string{`{"prompt": [1, 2`, `[1, 2]`, `{"prompt": [1, 2.5, 5]}`, `{"prompt": [1], "n": 99}`,
-			`{"prompt": [1, 2], "max_tokens": 100000000}`, `{"prompt": []}`, `{"prompt": [1, 99999999]}`, `{"model": "nope", "prompt": [1]}`}
+			`{"prompt": [1, 2], "max_tokens": 100000000}`, `{"prompt": [[[1]]]}`, `{"prompt": [1, 99999999]}`, `{"prompt": [1], "grammar": "root ::= [a]"}`}
 		status, body, err := post(url+"/v1/completions", bodies[rng.IntN(len(bodies))])
 		t.add("bad", status, expect(status >= 400 && status < 500 && strings.Contains(body, `"code"`), status, err))
 	},
