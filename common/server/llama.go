@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -259,22 +258,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
-	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil && f.Code == errPanicCode }) {
-		setOutcome(r.Context(), "error") // not the abort of the siblings it cancelled
-	}
-	for _, f := range fails {
-		// A 499 is a client gone (or a sibling cancelled after another's
-		// failure, which is reported instead): nothing to write then.
-		if f != nil && f.Status != 499 {
-			if out != nil {
-				out.fail(f)
-			} else {
-				writeError(w, f)
-			}
-			return
-		}
-	}
-	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil }) {
+	if reportFailure(w, r, out, fails) {
 		return
 	}
 	switch {

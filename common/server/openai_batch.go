@@ -58,22 +58,7 @@ func (h *Handler) openAIReplyBatch(w http.ResponseWriter, r *http.Request, q *op
 		}()
 	}
 	wg.Wait()
-	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil && f.Code == errPanicCode }) {
-		setOutcome(r.Context(), "error") // not the abort of the siblings it cancelled
-	}
-	for _, f := range fails {
-		// A 499 is a client gone, or a sibling cancelled after another's
-		// failure, which is reported instead.
-		if f != nil && f.Status != 499 {
-			if out != nil {
-				out.fail(f)
-			} else {
-				writeError(w, f)
-			}
-			return
-		}
-	}
-	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil }) {
+	if reportFailure(w, r, out, fails) {
 		return
 	}
 	all := mergeResults(results)
@@ -114,4 +99,27 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// reportFailure answers a request whose prompts ran side by side when any
+// of them failed, and says whether one did. The first failure that is not
+// a 499 is written (as an SSE error event once a stream is open): a 499 is
+// a client gone, or a sibling cancelled after another prompt's failure,
+// which is reported instead. A panic in any prompt makes the outcome an
+// error, not the abort of the siblings it cancelled.
+func reportFailure(w http.ResponseWriter, r *http.Request, out *sse, fails []*apiError) bool {
+	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil && f.Code == errPanicCode }) {
+		setOutcome(r.Context(), "error")
+	}
+	for _, f := range fails {
+		if f != nil && f.Status != 499 {
+			if out != nil {
+				out.fail(f)
+			} else {
+				writeError(w, f)
+			}
+			return true
+		}
+	}
+	return slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil })
 }
