@@ -149,8 +149,8 @@ func (t *Trie) merge(n *node) {
 // mergeable reports whether n can absorb its only child: n is not a
 // root (merging a root into a child would join two salts' tries), has exactly one child, and has no holders of its own — each of its
 // blocks has as many references as the child's first block, so every
-// sequence reading n reads on into the child. That is seed 004's rule
-// (merge a node nobody references on its own). The joins would keep the
+// sequence reading n reads on into the child. That is the classic
+// rule (merge a node nobody references on its own). The joins would keep the
 // trie correct without it; with it, the users of a merged node all went
 // the whole way, so its one count and last use describe all of it.
 func (t *Trie) mergeable(n *node) bool {

@@ -100,8 +100,8 @@ func TestPitfall31HitsAreTheReplicasCachedTokensSummedAtTheRouter(t *testing.T) 
 }
 
 // TestPitfall32TheChosenReplicaReceivesTheBytes: a replica computed by the
-// policy but never used on the wire (seed 003's id_slot, computed and never
-// put in the payload) passes every test of the routing function. So this
+// policy but never used on the wire (an id_slot computed and never put in
+// the payload) passes every test of the routing function. So this
 // test reads what each replica received: the request the policy sent to
 // replica k must arrive at replica k, byte for byte, and nowhere else —
 // on all three endpoints.
