@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"kvlab/common/engine"
@@ -229,35 +228,13 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every prompt is its own generation, all at once; the first failure
 	// cancels the others and is the answer.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	finals := make([]llamaResponse, len(prompts))
-	fails := make([]*apiError, len(prompts))
-	var wg sync.WaitGroup
-	for i, p := range prompts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				// net/http recovers only the handler's goroutine: a panic
-				// here would end the server (recover.go).
-				if p := recover(); p != nil {
-					fails[i] = h.recovered(p)
-					cancel()
-				}
-			}()
-			if h.opts.hooks.prompt != nil {
-				h.opts.hooks.prompt(i)
-			}
-			gi := g
-			gi.prompt = p
-			finals[i], fails[i] = h.llamaOne(ctx, i, gi, out, cachePrompt, q.ReturnProgress)
-			if fails[i] != nil {
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
+	fails := h.sideBySide(r.Context(), len(prompts), func(ctx context.Context, i int) (f *apiError) {
+		gi := g
+		gi.prompt = prompts[i]
+		finals[i], f = h.llamaOne(ctx, i, gi, out, cachePrompt, q.ReturnProgress)
+		return f
+	})
 	if reportFailure(w, r, out, fails) {
 		return
 	}

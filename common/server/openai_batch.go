@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"slices"
-	"sync"
 	"time"
 )
 
@@ -21,43 +19,24 @@ func (h *Handler) openAIReplyBatch(w http.ResponseWriter, r *http.Request, q *op
 	if q.Stream {
 		out = newSSE(w)
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	results := make([]*genResult, len(prompts))
-	fails := make([]*apiError, len(prompts))
-	var wg sync.WaitGroup
-	for i, p := range prompts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				// net/http recovers only the handler's goroutine: a panic
-				// here would end the server (recover.go).
-				if p := recover(); p != nil {
-					fails[i] = h.recovered(p)
-					cancel()
-				}
-			}()
-			gi := g
-			gi.prompt = p
-			results[i], fails[i] = h.generate(ctx, h.newID(), gi, func(pc piece) error {
-				if out == nil {
-					return nil
-				}
-				pc.sample += i * g.n
-				for _, c := range s.chunk(pc) {
-					if err := out.send(c); err != nil {
-						return err
-					}
-				}
+	fails := h.sideBySide(r.Context(), len(prompts), func(ctx context.Context, i int) (f *apiError) {
+		gi := g
+		gi.prompt = prompts[i]
+		results[i], f = h.generate(ctx, h.newID(), gi, func(pc piece) error {
+			if out == nil {
 				return nil
-			})
-			if fails[i] != nil {
-				cancel()
 			}
-		}()
-	}
-	wg.Wait()
+			pc.sample += i * g.n
+			for _, c := range s.chunk(pc) {
+				if err := out.send(c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return f
+	})
 	if reportFailure(w, r, out, fails) {
 		return
 	}
@@ -99,27 +78,4 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// reportFailure answers a request whose prompts ran side by side when any
-// of them failed, and says whether one did. The first failure that is not
-// a 499 is written (as an SSE error event once a stream is open): a 499 is
-// a client gone, or a sibling cancelled after another prompt's failure,
-// which is reported instead. A panic in any prompt makes the outcome an
-// error, not the abort of the siblings it cancelled.
-func reportFailure(w http.ResponseWriter, r *http.Request, out *sse, fails []*apiError) bool {
-	if slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil && f.Code == errPanicCode }) {
-		setOutcome(r.Context(), "error")
-	}
-	for _, f := range fails {
-		if f != nil && f.Status != 499 {
-			if out != nil {
-				out.fail(f)
-			} else {
-				writeError(w, f)
-			}
-			return true
-		}
-	}
-	return slices.ContainsFunc(fails, func(f *apiError) bool { return f != nil })
 }
