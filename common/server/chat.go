@@ -158,11 +158,15 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		},
 		chunk: func(p piece) []any {
 			var out []any
+			var t *llamaTimings // on every chunk with timings_per_token
+			if g.timingsPerToken {
+				t = p.timings
+			}
 			if q.ReturnProgress && !slices.Contains(began, true) {
 				// The prompt's progress in chunks of their own with no
 				// choices, as llama-server sends it.
 				for _, pr := range progressReports(p, len(g.prompt)) {
-					c := reply("chat.completion.chunk", []chatChoice{}, nil, nil)
+					c := reply("chat.completion.chunk", []chatChoice{}, nil, pr.timingsIf(g.timingsPerToken))
 					c.Progress = pr
 					out = append(out, c)
 				}
@@ -171,7 +175,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				// A sample's first chunk names the role and carries no
 				// text (content null), as OpenAI's and llama-server's do.
 				began[p.sample] = true
-				out = append(out, reply("chat.completion.chunk", []chatChoice{{Index: p.sample, Delta: &chatOut{Role: "assistant"}}}, nil, nil))
+				out = append(out, reply("chat.completion.chunk", []chatChoice{{Index: p.sample, Delta: &chatOut{Role: "assistant"}}}, nil, t))
 			}
 			// Text goes in content chunks only, none of them empty (a
 			// piece the decoder or a stop string holds back whole has
@@ -179,7 +183,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			// "delta": {} with the finish reason.
 			if ids := q.idsIfAsked(p.ids); p.text != "" || len(ids) > 0 || nLogprobs >= 0 && len(p.probs) > 0 {
 				c := chatChoice{Index: p.sample, Delta: &chatOut{Content: &p.text}, TokenIDs: ids, Logprobs: logprobs(p.probs)}
-				out = append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, nil))
+				out = append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, t))
 			}
 			if p.finish != "" {
 				c := chatChoice{Index: p.sample, Delta: &chatOut{}, FinishReason: &p.finish}

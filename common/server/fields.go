@@ -58,7 +58,7 @@ var llamaSamplers = map[string][]string{
 var llamaAccepted = []string{
 	"dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
 	"mirostat_tau", "mirostat_eta", "xtc_threshold", "dynatemp_exponent",
-	"repeat_last_n", "min_keep", "timings_per_token", "t_max_prompt_ms",
+	"repeat_last_n", "min_keep", "t_max_prompt_ms",
 	"speculative.n_max", "speculative.n_min", "speculative.p_min", "id_task",
 	"return_tokens", "chat_format", "reasoning_in_content", "thinking_forced_open",
 	"sse_ping_interval", "n_cache_reuse", "backend_sampling", "adaptive_decay",
@@ -85,7 +85,7 @@ var insteadOf = map[string]string{"n_probs": "logprobs"}
 var completionFields = fieldRules{
 	implemented: []string{"model", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k", "n", "seed", "stop",
 		"stream", "stream_options", "logprobs", "echo", "logit_bias",
-		"ignore_eos", "return_token_ids", "cache_salt", "id_slot"},
+		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "timings_per_token"},
 	accepted: concat(openAIAccepted, llamaAccepted),
 	refused: merged(llamaSamplers, llamaOnV1, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil, "post_sampling_probs": nil,
 		"verbose": nil}), // the debug output is built on chat only
@@ -95,7 +95,7 @@ var chatFields = fieldRules{
 	implemented: []string{"model", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
 		"n", "seed", "stop", "stream", "stream_options", "logprobs", "top_logprobs", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "return_progress",
-		"add_generation_prompt", "continue_final_message", "chat_template_kwargs", "verbose"},
+		"add_generation_prompt", "continue_final_message", "chat_template_kwargs", "verbose", "timings_per_token"},
 	accepted: concat(openAIAccepted, llamaAccepted, []string{
 		"parallel_tool_calls", // acts only with tools, refused
 		"verbosity",           // a hint to reasoning models: none here
@@ -120,7 +120,7 @@ var applyTemplateFields = func() fieldRules {
 var llamaCompletionFields = fieldRules{
 	implemented: []string{"prompt", "n_predict", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop", "stream",
 		"ignore_eos", "n_probs", "post_sampling_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
-		"response_fields"},
+		"response_fields", "timings_per_token"},
 	accepted: llamaAccepted,
 	refused:  merged(llamaSamplers, map[string][]string{"echo": nil, "verbose": nil}),
 }

@@ -37,6 +37,9 @@ type genRequest struct {
 	// responseFields are /completion's response_fields: the paths of the
 	// final answer to keep (responsefields.go); none keeps it whole.
 	responseFields []string
+	// timingsPerToken puts the request's timings so far on every piece,
+	// not only on a sample's last (llama-server's timings_per_token).
+	timingsPerToken bool
 }
 
 // tokenProbs is one generated token's probability and the most probable
@@ -62,7 +65,7 @@ type piece struct {
 	generated int           // tokens generated so far, all samples
 	cached    int           // prompt tokens found in the prefix cache
 	start, at time.Time     // when the request began, when this piece was made
-	timings   *llamaTimings // the request's so far, on a sample's last piece
+	timings   *llamaTimings // the request's so far: on a sample's last piece, or on each with timingsPerToken
 }
 
 // genResult sums up a finished generation.
@@ -75,6 +78,8 @@ type genResult struct {
 	start        time.Time
 	firstToken   time.Time // zero if none was generated
 	lastToken    time.Time
+	// timingsPerToken: every piece carries the timings so far.
+	timingsPerToken bool
 }
 
 // sampleOut is everything one sample produced.
@@ -112,7 +117,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 	// nothing (a cache warm-up, llama-server's n_predict 0): the engine
 	// computes the prompt and samples one token, which is dropped.
 	warmUp := g.maxTokens == 0
-	res = &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1))}
+	res = &genResult{promptTokens: len(g.prompt), start: time.Now(), samples: make([]sampleOut, max(g.n, 1)), timingsPerToken: g.timingsPerToken}
 	if g.settings.Samplers == nil { // an OpenAI endpoint: describe the request for /slots
 		g.settings = h.withEOSBias(settingsOf(g, g.maxTokens, false, g.topProbs))
 	}
@@ -280,7 +285,11 @@ func (h *Handler) emptyPrompt(g genRequest, emit func(piece) error) (*genResult,
 
 // piece returns sample i's new output with the request's progress.
 func (r *genResult) piece(i int, text string, ids []int32, probs []tokenProbs) piece {
-	return piece{sample: i, text: text, ids: ids, probs: probs, slot: r.slot, generated: r.completion, cached: r.cached, start: r.start, at: r.lastToken}
+	p := piece{sample: i, text: text, ids: ids, probs: probs, slot: r.slot, generated: r.completion, cached: r.cached, start: r.start, at: r.lastToken}
+	if r.timingsPerToken {
+		p.timings = llamaTimingsOf(r)
+	}
+	return p
 }
 
 // outcomeOf is the outcome (outcome.go) of a generation that returned res

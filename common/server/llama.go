@@ -40,6 +40,9 @@ type llamaRequest struct {
 	// token: the prompt's tokens, how many came from the cache, how many
 	// are processed, and the time the prompt took (progressReports).
 	ReturnProgress bool `json:"return_progress"`
+	// TimingsPerToken puts the timings so far on every stream event, the
+	// progress reports included, not only on the last.
+	TimingsPerToken bool `json:"timings_per_token"`
 	// ResponseFields keeps only these paths ("a/b") of the final answer.
 	ResponseFields []string `json:"response_fields"`
 	// CachePrompt asks llama-server to reuse the slot's KV for a repeated
@@ -106,6 +109,7 @@ type llamaPartial struct {
 	TokensEvaluated int             `json:"tokens_evaluated"`
 	Probs           []tokenProbJSON `json:"completion_probabilities,omitempty"`
 	Progress        *promptProgress `json:"prompt_progress,omitempty"`
+	Timings         *llamaTimings   `json:"timings,omitempty"` // with timings_per_token
 }
 
 // promptProgress is a return_progress report, an event of its own before
@@ -129,6 +133,21 @@ func progressReports(p piece, n int) []*promptProgress {
 		return []*promptProgress{start}
 	}
 	return []*promptProgress{start, {Total: n, Cache: p.cached, Processed: n, TimeMS: ms(p.at.Sub(p.start))}}
+}
+
+// timingsIf is the request's timings when a progress report is made, if
+// asked (timings_per_token): the prompt's tokens computed so far and their
+// time, nothing predicted yet; else nil.
+func (pr *promptProgress) timingsIf(asked bool) *llamaTimings {
+	if !asked {
+		return nil
+	}
+	t := &llamaTimings{PromptN: pr.Processed - pr.Cache, PromptMS: pr.TimeMS, CacheN: pr.Cache}
+	if t.PromptN > 0 && t.PromptMS > 0 {
+		t.PromptPerTokenMS = t.PromptMS / float64(t.PromptN)
+		t.PromptPerSecond = 1000 * float64(t.PromptN) / t.PromptMS
+	}
+	return t
 }
 
 // tokenProbJSON is one generated token in completion_probabilities: its
@@ -160,7 +179,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults(), cacheSalt: q.CacheSalt, slot: -1}
+	g := genRequest{n: 1, ignoreEOS: q.IgnoreEOS, sampling: llamaDefaults(), cacheSalt: q.CacheSalt, slot: -1, timingsPerToken: q.TimingsPerToken}
 	g.maxTokens = h.es.ContextLimit()
 	nPredict := -1
 	if q.NPredict == nil {
@@ -264,10 +283,10 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 			return nil
 		}
 		ev := llamaPartial{Index: index, Content: p.text, Tokens: orEmpty(p.ids), IDSlot: p.slot,
-			TokensPredicted: p.generated, TokensEvaluated: len(g.prompt), Probs: h.probsJSON(p.probs, g.postSampling)}
+			TokensPredicted: p.generated, TokensEvaluated: len(g.prompt), Probs: h.probsJSON(p.probs, g.postSampling), Timings: p.timings}
 		if first && progress {
 			for _, pr := range progressReports(p, len(g.prompt)) {
-				pe := llamaPartial{Index: index, Tokens: []int32{}, IDSlot: p.slot, TokensEvaluated: len(g.prompt), Progress: pr}
+				pe := llamaPartial{Index: index, Tokens: []int32{}, IDSlot: p.slot, TokensEvaluated: len(g.prompt), Progress: pr, Timings: pr.timingsIf(g.timingsPerToken)}
 				if err := out.send(pe); err != nil {
 					return err
 				}

@@ -187,6 +187,29 @@ func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
 // messages render to (renderChat: add_generation_prompt, assistant
 // prefill, continue_final_message, chat_template_kwargs, and tools
 // rendered as the template describes them), without generating.
+// chatInputTokens is POST /v1/chat/completions/input_tokens: how many
+// tokens a chat request's prompt is, rendered by the chat template as
+// /v1/chat/completions would render it, without running it; llama-server's
+// {"input_tokens": n, "object": "response.input_tokens"}. The body is a
+// chat request's, with its fields' rules: a client counts what it will send.
+func (h *Handler) chatInputTokens(w http.ResponseWriter, r *http.Request) {
+	var q chatRequest
+	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := h.checkModel(q.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	ids, e := h.chatPrompt(&q)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"input_tokens": len(ids), "object": "response.input_tokens"})
+}
+
 func (h *Handler) applyTemplate(w http.ResponseWriter, r *http.Request) {
 	var q applyTemplateRequest
 	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {

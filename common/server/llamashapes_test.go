@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -407,4 +408,114 @@ func TestServerSamplingDefaults(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &u))
 		assert.Equal(t, 3, u.Usage.CompletionTokens, path)
 	}
+}
+
+// TestUnusedSlotHasNoTask: a slot no request has run in shows only id,
+// n_ctx, speculative and is_processing, as llama-server's; its task's
+// fields (params, prompt, next_token, ...) appear after the first request.
+func TestUnusedSlotHasNoTask(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{Slots: 2})
+	keys := func() []map[string]json.RawMessage {
+		var s []map[string]json.RawMessage
+		getJSON(t, ts.url+"/slots", &s)
+		require.Len(t, s, 2)
+		return s
+	}
+	for _, s := range keys() {
+		assert.ElementsMatch(t, []string{"id", "n_ctx", "speculative", "is_processing"}, slices.Collect(maps.Keys(s)))
+	}
+	complete(t, ts.url, map[string]any{"prompt": prompt(10, 7), "n_predict": 2, "id_slot": 1})
+	s := keys()
+	assert.NotContains(t, s[0], "params", "slot 0 still unused")
+	for _, k := range []string{"id_task", "params", "prompt", "next_token", "n_prompt_tokens"} {
+		assert.Contains(t, s[1], k, "slot 1 ran a request")
+	}
+}
+
+// TestTimingsPerTokenOnEveryEvent: with timings_per_token every event of a
+// stream carries the timings so far, the progress reports included, as
+// llama-server's: the first report before any prompt token is computed
+// (all zero), then times that never go backwards and are never negative.
+// Without it, a token's event has none but a sample's last.
+func TestTimingsPerTokenOnEveryEvent(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	chat := []map[string]string{{"role": "user", "content": "the quick brown fox jumps over the lazy dog"}}
+	for _, c := range []struct {
+		route string
+		body  map[string]any
+	}{
+		{"/completion", map[string]any{"prompt": prompt(40, 3), "n_predict": 4, "ignore_eos": true}},
+		{"/v1/chat/completions", map[string]any{"messages": chat, "max_tokens": 4, "ignore_eos": true}},
+		{"/v1/completions", map[string]any{"prompt": prompt(40, 3), "max_tokens": 4, "ignore_eos": true}},
+	} {
+		c.body["stream"], c.body["return_progress"], c.body["timings_per_token"] = true, c.route != "/v1/completions", true
+		var timings []llamaTimings
+		progress := 0
+		for _, ev := range stream(t, ts.url+c.route, c.body) {
+			if ev == "[DONE]" {
+				continue
+			}
+			var e struct {
+				Timings  *llamaTimings   `json:"timings"`
+				Progress *promptProgress `json:"prompt_progress"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(ev), &e), ev)
+			require.NotNil(t, e.Timings, "%s: every event has timings: %s", c.route, ev)
+			if e.Progress != nil {
+				progress++
+			}
+			timings = append(timings, *e.Timings)
+		}
+		require.NotEmpty(t, timings, c.route)
+		if c.route != "/v1/completions" {
+			require.Equal(t, 2, progress, c.route)
+			assert.Equal(t, llamaTimings{}, timings[0], "%s: the first report comes before the prompt is computed", c.route)
+		}
+		last := 0.0
+		for i, tm := range timings {
+			assert.GreaterOrEqual(t, tm.PromptMS, last, "%s: event %d: prompt_ms goes back", c.route, i)
+			last = tm.PromptMS
+			for _, v := range []float64{tm.PromptMS, tm.PromptPerTokenMS, tm.PromptPerSecond, tm.PredictedMS, tm.PredictedPerTokenMS, tm.PredictedPerSecond} {
+				assert.GreaterOrEqual(t, v, 0.0, "%s: event %d", c.route, i)
+			}
+		}
+		assert.Greater(t, last, 0.0, "%s: the prompt took time", c.route)
+	}
+	evs := stream(t, ts.url+"/completion", map[string]any{"prompt": prompt(40, 3), "n_predict": 3, "ignore_eos": true, "stream": true})
+	require.Len(t, evs, 4, "three tokens and the final answer")
+	for _, ev := range evs[:2] {
+		assert.NotContains(t, ev, `"timings"`, "without timings_per_token, a token's event")
+	}
+	assert.Contains(t, evs[3], `"timings"`, "the final answer has them always")
+}
+
+// TestChatInputTokensCountsWhatChatRuns: /chat/completions/input_tokens
+// (and its /v1 path) answers the prompt tokens that the same messages are
+// when /v1/chat/completions runs them (its usage.prompt_tokens), without
+// generating; a conversation that renders to nothing is a 400, as chat's.
+func TestChatInputTokensCountsWhatChatRuns(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	msgs := []map[string]string{{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}}
+	status, raw := post(t, ts.url+"/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1})
+	require.Equal(t, http.StatusOK, status, string(raw))
+	var ch chatResponse
+	require.NoError(t, json.Unmarshal(raw, &ch))
+	require.Greater(t, ch.Usage.PromptTokens, 5)
+	for _, route := range []string{"/chat/completions/input_tokens", "/v1/chat/completions/input_tokens"} {
+		status, raw := post(t, ts.url+route, map[string]any{"messages": msgs})
+		require.Equal(t, http.StatusOK, status, string(raw))
+		var got struct {
+			InputTokens int    `json:"input_tokens"`
+			Object      string `json:"object"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &got))
+		assert.Equal(t, ch.Usage.PromptTokens, got.InputTokens, route)
+		assert.Equal(t, "response.input_tokens", got.Object, route)
+	}
+	status, raw = post(t, ts.url+"/chat/completions/input_tokens", map[string]any{"messages": msgs, "grammar": "root ::= \"a\""})
+	assert.Equal(t, http.StatusBadRequest, status, "a chat request's field rules: %s", raw)
+	assert.Contains(t, string(raw), "grammar")
 }

@@ -41,6 +41,9 @@ type openAIRequest struct {
 	// NPredict is llama-server's name for max_tokens, which its /v1
 	// endpoints read too; it wins over max_tokens, as there.
 	NPredict *int `json:"n_predict"`
+	// TimingsPerToken is llama-server's: the timings so far on every
+	// stream chunk, not only on the last.
+	TimingsPerToken bool `json:"timings_per_token"`
 }
 
 // completionRequest is a /v1/completions body.
@@ -78,7 +81,7 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	if e := h.checkModel(q.Model); e != nil {
 		return e
 	}
-	g.maxTokens = defaultMax
+	g.maxTokens, g.timingsPerToken = defaultMax, q.TimingsPerToken
 	if n := h.opts.Defaults.NPredict; n != nil && *n >= 0 { // --n-predict; -1 keeps the endpoint's
 		g.maxTokens = *n
 	}

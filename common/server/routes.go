@@ -13,9 +13,10 @@ import "net/http"
 // h.mux, and its endpoints this server does not implement.
 func (h *Handler) addLlamaRoutes() {
 	for alias, path := range map[string]string{
-		"/completions":      "/completion", // llama-server's own shape, not OpenAI's: as llama-server routes it
-		"/chat/completions": "/v1/chat/completions",
-		"/models":           "/v1/models",
+		"/completions":                   "/completion", // llama-server's own shape, not OpenAI's: as llama-server routes it
+		"/chat/completions":              "/v1/chat/completions",
+		"/chat/completions/input_tokens": "/v1/chat/completions/input_tokens",
+		"/models":                        "/v1/models",
 	} {
 		h.mux[alias] = h.mux[path]
 	}

@@ -205,20 +205,21 @@ func New(es *engine.Server, opts Options) *Handler {
 	opts.KVEvents.register(h.reg)        // kvevents_metrics.go
 	h.llama = newLlamaMetrics(h.reg, es) // llamametrics.go
 	h.mux = map[string]route{
-		"/v1/completions":      {http.MethodPost: h.counted(h.completions)},
-		"/v1/chat/completions": {http.MethodPost: h.counted(h.chatCompletions)},
-		"/completion":          {http.MethodPost: h.counted(h.llamaCompletion)},
-		"/v1/models":           {http.MethodGet: h.models},
-		"/health":              {http.MethodGet: h.health},
-		"/v1/health":           {http.MethodGet: h.health},
-		"/props":               {http.MethodGet: h.props, http.MethodPost: h.setProps},
-		"/slots":               {http.MethodGet: h.listSlots},
-		"/tokenize":            {http.MethodPost: h.tokenize},
-		"/detokenize":          {http.MethodPost: h.detokenize},
-		"/apply-template":      {http.MethodPost: h.applyTemplate},
-		"/metrics":             {http.MethodGet: h.serveMetrics},
-		"/v1/kv_events":        {http.MethodGet: h.kvEventStream},
-		"/cache/save":          {http.MethodPost: h.saveCache},
+		"/v1/completions":                   {http.MethodPost: h.counted(h.completions)},
+		"/v1/chat/completions":              {http.MethodPost: h.counted(h.chatCompletions)},
+		"/completion":                       {http.MethodPost: h.counted(h.llamaCompletion)},
+		"/v1/models":                        {http.MethodGet: h.models},
+		"/health":                           {http.MethodGet: h.health},
+		"/v1/health":                        {http.MethodGet: h.health},
+		"/props":                            {http.MethodGet: h.props, http.MethodPost: h.setProps},
+		"/slots":                            {http.MethodGet: h.listSlots},
+		"/tokenize":                         {http.MethodPost: h.tokenize},
+		"/detokenize":                       {http.MethodPost: h.detokenize},
+		"/apply-template":                   {http.MethodPost: h.applyTemplate},
+		"/v1/chat/completions/input_tokens": {http.MethodPost: h.chatInputTokens},
+		"/metrics":                          {http.MethodGet: h.serveMetrics},
+		"/v1/kv_events":                     {http.MethodGet: h.kvEventStream},
+		"/cache/save":                       {http.MethodPost: h.saveCache},
 	}
 	h.addLlamaRoutes() // routes.go: llama-server's other paths
 	return h

@@ -158,20 +158,27 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// slotJSON is one entry of GET /slots, and /props' default settings:
-// llama-server's fields, plus the last prompt's length in tokens.
+// slotJSON is one entry of GET /slots: llama-server's fields. A slot that
+// has never run a request has only the first four, as llama-server's: its
+// task's fields (SlotTask) appear once a request has run in it.
 type slotJSON struct {
-	ID           int                `json:"id"`
-	IDTask       int                `json:"id_task"`
-	NCtx         int                `json:"n_ctx"`
-	Speculative  bool               `json:"speculative"`
-	IsProcessing bool               `json:"is_processing"`
-	NPrompt      int                `json:"n_prompt_tokens"`
-	NProcessed   int                `json:"n_prompt_tokens_processed"` // computed, not found cached
-	NCached      int                `json:"n_prompt_tokens_cache"`
-	Params       generationSettings `json:"params"`
-	Prompt       string             `json:"prompt"`
-	NextToken    []nextToken        `json:"next_token"` // one entry, as llama-server writes it
+	ID           int  `json:"id"`
+	NCtx         int  `json:"n_ctx"`
+	Speculative  bool `json:"speculative"`
+	IsProcessing bool `json:"is_processing"`
+	*SlotTask         // nil before the slot's first request
+}
+
+// SlotTask is what GET /slots shows of the last request that ran in a slot
+// (or of a restored prompt), plus that prompt's length in tokens.
+type SlotTask struct {
+	IDTask     int                `json:"id_task"`
+	NPrompt    int                `json:"n_prompt_tokens"`
+	NProcessed int                `json:"n_prompt_tokens_processed"` // computed, not found cached
+	NCached    int                `json:"n_prompt_tokens_cache"`
+	Params     generationSettings `json:"params"`
+	Prompt     string             `json:"prompt"`
+	NextToken  []nextToken        `json:"next_token"` // one entry, as llama-server writes it
 }
 
 // generationSettings is llama-server's generation settings object. The
@@ -301,10 +308,12 @@ func (h *Handler) slotsJSON() []slotJSON {
 	out := make([]slotJSON, len(t.slots))
 	for i := range t.slots {
 		s := &t.slots[i]
-		out[i] = slotJSON{
-			ID: s.id, IDTask: s.task, NCtx: h.es.ContextLimit(), IsProcessing: s.running > 0,
-			NPrompt: len(s.prompt), NProcessed: len(s.prompt) - s.cached, NCached: s.cached,
-			Params: s.params, Prompt: h.piecesText(s.prompt), NextToken: []nextToken{s.next},
+		out[i] = slotJSON{ID: s.id, NCtx: h.es.ContextLimit(), IsProcessing: s.running > 0}
+		if s.task >= 0 || s.prompt != nil {
+			out[i].SlotTask = &SlotTask{
+				IDTask: s.task, NPrompt: len(s.prompt), NProcessed: len(s.prompt) - s.cached, NCached: s.cached,
+				Params: s.params, Prompt: h.piecesText(s.prompt), NextToken: []nextToken{s.next},
+			}
 		}
 	}
 	return out

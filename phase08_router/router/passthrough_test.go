@@ -32,6 +32,9 @@ func TestLlamaServerEndpointsPassThrough(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status, string(body))
 	status, _, body = post(t, url+"/detokenize", `{"tokens": [5, 6]}`)
 	assert.Equal(t, http.StatusOK, status, string(body))
+	status, _, body = post(t, url+"/chat/completions/input_tokens", `{"messages": [{"role": "user", "content": "hi"}]}`)
+	assert.Equal(t, http.StatusOK, status, string(body))
+	assert.Contains(t, string(body), `"input_tokens"`)
 	for _, path := range []string{"/props", "/v1/health", "/v1/models"} {
 		resp, err := testClient.Get(url + path)
 		require.NoError(t, err)

@@ -169,17 +169,18 @@ func New(opts Options) (*Router, error) {
 	}
 	rt.metrics = newRouterMetrics(rt.reg, rt)
 	rt.mux = map[string]route{
-		"/v1/completions":      {http.MethodPost, rt.proxy},
-		"/v1/chat/completions": {http.MethodPost, rt.proxy},
-		"/completion":          {http.MethodPost, rt.proxy},
-		"/v1/models":           {http.MethodGet, rt.anyReplica},
-		"/props":               {http.MethodGet, rt.anyReplica},
-		"/tokenize":            {http.MethodPost, rt.anyReplica},
-		"/detokenize":          {http.MethodPost, rt.anyReplica},
-		"/apply-template":      {http.MethodPost, rt.anyReplica},
-		"/health":              {http.MethodGet, rt.health},
-		"/v1/health":           {http.MethodGet, rt.health},
-		"/metrics":             {http.MethodGet, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
+		"/v1/completions":                   {http.MethodPost, rt.proxy},
+		"/v1/chat/completions":              {http.MethodPost, rt.proxy},
+		"/completion":                       {http.MethodPost, rt.proxy},
+		"/v1/models":                        {http.MethodGet, rt.anyReplica},
+		"/props":                            {http.MethodGet, rt.anyReplica},
+		"/tokenize":                         {http.MethodPost, rt.anyReplica},
+		"/detokenize":                       {http.MethodPost, rt.anyReplica},
+		"/apply-template":                   {http.MethodPost, rt.anyReplica},
+		"/v1/chat/completions/input_tokens": {http.MethodPost, rt.anyReplica},
+		"/health":                           {http.MethodGet, rt.health},
+		"/v1/health":                        {http.MethodGet, rt.health},
+		"/metrics":                          {http.MethodGet, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
 	}
 	// llama-server's other names of these endpoints are routed as the
 	// endpoint itself (canonicalPath), and its endpoints a replica answers
@@ -197,9 +198,10 @@ func New(opts Options) (*Router, error) {
 // pathAliases are llama-server's other names of an endpoint: /completions
 // is its own /completion, not OpenAI's /v1/completions.
 var pathAliases = map[string]string{
-	"/completions":      "/completion",
-	"/chat/completions": "/v1/chat/completions",
-	"/models":           "/v1/models",
+	"/completions":                   "/completion",
+	"/chat/completions":              "/v1/chat/completions",
+	"/chat/completions/input_tokens": "/v1/chat/completions/input_tokens",
+	"/models":                        "/v1/models",
 }
 
 // canonicalPath is path under the name the router and every replica know.
