@@ -34,7 +34,8 @@ The request list (common/server/testdata/llama_server_requests.json)
 Requests are sent in order, one at a time (the slot save, restore and erase
 requests depend on it). `body` is sent as JSON with Content-Type
 application/json; `raw_body` is sent as it is, with the same content type;
-neither: no body. `status_only`: record the status and content type, not
+neither: no body. `headers` (an object of strings) are sent too, a CORS
+preflight's Origin say. `status_only`: record the status and content type, not
 the body's structure. Names are unique.
 
 The recording (common/server/testdata/llama_server_shapes.json)
@@ -147,6 +148,7 @@ def send(base, req, timeout):
         body = req["raw_body"].encode()
     if body is not None:
         headers["Content-Type"] = "application/json"
+    headers.update(req.get("headers", {}))
     try:
         conn.request(req["method"], u.path.rstrip("/") + req["path"], body=body, headers=headers)
         resp = conn.getresponse()
@@ -195,6 +197,9 @@ def load_requests(path):
             raise SystemExit(f"{path}: request name {r['name']} is used twice")
         if "body" in r and "raw_body" in r:
             raise SystemExit(f"{path}: {r['name']} has both body and raw_body")
+        h = r.get("headers", {})
+        if not isinstance(h, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in h.items()):
+            raise SystemExit(f"{path}: {r['name']}: headers must map names to strings")
         seen.add(r["name"])
     return reqs
 

@@ -158,7 +158,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		},
 		chunk: func(p piece) []any {
 			var out []any
-			var t *llamaTimings // on every chunk with timings_per_token
+			var t *llamaTimings // with timings_per_token, on every chunk but the role's (as llama-server)
 			if g.timingsPerToken {
 				t = p.timings
 			}
@@ -175,7 +175,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				// A sample's first chunk names the role and carries no
 				// text (content null), as OpenAI's and llama-server's do.
 				began[p.sample] = true
-				out = append(out, reply("chat.completion.chunk", []chatChoice{{Index: p.sample, Delta: &chatOut{Role: "assistant"}}}, nil, t))
+				out = append(out, reply("chat.completion.chunk", []chatChoice{{Index: p.sample, Delta: &chatOut{Role: "assistant"}}}, nil, nil))
 			}
 			// Text goes in content chunks only, none of them empty (a
 			// piece the decoder or a stop string holds back whole has

@@ -54,7 +54,7 @@ func templateCaps() map[string]bool {
 	return map[string]bool{
 		"supports_system_role": true, "supports_string_content": true, "supports_typed_content": true,
 		"supports_tools": false, "supports_tool_calls": false, "supports_parallel_tool_calls": false,
-		"supports_object_arguments": false, "supports_preserve_reasoning": false,
+		"supports_object_arguments": false, "supports_preserve_reasoning": false, "supports_reasoning_effort": false,
 	}
 }
 

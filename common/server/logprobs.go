@@ -17,21 +17,26 @@ import (
 // maxTopLogprobs is OpenAI's bound on chat's top_logprobs.
 const maxTopLogprobs = 20
 
-// completionLogprobs is /v1/completions' legacy shape: per token its text,
-// its logprob, the n most likely tokens at its position with theirs, and
-// where its text starts in the choice's text.
+// completionLogprobs is /v1/completions' legacy shape (OpenAI's and
+// vLLM's, which evaluation harnesses read): per token its text, its
+// logprob, the n most likely tokens at its position with theirs, and where
+// its text starts in the choice's text. Content is the same tokens in
+// chat's shape, which is what llama-server answers here: a client of
+// either finds its keys.
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
 	TokenLogprobs []float64            `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
+	Content       []chatTokenLogprob   `json:"content"`
 }
 
 // completionLogprobsOf writes ps in the legacy shape with n alternatives
 // each, the first token's text starting at offset; it returns where the
 // text after the last token starts.
 func (h *Handler) completionLogprobsOf(ps []tokenProbs, n, offset int) (*completionLogprobs, int) {
-	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{},
+		Content: h.chatLogprobsOf(ps, n).Content}
 	for _, p := range ps {
 		text, _ := h.pieceJSON(p.id)
 		out.Tokens = append(out.Tokens, text)
@@ -57,7 +62,10 @@ type chatLogprobs struct {
 	Refusal *string            `json:"refusal"` // always null: no refusals here
 }
 
+// chatTokenLogprob is one token's entry; ID is llama-server's addition to
+// OpenAI's shape.
 type chatTokenLogprob struct {
+	ID          int32            `json:"id"`
 	Token       string           `json:"token"`
 	Logprob     float64          `json:"logprob"`
 	Bytes       []int            `json:"bytes"`
@@ -65,6 +73,7 @@ type chatTokenLogprob struct {
 }
 
 type chatTopLogprob struct {
+	ID      int32   `json:"id"`
 	Token   string  `json:"token"`
 	Logprob float64 `json:"logprob"`
 	Bytes   []int   `json:"bytes"`
@@ -75,10 +84,10 @@ func (h *Handler) chatLogprobsOf(ps []tokenProbs, n int) *chatLogprobs {
 	out := &chatLogprobs{Content: make([]chatTokenLogprob, len(ps))}
 	for i, p := range ps {
 		text, bytes := h.pieceJSON(p.id)
-		c := chatTokenLogprob{Token: text, Logprob: logprob(p.prob), Bytes: bytes, TopLogprobs: []chatTopLogprob{}}
+		c := chatTokenLogprob{ID: p.id, Token: text, Logprob: logprob(p.prob), Bytes: bytes, TopLogprobs: []chatTopLogprob{}}
 		for _, t := range p.top[:min(n, len(p.top))] {
 			tt, tb := h.pieceJSON(t.ID)
-			c.TopLogprobs = append(c.TopLogprobs, chatTopLogprob{Token: tt, Logprob: logprob(t.Prob), Bytes: tb})
+			c.TopLogprobs = append(c.TopLogprobs, chatTopLogprob{ID: t.ID, Token: tt, Logprob: logprob(t.Prob), Bytes: tb})
 		}
 		out.Content[i] = c
 	}
