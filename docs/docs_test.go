@@ -30,11 +30,12 @@ var testName = regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark|Example)[A-Z][A-Za-z
 var mdLink = regexp.MustCompile(`\]\(([^)#:]+)(?:#[^)]*)?\)`)
 
 // docFiles returns the Markdown files whose references are checked: every
-// file under docs/, the README, and each folder's PITFALLS.md.
+// file under docs/ and docs/benchmarks/, the README, and each folder's
+// PITFALLS.md.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"docs/*.md", "*.md", "*/PITFALLS.md", "*/*/README.md"} {
+	for _, pattern := range []string{"docs/*.md", "docs/benchmarks/*.md", "*.md", "*/PITFALLS.md", "*/*/README.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			t.Fatal(err)

@@ -14,25 +14,75 @@ import (
 
 // designPages teach the three prefix caches. What they say about time is
 // measured on some machine, by some command, on some day; those three
-// facts live with the number in benchmarksPage, and a design page says
-// what the number teaches and links the section that holds it.
+// facts live with the number on a benchmark page (benchmarksPage and
+// benchmarkPages), and a design page says what the number teaches and
+// links the section that holds it.
 var designPages = []string{
 	"docs/phase08_prefix.md",
 	"docs/phase08_hashcow.md",
 	"docs/phase08_compressed.md",
 }
 
-// benchmarksPage is the one home of every measured number.
+// benchmarksPage is the index of the measured numbers: a few lines per
+// topic, and an anchor for each section of the single page the topic
+// pages were cut from, which leads on to where that section lives now.
+// With the topic pages it is the one home of every measured number.
 const benchmarksPage = "docs/benchmarks.md"
 
+// benchmarkPages matches the topic pages, which hold the measurements.
+const benchmarkPages = "docs/benchmarks/*.md"
+
+// benchmarkFiles returns the index and the topic pages, relative to the
+// repository root; it fails when there is no topic page, so that no check
+// built on it passes by reading nothing.
+func benchmarkFiles(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, benchmarkPages))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatalf("no page matches %s", benchmarkPages)
+	}
+	files := []string{benchmarksPage}
+	for _, p := range pages {
+		rel, _ := filepath.Rel(root, p)
+		files = append(files, filepath.ToSlash(rel))
+	}
+	return files
+}
+
+// loadBenchHome reads the index and the topic pages into a benchHome,
+// failing on each anchor of the index that is ambiguous or leads nowhere.
+func loadBenchHome(t *testing.T) benchHome {
+	t.Helper()
+	texts := map[string]string{}
+	for _, f := range benchmarkFiles(t) {
+		text, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[strings.TrimPrefix(f, "docs/")] = string(text)
+	}
+	home, problems := newBenchHome(texts)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	return home
+}
+
 // TestMeasurementsLiveInBenchmarks fails when a design page states a
-// wall-clock measurement that docs/benchmarks.md does not hold: a number
+// wall-clock measurement that the benchmark pages (docs/benchmarks.md and
+// docs/benchmarks/*.md) do not hold: a number
 // with a unit of time or throughput (ns, µs, ms, s, ns/token, ns/op,
 // tok/s, GB/s, …), a speed-up or growth written N× or ×N, or a number in a
 // table whose column, row or corner names such a unit. Such a number may
-// stand on a design page only in a paragraph that links a section of
-// benchmarks.md, and only if that section has the number too, so that the
-// reader is one click from its command, machine and date.
+// stand on a design page only in a paragraph that links a section of a
+// benchmark page, and only if that section has the number too, so that
+// the reader is one click from its command, machine and date. A link to
+// an anchor the index keeps for a section that moved to a topic page
+// counts as a link to that section; a link to the index without an
+// anchor, as one to every benchmark page.
 //
 // Left out of the check: fenced and indented code (commands and their
 // output), inline code (flags such as -benchtime 300ms), the generated
@@ -53,10 +103,7 @@ const benchmarksPage = "docs/benchmarks.md"
 // lists. TestMeasurementDetector shows what is and is not taken for a
 // measurement.
 func TestMeasurementsLiveInBenchmarks(t *testing.T) {
-	bench, err := os.ReadFile(filepath.Join(root, benchmarksPage))
-	if err != nil {
-		t.Fatal(err)
-	}
+	home := loadBenchHome(t)
 	for _, page := range designPages {
 		doc, err := os.ReadFile(filepath.Join(root, page))
 		if err != nil {
@@ -65,12 +112,12 @@ func TestMeasurementsLiveInBenchmarks(t *testing.T) {
 		if len(blocksOf(string(doc))) == 0 {
 			t.Fatalf("%s: no paragraph found: the check is not reaching the page", page)
 		}
-		problems, n := homeless(string(doc), string(bench))
+		problems, n := homeless(string(doc), home)
 		for _, p := range problems {
 			t.Errorf("%s:%d: %s", page, p.line, p.msg)
 		}
 		if len(problems) == 0 {
-			t.Logf("%s: %d measurements, each in the benchmarks.md section its paragraph links", page, n)
+			t.Logf("%s: %d measurements, each in the benchmark section its paragraph links", page, n)
 		}
 	}
 }
@@ -78,7 +125,14 @@ func TestMeasurementsLiveInBenchmarks(t *testing.T) {
 // TestMeasurementDetector pins what counts as a measurement, what is left
 // out, and that a new timing without a home fails.
 func TestMeasurementDetector(t *testing.T) {
-	bench := "# Benchmarks\n\n## Prefix caches at scale\n\nEvict(64) 1.4 → 1.7 → 2.2 µs, one full GC 10.6 ms.\n\n## Other\n\nMatch 0.82 ns/token.\n"
+	bench, problems := newBenchHome(map[string]string{
+		"benchmarks.md": "# Benchmarks\n\n## Prefix caches at scale\n\nEvict(64) 1.4 → 1.7 → 2.2 µs, one full GC 10.6 ms.\n\n## Other\n\nMatch 0.82 ns/token.\n\n" +
+			"## Where the sections went\n\n- <a id=\"moved\"></a>[Moved](benchmarks/topic.md#moved)\n",
+		"benchmarks/topic.md": "# Topic\n\n## Latest result\n\nGC 0.98 ms.\n\n## Moved\n\nInsert 11.9 µs.\n",
+	})
+	if len(problems) > 0 {
+		t.Fatalf("the fixture's benchmark pages: %v", problems)
+	}
 	for _, c := range []struct {
 		name string
 		page string
@@ -95,7 +149,7 @@ func TestMeasurementDetector(t *testing.T) {
 		{"a table corner", "| µs | 10k |\n|---|---|\n| Evict(64) | 7.3 |\n", []string{"states 7.3,"}},
 		{"linked, but not in that section",
 			"Match costs 0.82 ns/token ([benchmarks.md](benchmarks.md#prefix-caches-at-scale)).\n",
-			[]string{"states 0.82, which the benchmarks.md section it links does not have"}},
+			[]string{"states 0.82, which no section it links (benchmarks.md#prefix-caches-at-scale) has"}},
 		{"a dead anchor", "It took 10.6 ms ([benchmarks.md](benchmarks.md#no-such-section)).\n",
 			[]string{"no section #no-such-section", "states 10.6, which"}},
 		{"linked and in that section",
@@ -115,6 +169,18 @@ func TestMeasurementDetector(t *testing.T) {
 		{"a table linked from the paragraph before it",
 			"The runs ([benchmarks.md](benchmarks.md#prefix-caches-at-scale)):\n\n| GC, ms | 10k |\n|---|---|\n| trie | 10.6 |\n", nil},
 		{"not measured, stale", "<!-- not-measured 50: the step -->\nEach step counts as 40 ms.\n", []string{"states 40,", "lists 50"}},
+		{"a topic page's section", "Insert takes 11.9 µs ([topic](benchmarks/topic.md#moved)).\n", nil},
+		{"a topic page's other section", "GC takes 0.98 ms ([topic](benchmarks/topic.md#moved)).\n",
+			[]string{"states 0.98, which no section it links (benchmarks/topic.md#moved) has"}},
+		{"a whole topic page", "GC takes 0.98 ms ([topic](benchmarks/topic.md)).\n", nil},
+		{"through an anchor the index keeps", "Insert takes 11.9 µs ([benchmarks.md](benchmarks.md#moved)).\n", nil},
+		{"through an anchor the index keeps, to a section without the number",
+			"GC takes 0.98 ms ([benchmarks.md](benchmarks.md#moved)).\n", []string{"states 0.98, which"}},
+		{"the whole index is every page", "GC takes 0.98 ms ([benchmarks.md](benchmarks.md)).\n", nil},
+		{"a dead anchor on a topic page", "Insert takes 11.9 µs ([topic](benchmarks/topic.md#gone)).\n",
+			[]string{"benchmarks/topic.md has no section #gone", "states 11.9, which"}},
+		{"no such topic page", "Insert takes 11.9 µs ([none](benchmarks/none.md#moved)).\n",
+			[]string{"benchmarks/none.md is no benchmark page", "states 11.9, which"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			problems, _ := homeless(c.page, bench)
@@ -134,22 +200,38 @@ func TestMeasurementDetector(t *testing.T) {
 // (empty for the same page), group 2 the anchor.
 var anchorLink = regexp.MustCompile(`\]\(([A-Za-z0-9_./-]*\.md)?#([^)\s]+)\)`)
 
-// TestSectionLinksResolve checks that every link from the design pages and
-// benchmarks.md to a heading (page.md#anchor, or #anchor on the same page)
-// names a heading that page has, as GitHub spells its anchors: a
-// measurement moved to benchmarks.md is found through such a link.
-// TestCodeReferencesResolve checks that the linked file exists.
+// TestSectionLinksResolve checks that every link to a heading
+// (page.md#anchor, or #anchor on the same page) from the design pages and
+// the benchmark pages, and every such link from any doc into a benchmark
+// page, names an anchor that page has: a heading, as GitHub spells its
+// anchors, or an <a id="..."> (the index keeps one for each section of the
+// single page the topic pages were cut from). A measurement is found
+// through such a link. TestCodeReferencesResolve checks that the linked
+// file exists.
 func TestSectionLinksResolve(t *testing.T) {
-	checked := 0
-	for _, page := range append(designPages[:len(designPages):len(designPages)], benchmarksPage) {
-		doc, err := os.ReadFile(filepath.Join(root, page))
+	checkAll := map[string]bool{}
+	for _, p := range append(designPages[:len(designPages):len(designPages)], benchmarkFiles(t)...) {
+		checkAll[p] = true
+	}
+	isBench := map[string]bool{}
+	for _, p := range benchmarkFiles(t) {
+		isBench[p] = true
+	}
+	checked, intoBench := 0, 0
+	for _, file := range docFiles(t) {
+		rel, _ := filepath.Rel(root, file)
+		page := filepath.ToSlash(rel)
+		doc, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range anchorLink.FindAllStringSubmatch(string(doc), -1) {
 			target := page
 			if m[1] != "" {
-				target = filepath.Join(filepath.Dir(page), m[1])
+				target = filepath.ToSlash(filepath.Join(filepath.Dir(page), m[1]))
+			}
+			if !checkAll[page] && !isBench[target] {
+				continue
 			}
 			text, err := os.ReadFile(filepath.Join(root, target))
 			if err != nil {
@@ -157,14 +239,80 @@ func TestSectionLinksResolve(t *testing.T) {
 				continue
 			}
 			checked++
-			if _, ok := sectionsOf(string(text))[m[2]]; !ok {
-				t.Errorf("%s: %s: %s has no heading with the anchor #%s", page, m[0], target, m[2])
+			if isBench[target] && !checkAll[page] {
+				intoBench++
+			}
+			if !anchorsOf(string(text))[m[2]] {
+				t.Errorf("%s: %s: %s has no heading or <a id> with the anchor #%s", page, m[0], target, m[2])
 			}
 		}
 	}
 	if checked == 0 {
 		t.Fatal("no link to a heading found: the check is not reaching the pages")
 	}
+	t.Logf("%d links to a heading, %d of them from other docs into a benchmark page", checked, intoBench)
+}
+
+// TestBenchmarkPagesOpenWithLatestResult keeps the topic pages in the
+// shape a reader relies on: each opens with a "Latest result" section (its
+// first ## heading) that names a command, a date and the machine, and
+// links back to the index; the index links every topic page.
+func TestBenchmarkPagesOpenWithLatestResult(t *testing.T) {
+	index, err := os.ReadFile(filepath.Join(root, benchmarksPage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range benchmarkFiles(t)[1:] {
+		doc, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(doc)
+		name := strings.TrimPrefix(page, "docs/")
+		if !strings.Contains(string(index), "]("+name+")") {
+			t.Errorf("%s does not link %s", benchmarksPage, name)
+		}
+		if !strings.Contains(text, "](../benchmarks.md)") {
+			t.Errorf("%s does not link back to the index (../benchmarks.md)", page)
+		}
+		latest, ok := firstSection(text)
+		if !ok {
+			t.Errorf("%s: its first ## heading is not \"Latest result\"", page)
+			continue
+		}
+		if !command.MatchString(latest) {
+			t.Errorf("%s: its Latest result names no command (`make ...`, `go ...`)", page)
+		}
+		if !date.MatchString(latest) {
+			t.Errorf("%s: its Latest result gives no date (YYYY-MM-DD)", page)
+		}
+		if !machine.MatchString(latest) {
+			t.Errorf("%s: its Latest result does not say what machine it ran on", page)
+		}
+	}
+}
+
+var (
+	// command is a command in inline code, perhaps after variables.
+	command = regexp.MustCompile("`(?:[A-Z0-9_]+=(?:<[^>]*>|\\S+) )*(?:make|go|taskset|bin/[a-z0-9_]+) [^`]+`")
+	date    = regexp.MustCompile(`\b20\d\d-\d\d-\d\d\b`)
+	machine = regexp.MustCompile(`\b(?:[Mm]achine|VM|vCPUs?|cores?|AMD EPYC)\b`)
+)
+
+// firstSection returns the text of a page's first ## section if its
+// heading is "Latest result".
+func firstSection(page string) (string, bool) {
+	for _, sec := range sections(page) {
+		heading, _, _ := strings.Cut(sec, "\n")
+		if !strings.HasPrefix(heading, "## ") {
+			continue
+		}
+		if heading != "## Latest result" {
+			return "", false
+		}
+		return sec, true
+	}
+	return "", false
 }
 
 type problem struct {
@@ -178,8 +326,7 @@ func (p problem) String() string { return fmt.Sprintf("%d: %s", p.line, p.msg) }
 // that no linked section of bench holds, each link to a section bench does
 // not have, and each not-measured marker that is wrong. It also returns how
 // many measurements it found.
-func homeless(page, bench string) ([]problem, int) {
-	sections := sectionsOf(bench)
+func homeless(page string, bench benchHome) ([]problem, int) {
 	var problems []problem
 	found := 0
 	var prev block
@@ -206,8 +353,10 @@ func homeless(page, bench string) ([]problem, int) {
 		}
 		links := benchLinks.FindAllStringSubmatch(b.text, -1)
 		for _, l := range links {
-			if _, ok := sections[l[1]]; !ok {
-				problems = append(problems, problem{b.line, fmt.Sprintf("benchmarks.md has no section #%s", l[1])})
+			if _, ok := bench.pages[l[1]]; !ok {
+				problems = append(problems, problem{b.line, fmt.Sprintf("%s is no benchmark page", l[1])})
+			} else if _, ok := bench.section(l[1], l[2]); !ok {
+				problems = append(problems, problem{b.line, fmt.Sprintf("%s has no section #%s", l[1], l[2])})
 			}
 		}
 		if b.table && len(links) == 0 {
@@ -215,8 +364,14 @@ func homeless(page, bench string) ([]problem, int) {
 			links = benchLinks.FindAllStringSubmatch(prev.text, -1)
 		}
 		var home []map[string]bool
+		var linked []string
 		for _, l := range links {
-			if s, ok := sections[l[1]]; ok {
+			target := l[1]
+			if l[2] != "" {
+				target += "#" + l[2]
+			}
+			linked = append(linked, target)
+			if s, ok := bench.section(l[1], l[2]); ok {
 				home = append(home, s)
 			}
 		}
@@ -238,10 +393,10 @@ func homeless(page, bench string) ([]problem, int) {
 			}
 		}
 		if len(orphans) > 0 {
-			problems = append(problems, problem{b.line, fmt.Sprintf("states %s, measured, and links no section of benchmarks.md: move the measurement there with its command, machine and date, and link its section here (if it is no measurement, mark the paragraph <!-- not-measured %s: why -->)", strings.Join(orphans, ", "), strings.Join(orphans, " "))})
+			problems = append(problems, problem{b.line, fmt.Sprintf("states %s, measured, and links no section of a benchmark page (benchmarks.md, benchmarks/*.md): move the measurement there with its command, machine and date, and link its section here (if it is no measurement, mark the paragraph <!-- not-measured %s: why -->)", strings.Join(orphans, ", "), strings.Join(orphans, " "))})
 		}
 		if len(contradicting) > 0 {
-			problems = append(problems, problem{b.line, fmt.Sprintf("states %s, which the benchmarks.md section it links does not have: the page contradicts its home, or the number has none", strings.Join(contradicting, ", "))})
+			problems = append(problems, problem{b.line, fmt.Sprintf("states %s, which no section it links (%s) has: the page contradicts its home, or the number has none", strings.Join(contradicting, ", "), strings.Join(linked, ", "))})
 		}
 		for _, n := range slices.Sorted(maps.Keys(listed)) {
 			if !listed[n] {
@@ -266,9 +421,94 @@ func inAny(sets []map[string]bool, n string) bool {
 // numbers, then a colon and the reason.
 var notMeasured = regexp.MustCompile(`^<!-- not-measured ([0-9., ]+?)(?::([^>]*?))? -->`)
 
-// benchLinks matches a link to benchmarks.md; group 1 is its anchor, empty
-// for the whole page.
-var benchLinks = regexp.MustCompile(`\]\((?:\./)?benchmarks\.md(?:#([^)\s]*))?\)`)
+// benchLinks matches a link from a page in docs/ to a benchmark page:
+// group 1 is the page (benchmarks.md or benchmarks/NAME.md), group 2 its
+// anchor, empty for the whole page.
+var benchLinks = regexp.MustCompile(`\]\((?:\./)?(benchmarks(?:/[A-Za-z0-9_.-]+)?\.md)(?:#([^)\s]*))?\)`)
+
+// keptAnchor matches a line of the index that keeps an anchor of the
+// single page the topic pages were cut from and leads on to the section's
+// new place: <a id="ANCHOR"></a>[title](benchmarks/PAGE.md#ANCHOR).
+// Groups: the anchor, the page, the anchor there.
+var keptAnchor = regexp.MustCompile(`<a id="([^"]+)"></a>\[[^\]]*\]\((benchmarks/[A-Za-z0-9_.-]+\.md)#([^)\s]+)\)`)
+
+// explicitAnchor matches an anchor written as HTML.
+var explicitAnchor = regexp.MustCompile(`<a id="([^"]+)"></a>`)
+
+// benchHome is the measured record: the numbers of each section of each
+// benchmark page, by the page's path relative to docs/ (benchmarks.md,
+// benchmarks/NAME.md) and the section's anchor, and the anchors the index
+// keeps for sections that now live on a topic page.
+type benchHome struct {
+	pages map[string]map[string]map[string]bool
+	kept  map[string][2]string // anchor of the index → page, anchor there
+}
+
+// newBenchHome reads the benchmark pages, by path relative to docs/. It
+// returns a problem for each anchor the index keeps that is also one of its
+// headings, is kept twice, or leads to no section.
+func newBenchHome(texts map[string]string) (benchHome, []string) {
+	h := benchHome{pages: map[string]map[string]map[string]bool{}, kept: map[string][2]string{}}
+	for name, text := range texts {
+		h.pages[name] = sectionsOf(text)
+	}
+	var problems []string
+	index, ok := h.pages["benchmarks.md"]
+	if !ok {
+		return h, []string{"no benchmarks.md among the benchmark pages"}
+	}
+	for _, m := range keptAnchor.FindAllStringSubmatch(texts["benchmarks.md"], -1) {
+		anchor, page, there := m[1], m[2], m[3]
+		switch _, heading := index[anchor]; {
+		case heading:
+			problems = append(problems, fmt.Sprintf("benchmarks.md keeps #%s for %s#%s, but a heading of its own has that anchor", anchor, page, there))
+		case h.kept[anchor] != [2]string{}:
+			problems = append(problems, fmt.Sprintf("benchmarks.md keeps #%s twice", anchor))
+		}
+		if _, ok := h.pages[page][there]; !ok {
+			problems = append(problems, fmt.Sprintf("benchmarks.md keeps #%s for %s#%s, which has no such section", anchor, page, there))
+		}
+		h.kept[anchor] = [2]string{page, there}
+	}
+	return h, problems
+}
+
+// section returns the numbers of a section of a benchmark page: the whole
+// page for an empty anchor, every page for the whole index, and the
+// section a kept anchor of the index leads to.
+func (h benchHome) section(page, anchor string) (map[string]bool, bool) {
+	if page == "benchmarks.md" {
+		if anchor == "" {
+			all := map[string]bool{}
+			for _, p := range h.pages {
+				for n := range p[""] {
+					all[n] = true
+				}
+			}
+			return all, true
+		}
+		if to, ok := h.kept[anchor]; ok {
+			page, anchor = to[0], to[1]
+		}
+	}
+	s, ok := h.pages[page][anchor]
+	return s, ok
+}
+
+// anchorsOf returns the anchors of a Markdown page: its headings' and its
+// <a id="..."> elements'.
+func anchorsOf(page string) map[string]bool {
+	anchors := map[string]bool{}
+	for a := range sectionsOf(page) {
+		if a != "" {
+			anchors[a] = true
+		}
+	}
+	for _, m := range explicitAnchor.FindAllStringSubmatch(page, -1) {
+		anchors[m[1]] = true
+	}
+	return anchors
+}
 
 // block is a paragraph, list or table: lines between blank lines, outside
 // code and generated blocks.
