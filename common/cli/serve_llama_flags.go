@@ -25,6 +25,7 @@ type llamaServerFlags struct {
 	metrics      bool
 	slots        bool
 	noSlots      bool
+	ui, noUI     bool
 	cacheRAM     int
 	swaFull      bool
 	contextShift bool
@@ -47,6 +48,10 @@ func (f *llamaServerFlags) register(fs *flag.FlagSet, rf *runtimeFlags) {
 	fs.BoolVar(&f.metrics, "metrics", true, "serve GET /metrics; false answers it with llama-server's 501, as llama-server without --metrics")
 	fs.BoolVar(&f.slots, "slots", true, "serve GET /slots (llama-server's --slots)")
 	fs.BoolVar(&f.noSlots, "no-slots", false, "answer GET /slots with llama-server's 501 (its --no-slots)")
+	for _, name := range []string{"ui", "webui"} { // llama-server's two names
+		fs.BoolVar(&f.ui, name, true, "serve the home page at GET / (the server, its model and its prefix cache's hit rate; there is no chat UI); false: a 404, as llama-server's --no-ui")
+		fs.BoolVar(&f.noUI, "no-"+name, false, "answer GET / with a 404 (llama-server's --no-ui)")
+	}
 	fs.StringVar(&f.cors.Origins, "cors-origins", "*", "origins CORS allows: * (any: the request's Origin is echoed while credentials are allowed), localhost (only an Origin on localhost, 127.0.0.1 or ::1), or a list sent as it is (llama-server's flag)")
 	fs.StringVar(&f.cors.Methods, "cors-methods", server.DefaultCORSMethods, "the methods a CORS preflight allows")
 	fs.StringVar(&f.cors.Headers, "cors-headers", "*", "the headers a CORS preflight allows")
@@ -90,6 +95,7 @@ func (f *llamaServerFlags) apply(opts *server.Options) {
 	opts.Tags = commaSet(f.tags)
 	opts.NoMetrics = !f.metrics
 	opts.NoSlots = f.noSlots || !f.slots
+	opts.NoUI = f.noUI || !f.ui
 	opts.APIKeys = f.keys
 	opts.CORS = f.cors
 	opts.CORS.NoCredentials = !f.corsCreds || f.noCorsCreds

@@ -35,14 +35,14 @@ func TestServeRefusesLlamaServerFlagsItCannotHonour(t *testing.T) {
 
 // TestServeLlamaServerFlags starts serve as a llama-server user would:
 // -alias with two names, keys from -api-key and -api-key-file, -metrics=false,
-// -no-slots, -strict-model-name, the CORS flags, and the flags that name what serve
+// -no-slots, -no-ui, -strict-model-name, the CORS flags, and the flags that name what serve
 // does already (-ubatch-size, -cache-ram 0, -swa-full, -no-context-shift).
 func TestServeLlamaServerFlags(t *testing.T) {
 	dir := smallModel(t, "llama")
 	keys := filepath.Join(t.TempDir(), "keys")
 	require.NoError(t, os.WriteFile(keys, []byte("sk-file\n\n"), 0o600))
 	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-alias", "second, first,second", "-tags", "chat,fim", "-api-key", "sk-flag",
-		"-api-key-file", keys, "-metrics=false", "-no-slots", "-strict-model-name",
+		"-api-key-file", keys, "-metrics=false", "-no-slots", "-no-ui", "-strict-model-name",
 		"-ubatch-size", "32", "-cache-ram", "0", "-swa-full", "-no-context-shift",
 		"-cors-origins", "localhost", "-cors-methods", "GET", "-no-cors-credentials")
 
@@ -95,6 +95,8 @@ func TestServeLlamaServerFlags(t *testing.T) {
 	assert.Equal(t, http.StatusNotImplemented, status, "-metrics=false")
 	status, _ = send(http.MethodGet, "/slots", "sk-flag", "")
 	assert.Equal(t, http.StatusNotImplemented, status, "-no-slots")
+	status, _ = send(http.MethodGet, "/", "", "")
+	assert.Equal(t, http.StatusNotFound, status, "-no-ui, and / needs no key")
 
 	req, err := http.NewRequest(http.MethodOptions, url+"/completion", nil)
 	require.NoError(t, err)

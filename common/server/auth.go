@@ -8,9 +8,9 @@ import (
 )
 
 // publicPaths are the endpoints served without an API key, llama-server's
-// list: a load balancer's health check must not need the secret. ("/" is
-// llama-server's web UI, which this server does not serve.)
-var publicPaths = map[string]bool{"/health": true, "/v1/health": true, "/": true}
+// list: a load balancer's health check must not need the secret, nor a
+// browser the page at "/" (home.go), which serves no model output.
+var publicPaths = map[string]bool{"/health": true, "/v1/health": true, "/": true, "/index.html": true}
 
 // authorized reports whether r may be served under Options.APIKeys, and
 // answers llama-server's 401 when not. The key is read as llama-server

@@ -80,6 +80,9 @@ type Options struct {
 	NoMetrics bool
 	// NoSlots answers GET /slots with llama-server's 501 (--no-slots).
 	NoSlots bool
+	// NoUI answers GET / with a 404 (llama-server's --no-ui) instead of
+	// the home page (home.go).
+	NoUI bool
 	// Tokenizer turns text into tokens and back; nil serves token ids only
 	// (text prompts and chat are refused with 400).
 	Tokenizer *tokenizer.Tokenizer
@@ -220,6 +223,7 @@ func New(es *engine.Server, opts Options) *Handler {
 		"/metrics":                          {http.MethodGet: h.serveMetrics},
 		"/v1/kv_events":                     {http.MethodGet: h.kvEventStream},
 		"/cache/save":                       {http.MethodPost: h.saveCache},
+		"/index.html":                       {http.MethodGet: h.home},
 	}
 	h.addLlamaRoutes() // routes.go: llama-server's other paths
 	return h
@@ -246,7 +250,11 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) route(w http.ResponseWriter, r *http.Request) {
-	rt, ok := h.mux[strings.TrimSuffix(r.URL.Path, "/")]
+	key := strings.TrimSuffix(r.URL.Path, "/")
+	if key == "" {
+		key = "/index.html" // the page at "/", llama-server's other name of it
+	}
+	rt, ok := h.mux[key]
 	if !ok && strings.HasPrefix(r.URL.Path, "/slots/") {
 		rt, ok = route{http.MethodPost: h.slotAction}, true
 	}
