@@ -56,10 +56,16 @@ func sameTokens(a, b [][]int32) bool {
 // `go test -v -run Pitfall` shows every symptom with the run's numbers.
 type Symptoms struct{ parts []string }
 
-// LogSymptoms returns a collector whose line t logs when it ends.
+// LogSymptoms returns a collector whose line t logs when it ends. The
+// line carries the file and line of the LogSymptoms call, in the test: the
+// testing package reports a helper cleanup where it was registered, so
+// both this function and the cleanup are marked helpers. Without that,
+// every pitfall test's line would read "symptom.go:NN:".
 func LogSymptoms(t testing.TB) *Symptoms {
+	t.Helper()
 	s := &Symptoms{}
 	t.Cleanup(func() {
+		t.Helper()
 		if len(s.parts) > 0 {
 			t.Log(strings.Join(s.parts, "; "))
 		}
