@@ -117,20 +117,21 @@ SCALE_TIME  ?= 300ms
 BENCHSTAT ?= $(GO) tool benchstat
 
 .PHONY: phase08
-phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_caching|multi_turn|no_shared_prefix|chunked_prefill; MODEL=llama|qwen3|gemma3)
+phase08: ## baseline + the three prefix caches on one workload (WORKLOAD=prefix_caching|multi_turn|no_shared_prefix|chunked_prefill; MODEL=llama|qwen3|gemma3); plots in out/phase08-MODEL-WORKLOAD*.svg
+	@echo "== go run ./phase08 compiles it first: about a minute on 2 cores the first time, cached after that"
 	$(GO) run ./phase08 -arch $(MODEL) -workload $(WORKLOAD) $(ARGS)
 
 # The three experiments of docs/phase08_experiments.md: each isolates one
 # effect on the virtual clock (deterministic numbers), prints its table and
 # writes its plot under out/.
 .PHONY: phase08-align phase08-pressure phase08-order
-phase08-align: ## experiment: one 1,000-token shared prefix at block sizes 1, 16 and 64: prefill against the block-aligned and the token-level optimum (out/phase08-align.svg)
+phase08-align: ## experiment: one 1,000-token shared prefix at block sizes 1, 16 and 64: prefill against the block-aligned and the token-level optimum (out/phase08-MODEL-align.svg)
 	$(GO) run ./phase08 align -clock step:50ms $(ARGS)
 
-phase08-pressure: ## experiment: six system prompts, a pool too small for them all: hit rate and evictions per design and eviction policy (out/phase08-pressure.svg)
+phase08-pressure: ## experiment: six system prompts, a pool too small for them all: hit rate and evictions per design and eviction policy (out/phase08-MODEL-pressure.svg)
 	$(GO) run ./phase08 pressure -clock step:50ms $(ARGS)
 
-phase08-order: ## experiment: first come first served against longest prefix first, with and without a starvation guard: hit rate and TTFT p99 (out/phase08-order.svg)
+phase08-order: ## experiment: first come first served against longest prefix first, with and without a starvation guard: hit rate and TTFT p99 (out/phase08-MODEL-order.svg)
 	$(GO) run ./phase08 order -clock step:50ms $(ARGS)
 
 .PHONY: bench

@@ -57,6 +57,7 @@ var commands = map[string]command{
 	"logits":         {"print the last prompt position's logits as JSON", runLogits},
 	"generate":       {"generate tokens for a prompt and print them as JSON", runGenerate},
 	"bench":          {"run a serving workload and print TTFT/ITL/throughput", runBench},
+	"chunking":       {"whole-prompt against chunked prefill at several step budgets: TTFT of long and short prompts, ITL", runChunking},
 	"serve":          {"serve the engine over HTTP (OpenAI and llama-server APIs, Prometheus metrics)", runServe},
 	"export-gguf":    {"write a model as a GGUF file for llama.cpp and ollama", runExportGGUF},
 	"trace-example":  {"trace the worked example of docs/phase08_trace.md through this runnable's prefix cache", runTraceExample},

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"kvlab/common/kvcache"
 )
@@ -32,13 +31,14 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 	admission := fs.String("admission", "cost-aware", "how admission charges a prompt: conservative or cost-aware")
 	commit := fs.String("commit", "chunk", "when computed KV enters the prefix caches: chunk (after every prefill chunk) or prompt-end (only once the whole prompt is computed)")
 	var sf servingFlags
-	sf.register(fs, args, filepath.Join("out", "phase08-"+workloadName(args)+".svg"))
+	sf.register(fs, args, "phase08")
 	var srv serverFlags
 	srv.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	rf.admission, rf.commit = *admission, *commit
+	sf.resolvePlot(fs, &rf)
 	if srv.servers != "" {
 		if err := sf.wallClockOnly("-servers"); err != nil {
 			return err

@@ -65,21 +65,26 @@ func experimentFlags(name, usage, workloadName string, stderr io.Writer) (*flag.
 	rf := &runtimeFlags{}
 	rf.register(fs, Variant{})
 	sf := &servingFlags{}
-	sf.register(fs, nil, filepath.Join("out", "phase08-"+name+".svg"))
+	sf.register(fs, nil, "phase08")
 	sf.name = workloadName
 	sf.params = BenchDefaults(workloadName)
+	// The plot is named by the experiment: its workload is fixed.
+	sf.plotWhat = name
+	sf.plotPath = filepath.Join("out", "phase08-MODEL-"+name+".svg")
 	return fs, rf, sf
 }
 
 // parseExperiment parses args after the experiment has set its defaults
 // on the flags' fields: the usage text shows those defaults, and -workload,
-// which an experiment fixes, is refused.
-func parseExperiment(fs *flag.FlagSet, sf *servingFlags, args []string) error {
+// which an experiment fixes, is refused. The plot's default is then named
+// by the model (resolvePlot).
+func parseExperiment(fs *flag.FlagSet, rf *runtimeFlags, sf *servingFlags, args []string) error {
 	fs.VisitAll(func(f *flag.Flag) { f.DefValue = f.Value.String() })
 	fs.Lookup("workload").DefValue = sf.name
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	sf.resolvePlot(fs, rf)
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "workload" && f.Value.String() != sf.name {
@@ -133,7 +138,7 @@ func alignment(variants []Variant, args []string, stdout, stderr io.Writer) erro
 	sizes := fs.String("block-sizes", "1,16,64", "block sizes to compare, comma-separated (-block-size and -blocks are ignored)")
 	poolTokens := fs.Int("pool-tokens", 16384, "KV pool size in tokens at every block size (blocks = pool-tokens ÷ block size)")
 	sf.params.Requests, sf.params.PrefixLen = 16, 1000
-	if err := parseExperiment(fs, sf, args); err != nil {
+	if err := parseExperiment(fs, rf, sf, args); err != nil {
 		return err
 	}
 	var blockSizes []int
@@ -193,7 +198,7 @@ func alignment(variants []Variant, args []string, stdout, stderr io.Writer) erro
 	for _, v := range variants {
 		names = append(names, v.Name)
 	}
-	fmt.Fprintf(stdout, "every row: %s computed the same prompt tokens and generated the same tokens\n", strings.Join(names, ", "))
+	writeNamed(stdout, "every row:", "computed the same prompt tokens and generated the same tokens", names)
 	title := fmt.Sprintf("Prompt tokens computed, %d requests sharing a %d-token prefix", len(reqs), sf.params.PrefixLen)
 	return sf.writePlot(stdout, func(w io.Writer) error {
 		return metrics.WriteGroupedBars(w, title, "prompt tokens", groups, []metrics.BarSeries{computed, blockOpt, tokenOpt})
@@ -209,7 +214,7 @@ func pressure(variants []Variant, args []string, stdout, stderr io.Writer) error
 	// running requests and their tails.
 	sf.params.RPS, rf.eng.NumBlocks = 2, 96
 	roomy := fs.Int("roomy-blocks", 2048, "the pool of the reference row, large enough that nothing is evicted")
-	if err := parseExperiment(fs, sf, args); err != nil {
+	if err := parseExperiment(fs, rf, sf, args); err != nil {
 		return err
 	}
 	m, reqs, err := sf.load(rf)
@@ -274,7 +279,7 @@ func order(v Variant, args []string, stdout, stderr io.Writer) error {
 	// prompts stay cached.
 	sf.params.RPS, rf.eng.NumBlocks = 16, 128
 	guard := fs.Int("guard", 20, "the starvation guard of the third run: a request that has waited this many engine steps goes first (-order and -max-wait-steps are ignored)")
-	if err := parseExperiment(fs, sf, args); err != nil {
+	if err := parseExperiment(fs, rf, sf, args); err != nil {
 		return err
 	}
 	if *guard <= 0 {

@@ -62,7 +62,7 @@ func compareHTTP(fs *flag.FlagSet, variants []Variant, srv serverFlags, rf *runt
 		}
 	}
 	if !set["plot"] {
-		sf.plotPath = filepath.Join("out", "phase08-http-"+sf.name+".svg")
+		sf.plotPath = plotName("phase08-http", rf, sf.name)
 	}
 	reqs, err := sf.requests(rf)
 	if err != nil {

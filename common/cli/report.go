@@ -138,10 +138,25 @@ func report(stdout io.Writer, runs []*metrics.Run, o reportOptions) error {
 		for _, r := range runs[1:] {
 			names = append(names, r.Name)
 		}
-		fmt.Fprintf(stdout, "outputs: %s generated exactly the %s's tokens for all %d requests\n",
-			strings.Join(names, ", "), runs[0].Name, len(runs[0].Requests))
+		what := fmt.Sprintf("generated exactly the %s's tokens for all %d requests", runs[0].Name, len(runs[0].Requests))
+		writeNamed(stdout, "outputs:", what, names)
 	}
 	return nil
+}
+
+// writeNamed prints a line saying that names did what: "outputs: design
+// generated …" for one name; for several, what on the first line and each
+// name on one of its own, so that three designs' names, or servers' URLs,
+// do not run the line past 120 columns.
+func writeNamed(w io.Writer, label, what string, names []string) {
+	if len(names) == 1 {
+		fmt.Fprintf(w, "%s %s %s\n", label, names[0], what)
+		return
+	}
+	fmt.Fprintf(w, "%s %s:\n", label, what)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
 }
 
 // requestPrefix matches the "engine: request 7: " in front of an error,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"kvlab/common/model"
@@ -18,23 +19,62 @@ type servingFlags struct {
 	params   workload.Params
 	jsonPath string
 	plotPath string
-	wide     bool
-	quiet    bool
-	clock    string
+	// plotStem, when set, names the default plot after what ran (see
+	// plotName): -plot's default is filled in once the flags are parsed.
+	// plotWhat is the workload, or the experiment, in that name.
+	plotStem, plotWhat string
+	wide               bool
+	quiet              bool
+	clock              string
 }
 
 // register adds the flags to fs. The workload's own defaults depend on its
-// name, which is itself a flag, so args are scanned for it first.
-func (f *servingFlags) register(fs *flag.FlagSet, args []string, defaultPlot string) {
+// name, which is itself a flag, so args are scanned for it first. A
+// non-empty plotStem gives -plot a default named by what ran (plotName),
+// which resolvePlot fills in after parsing; empty, no plot by default.
+func (f *servingFlags) register(fs *flag.FlagSet, args []string, plotStem string) {
 	f.name = workloadName(args)
 	fs.String("workload", f.name, "workload: "+strings.Join(workload.Names(), ", "))
 	f.params = BenchDefaults(f.name)
 	f.params.RegisterFlags(fs)
 	fs.StringVar(&f.jsonPath, "json", "", "also write every run's summary and per-request records as JSON to this file")
-	fs.StringVar(&f.plotPath, "plot", defaultPlot, "write an SVG plot of TTFT per request to this file, and beside it the TTFT CDF (NAME-cdf.svg) and the prompt tokens computed against the optimum (NAME-prefill.svg) (empty: none)")
+	f.plotStem, f.plotWhat = plotStem, f.name
+	defaultPlot := ""
+	if plotStem != "" {
+		defaultPlot = filepath.Join("out", plotStem+"-MODEL-"+f.name+".svg")
+	}
+	fs.StringVar(&f.plotPath, "plot", defaultPlot, "write an SVG plot of TTFT per request to this file, and beside it the TTFT CDF (NAME-cdf.svg) and the prompt tokens computed against the optimum (NAME-prefill.svg) (empty: none; MODEL in the default is -arch, or -model's folder name, and -device when not cpu)")
 	fs.BoolVar(&f.wide, "wide", false, "print every column of the table (about 220 characters wide), not only those the comparison is read by; the JSON has them all")
 	fs.StringVar(&f.clock, "clock", "wall", "wall, or step:DURATION (e.g. step:5ms): a virtual clock that advances DURATION per engine step, so arrivals interleave with steps the same way on every machine and every count is reproducible (times are then virtual, not measured)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar (it is drawn only when stderr is a terminal)")
+}
+
+// resolvePlot fills in -plot's default, named by what ran, unless the
+// command line set -plot itself.
+func (f *servingFlags) resolvePlot(fs *flag.FlagSet, rf *runtimeFlags) {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "plot" })
+	if !set && f.plotStem != "" {
+		f.plotPath = plotName(f.plotStem, rf, f.plotWhat)
+	}
+}
+
+// plotName is out/STEM-MODEL-WHAT.svg: MODEL is the built-in model's -arch
+// or the -model folder's name, followed by -device when it is not cpu, so
+// that runs of other models, devices or workloads keep their own plots
+// instead of overwriting one another's.
+func plotName(stem string, rf *runtimeFlags, what string) string {
+	m := rf.builtinArch()
+	if rf.modelDir != "" {
+		m = filepath.Base(filepath.Clean(rf.modelDir))
+		if m == "." || m == string(filepath.Separator) {
+			m = "model"
+		}
+	}
+	if rf.device != "" && rf.device != "cpu" {
+		m += "-" + rf.device
+	}
+	return filepath.Join("out", stem+"-"+m+"-"+what+".svg")
 }
 
 // load generates the workload's requests for the model and loads it.
