@@ -97,6 +97,10 @@ vet: ## go vet the whole module
 phase07: ## baseline engine on the prefix_caching workload, built-in model
 	$(GO) run ./phase07_chunked bench --workload prefix_caching $(ARGS)
 
+.PHONY: phase07-chunked
+phase07-chunked: ## whole-prompt against chunked prefill at step budgets 256, 512 and 2048, with and without phase08_prefix's cache: TTFT of long prompts and of the short requests behind them, ITL p99 and max (wall clock, medians of 3 runs; a few minutes)
+	$(GO) run ./phase08_prefix chunking $(ARGS)
+
 .PHONY: bench-kernels
 bench-kernels: ## CPU kernel benchmarks (matmul GFLOP/s, attention)
 	$(GOTEST) -run '^$$' -bench . -benchtime 2s ./kernels/cpu/
