@@ -54,7 +54,19 @@ func sameTokens(a, b [][]int32) bool {
 // Symptoms collects what each side of a pitfall test measured, the side
 // with the mistake first, and logs it as one line when the test ends, so
 // `go test -v -run Pitfall` shows every symptom with the run's numbers.
-type Symptoms struct{ parts []string }
+type Symptoms struct{ parts []symptom }
+
+type symptom struct {
+	bug        bool
+	side, text string
+}
+
+// notFixed labels a side recorded as fixed when the test failed: then at
+// least one side did not do what it was recorded for. An exercise that
+// undoes a fix in the library breaks the code the fixed side runs, and a
+// line reading "fixed (...)" over the bug's own numbers would tell the
+// learner the fix still holds.
+const notFixed = "meant to be fixed, but this test failed"
 
 // LogSymptoms returns a collector whose line t logs when it ends. The
 // line carries the file and line of the LogSymptoms call, in the test: the
@@ -67,23 +79,35 @@ func LogSymptoms(t testing.TB) *Symptoms {
 	t.Cleanup(func() {
 		t.Helper()
 		if len(s.parts) > 0 {
-			t.Log(strings.Join(s.parts, "; "))
+			t.Log(s.line(t.Failed()))
 		}
 	})
 	return s
 }
 
+// line joins the sides: "with the bug (side): ...; fixed (side): ...".
+func (s *Symptoms) line(failed bool) string {
+	parts := make([]string, len(s.parts))
+	for i, p := range s.parts {
+		label := "fixed"
+		switch {
+		case p.bug:
+			label = "with the bug"
+		case failed:
+			label = notFixed
+		}
+		parts[i] = fmt.Sprintf("%s (%s): %s", label, p.side, p.text)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Add records one side's measurements under its name: the first side
 // added is the one with the bug, every later one a fixed one.
 func (s *Symptoms) Add(side, format string, args ...any) {
-	label := "fixed"
-	if len(s.parts) == 0 {
-		label = "with the bug"
-	}
-	s.parts = append(s.parts, fmt.Sprintf("%s (%s): ", label, side)+fmt.Sprintf(format, args...))
+	s.parts = append(s.parts, symptom{len(s.parts) == 0, side, fmt.Sprintf(format, args...)})
 }
 
 // Bug records a side that has a bug, wherever it comes.
 func (s *Symptoms) Bug(side, format string, args ...any) {
-	s.parts = append(s.parts, fmt.Sprintf("with the bug (%s): ", side)+fmt.Sprintf(format, args...))
+	s.parts = append(s.parts, symptom{true, side, fmt.Sprintf(format, args...)})
 }
