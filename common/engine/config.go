@@ -41,6 +41,11 @@ type Config struct {
 	// PrefixCache, when set, builds the prefix cache the KV pool consults.
 	// Nil is the phase-7 baseline.
 	PrefixCache func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache
+	// Tiers are slower stores under the prefix cache, fastest first
+	// (kvcache.AttachTiers): what it evicts is demoted into them, and a
+	// prompt whose prefix they hold copies it back instead of computing
+	// it. They need a prefix cache, and belong to one engine.
+	Tiers []kvcache.Tier
 	// Commit chooses when a prompt's KV is offered to the prefix cache:
 	// after every prefill chunk (the default) or only once the whole prompt
 	// is computed. See CommitEveryChunk.
@@ -146,7 +151,7 @@ var configWords = map[string]string{
 	"Admission": "admission policy", "PrefixCache": "prefix cache", "Commit": "commit policy",
 	"WindowFree": "freeing out-of-window blocks", "LocalBlocks": "local-layer blocks",
 	"Order": "admission order", "MaxWaitSteps": "max wait steps",
-	"KVCacheDType": "KV cache dtype",
+	"KVCacheDType": "KV cache dtype", "Tiers": "cache tiers",
 }
 
 // Validate reports settings the engine cannot run with. modelMaxPos is the
@@ -198,6 +203,9 @@ func (c Config) Validate(modelMaxPos int) error {
 	}
 	if c.PrefixCache != nil && !c.ChunkedPrefill {
 		bad("ChunkedPrefill", "is off, but a prefix cache requires chunked prefill: whole-prompt prefill attends only to the prompt's own tokens and would not see the cached prefix")
+	}
+	if len(c.Tiers) > 0 && c.PrefixCache == nil {
+		bad("Tiers", "need a prefix cache: without one nothing is cached, so nothing is evicted into them")
 	}
 	if c.WindowFree && c.PrefixCache != nil {
 		bad("WindowFree", "cannot go with a prefix cache: a cached prefix's sliding-window layers would have given back the KV a new request needs; with a cache, every layer keeps every block")

@@ -101,6 +101,12 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.Tiers) > 0 {
+		if err := pool.AttachTiers(cfg.Tiers...); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
 	e := &Engine{
 		cfg:   cfg,
 		model: m,

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"kvlab/common/model"
 	"kvlab/kernels"
 )
@@ -39,6 +41,7 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 		LocalSlots: st.LocalSlots[:0], LocalSeqs: st.LocalSeqs[:0]}
 	b.owners = b.owners[:0]
 
+	prefillRows := 0
 	for _, w := range ws {
 		s := w.s
 		// Rows whose KV the prefix cache already holds (the last token of a
@@ -68,11 +71,13 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 			e.stats.DecodeTokens += w.n
 		} else {
 			e.stats.PrefillTokens += w.n
+			prefillRows += w.n
 		}
 	}
 	if len(st.Tokens) == 0 {
 		return out
 	}
+	start := time.Now()
 	logits := e.model.Forward(st, e.pool)
 
 	// Advance before sampling: the KV of every row is now in the pool.
@@ -90,7 +95,15 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 			e.pool.Commit(w.s.key, w.s.tokens[:w.s.computed])
 		}
 	}
-	return e.sample(logits, out)
+	out = e.sample(logits, out)
+	if prefillRows > 0 {
+		// What a row costs, for the pool's rule on promoting from its
+		// tiers (kvcache.Pool.NotePrefill; a no-op without tiers),
+		// measured once sampling has read the logits, so that a device
+		// that runs the forward asynchronously has finished it.
+		e.pool.NotePrefill(len(st.Tokens), time.Since(start))
+	}
+	return out
 }
 
 // sample picks the next token of every sequence that owns a logits row.

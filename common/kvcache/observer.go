@@ -40,6 +40,13 @@ type Observer struct {
 	pending []kvevents.Event
 	run     runState // the BlockStored being extended during one commit
 	ready   chan struct{}
+
+	// quiet: no one reads events (the observer names blocks for the
+	// tiers only), so none are queued.
+	quiet bool
+	// demote, when set (AttachTiers), copies a block the allocator has
+	// just freed, the last one carrying its hash, to the tiers.
+	demote func(e *announced, b int32)
 }
 
 // announced is one hash the cache holds.
@@ -73,6 +80,12 @@ func (p *Pool) Observe(seed string) *Observer {
 func (p *Pool) ObserveWith(h kvevents.Hasher) *Observer {
 	if p.cache == nil {
 		return nil
+	}
+	if o := p.obs; o != nil && o.quiet {
+		// The tiers' observer (AttachTiers came first): it names blocks
+		// as asked from now on, and queues their events.
+		o.hasher, o.quiet = h, false
+		return o
 	}
 	o := &Observer{
 		pool:    p,
@@ -225,6 +238,21 @@ func (o *Observer) signal() {
 	}
 }
 
+// extend appends to hs, the hashes of the first whole blocks of tokens
+// under salt, those of the blocks after them up to the first n.
+func (o *Observer) extend(hs []kvevents.Hash, salt string, tokens []int32, n int) []kvevents.Hash {
+	bs := o.pool.blockSize
+	for i := len(hs); i < n; i++ {
+		block := tokens[i*bs : (i+1)*bs]
+		if i == 0 {
+			hs = append(hs, o.hasher.First(block, salt))
+		} else {
+			hs = append(hs, o.hasher.Next(hs[i-1], block))
+		}
+	}
+	return hs
+}
+
 // open and release forget a sequence's hashes: an id may come back as
 // another sequence, with another salt.
 func (o *Observer) open(id int) { delete(o.seqs, id) }
@@ -240,15 +268,7 @@ func (o *Observer) release(id int) {
 // later block inherits it through its parent.
 func (o *Observer) commit(id int, salt string, tokens []int32, pages []int32) {
 	bs := o.pool.blockSize
-	hs := o.seqs[id]
-	for i := len(hs); (i+1)*bs <= len(tokens) && i < len(pages); i++ {
-		block := tokens[i*bs : (i+1)*bs]
-		if i == 0 {
-			hs = append(hs, o.hasher.First(block, salt))
-		} else {
-			hs = append(hs, o.hasher.Next(hs[i-1], block))
-		}
-	}
+	hs := o.extend(o.seqs[id], salt, tokens, min(len(tokens)/bs, len(pages)))
 	o.seqs[id] = hs
 	o.settle()
 	cache := o.pool.cache
@@ -267,8 +287,10 @@ func (o *Observer) commit(id int, salt string, tokens []int32, pages []int32) {
 				e.parent = &p
 			}
 			o.entries[h] = e
-			o.storedLocked(e, i)
-			added = true
+			if !o.quiet {
+				o.storedLocked(e, i)
+				added = true
+			}
 		}
 		e.blocks = append(e.blocks, b)
 		o.byBlock[b] = e
@@ -308,6 +330,9 @@ func (o *Observer) decref(b int32, freed bool) {
 	}
 	if freed {
 		o.mu.Lock()
+		if e := o.byBlock[b]; o.demote != nil && len(e.blocks) == 1 {
+			o.demote(e, b)
+		}
 		o.dropLocked(b)
 		o.mu.Unlock()
 		o.signal()
@@ -347,6 +372,9 @@ func (o *Observer) dropLocked(b int32) {
 		return
 	}
 	delete(o.entries, e.hash)
+	if o.quiet {
+		return
+	}
 	if n := len(o.pending); n > 0 && o.pending[n-1].Type == kvevents.BlockRemoved {
 		o.pending[n-1].BlockHashes = append(o.pending[n-1].BlockHashes, e.hash)
 		return

@@ -75,6 +75,7 @@ type Pool struct {
 	copies    int       // blocks copied by PrepareWrite
 	obs       *Observer // nil unless KV events were asked for (Observe)
 	tr        Tracer    // nil unless a trace was asked for (SetTracer)
+	tiers     *tiering  // nil unless tiers were attached (AttachTiers)
 
 	// local is nil unless local layers give back out-of-window blocks
 	// (Config.LocalBlocks; windowfree.go).
@@ -176,12 +177,14 @@ func (p *Pool) FreeTokens() int {
 func (p *Pool) UsedBlocks() int { return p.alloc.Total() - p.alloc.NumFree() }
 
 // MatchLen returns how many prompt tokens a new sequence opened with salt
-// would find cached, without taking anything (0 without a prefix cache).
+// would find cached, in the cache or its tiers, without taking anything (0
+// without a prefix cache).
 func (p *Pool) MatchLen(salt string, tokens []int32) int {
 	if p.cache == nil {
 		return 0
 	}
-	return p.cache.MatchLen(salt, tokens)
+	n := p.cache.MatchLen(salt, tokens)
+	return n + p.tierMatchLen(salt, tokens, n)
 }
 
 // Open starts a page table for sequence id, whose request carries the cache
@@ -209,6 +212,9 @@ func (p *Pool) Open(id int, salt string, prompt []int32) (cached int, err error)
 	}
 	if p.obs != nil {
 		p.obs.open(id)
+	}
+	if p.tiers != nil {
+		cached += p.promote(id, s, prompt, cached)
 	}
 	return cached, nil
 }
@@ -403,6 +409,9 @@ func (p *Pool) Release(id int) {
 	}
 	if p.obs != nil {
 		p.obs.release(id)
+	}
+	if p.tiers != nil {
+		delete(p.tiers.promoted, id)
 	}
 	if p.tr != nil {
 		p.tr.PoolEvent(TraceEvent{Op: TraceRelease, Seq: id, Blocks: p.freedSince(free)})

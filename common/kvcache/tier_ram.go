@@ -1,0 +1,118 @@
+package kvcache
+
+import (
+	"container/list"
+	"sync"
+
+	"kvlab/common/kvevents"
+)
+
+// RAMTier keeps demoted blocks in host memory under a byte budget
+// (llama-server's --cache-ram), evicting the least recently used: a Put or
+// a Get makes a block the most recent. What it evicts goes to Next, the
+// tier below (a disk), or is dropped.
+//
+// LRU is what vLLM's CPU offloading uses by default and what SGLang's host
+// cache evicts by; both also offer more (vLLM an ARC policy, SGLang write
+// policies). A prefix evicted from the pool was the pool's least useful, so
+// in the tier recency is most of what is known about it.
+//
+// Its methods are safe for concurrent use: metrics read Stats from another
+// goroutine.
+type RAMTier struct {
+	Next Tier // where evicted blocks go; nil drops them
+
+	mu       sync.Mutex
+	capacity int64
+	bytes    int64
+	lru      *list.List // of *TierBlock, most recent first
+	byHash   map[kvevents.Hash]*list.Element
+	stats    TierStats
+}
+
+// NewRAMTier returns an empty tier of capacity bytes.
+func NewRAMTier(capacity int64, next Tier) *RAMTier {
+	return &RAMTier{Next: next, capacity: capacity, lru: list.New(), byHash: make(map[kvevents.Hash]*list.Element)}
+}
+
+// Name is vLLM's name of host memory.
+func (t *RAMTier) Name() string { return "CPU" }
+
+// Put stores b as the most recent block, evicting the least recent ones
+// until it fits; a block larger than the whole budget is passed on.
+func (t *RAMTier) Put(b TierBlock) {
+	t.mu.Lock()
+	if e, ok := t.byHash[b.Hash]; ok {
+		t.removeLocked(e)
+	}
+	if b.Size() > t.capacity {
+		t.stats.Dropped++
+		t.mu.Unlock()
+		t.passOn([]TierBlock{b})
+		return
+	}
+	var out []TierBlock
+	for t.bytes+b.Size() > t.capacity {
+		e := t.lru.Back()
+		out = append(out, *e.Value.(*TierBlock))
+		t.removeLocked(e)
+		t.stats.Evictions++
+	}
+	t.byHash[b.Hash] = t.lru.PushFront(&b)
+	t.bytes += b.Size()
+	t.stats.Puts++
+	t.mu.Unlock()
+	t.passOn(out) // outside the lock: the next tier may take its time
+}
+
+func (t *RAMTier) passOn(bs []TierBlock) {
+	if t.Next == nil {
+		return
+	}
+	for _, b := range bs {
+		t.Next.Put(b)
+	}
+}
+
+func (t *RAMTier) removeLocked(e *list.Element) {
+	b := t.lru.Remove(e).(*TierBlock)
+	delete(t.byHash, b.Hash)
+	t.bytes -= b.Size()
+}
+
+// Get returns block h and makes it the most recent. A block whose KV fails
+// its checksum is dropped and not returned.
+func (t *RAMTier) Get(h kvevents.Hash) (TierBlock, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.byHash[h]
+	if !ok {
+		return TierBlock{}, false
+	}
+	b := e.Value.(*TierBlock)
+	if !b.Intact() {
+		t.stats.Corrupt++
+		t.removeLocked(e)
+		return TierBlock{}, false
+	}
+	t.lru.MoveToFront(e)
+	t.stats.Hits++
+	return *b, true
+}
+
+// Has reports whether h is held, without touching its recency.
+func (t *RAMTier) Has(h kvevents.Hash) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byHash[h]
+	return ok
+}
+
+// Stats reports the tier's counters.
+func (t *RAMTier) Stats() TierStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stats
+	s.Name, s.Blocks, s.Bytes, s.Capacity = t.Name(), t.lru.Len(), t.bytes, t.capacity
+	return s
+}

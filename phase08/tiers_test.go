@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kvlab/common/cli"
+	"kvlab/common/engine"
+	"kvlab/common/kvcache"
+	"kvlab/common/model"
+	"kvlab/common/model/modeltest"
+	"kvlab/kernels"
+)
+
+// TestTieredCacheIsExact: with a host-memory tier under a pool too small
+// for the workload's prefixes, every design's tokens and logits equal the
+// uncached engine's bit for bit, in every KV dtype, while the tier really
+// is used: blocks the cache evicted are promoted back, and the prompt
+// tokens computed are fewer than without the tier.
+func TestTieredCacheIsExact(t *testing.T) {
+	m := modeltest.LoadOptions(t, modeltest.Options(model.ArchLlama, 5))
+	for _, dt := range kernels.KVDTypes {
+		base := tierRun(t, m, dt, nil, false)
+		for _, v := range Variants {
+			t.Run(fmt.Sprintf("%v/%s", dt, v.Name), func(t *testing.T) {
+				plain := tierRun(t, m, dt, v.PrefixCache, false)
+				tiered := tierRun(t, m, dt, v.PrefixCache, true)
+				for i := range base.results {
+					requireBitEqual(t, base.results[i], tiered.results[i], fmt.Sprintf("request %d with a tier, against the uncached run", i))
+				}
+				assert.Positive(t, tiered.counters.Demoted, "the cache evicted into the tier")
+				require.Positive(t, slices.Max(tiered.counters.Promoted), "the tier gave blocks back")
+				assert.Less(t, tiered.stats.PrefillTokens, plain.stats.PrefillTokens, "the tier saved prefill")
+				t.Logf("prefill tokens: %d uncached, %d cache alone, %d cache and tier (%d blocks demoted, %v promoted)",
+					base.stats.PrefillTokens, plain.stats.PrefillTokens, tiered.stats.PrefillTokens, tiered.counters.Demoted, tiered.counters.Promoted)
+			})
+		}
+	}
+}
+
+type tierResult struct {
+	results  []engine.Result
+	stats    engine.Stats
+	counters kvcache.TierCounters
+}
+
+// tierRun serves twelve conversations of two turns, each on its own
+// 48-token prefix, in rounds that revisit them in a shuffled order, on a
+// pool of 40 blocks of 8 tokens: about four prefixes fit, so by the time a
+// conversation comes back its blocks were evicted. With tier, a RAM tier
+// big enough for all of them sits under the cache.
+func tierRun(t *testing.T, m *model.Model, dt kernels.KVDType, build cli.CacheBuilder, tier bool) tierResult {
+	t.Helper()
+	cfg := engine.DefaultConfig()
+	cfg.BlockSize, cfg.NumBlocks, cfg.MaxBatchTokens, cfg.MaxRunning = 8, 40, 32, 2
+	cfg.PrefixCache, cfg.KVCacheDType, cfg.Audit = build, dt, true
+	var ram *kvcache.RAMTier
+	if tier {
+		ram = kvcache.NewRAMTier(64<<20, nil)
+		cfg.Tiers = []kvcache.Tier{ram}
+	}
+	e, err := engine.New(m, cfg)
+	require.NoError(t, err)
+	defer e.Close()
+
+	vocab := int32(m.Config.VocabSize)
+	const convs, rounds = 12, 3
+	history := make([][]int32, convs)
+	for c := range history {
+		for j := range 48 {
+			history[c] = append(history[c], int32(5+97*c+13*j)%vocab)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var out tierResult
+	id := 0
+	for r := range rounds {
+		for _, c := range rng.Perm(convs) {
+			p := append(slices.Clone(history[c]), int32(3+7*r+c)%vocab, int32(11+r)%vocab)
+			res := e.RunAll([]engine.Request{{ID: id, Prompt: p, MaxTokens: 4, IgnoreEOS: true, KeepLogits: true}})
+			require.NoError(t, res[id].Err, "request %d", id)
+			out.results = append(out.results, *res[id])
+			history[c] = append(p, res[id].Tokens...)
+			id++
+		}
+	}
+	out.stats = e.Stats()
+	out.counters = e.Pool().TierCounters()
+	return out
+}
