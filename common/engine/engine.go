@@ -283,7 +283,7 @@ func (e *Engine) ended(out []Output, s *sequence, reason string, err error) []Ou
 		}
 	}
 	for _, i := range samples {
-		out = append(out, Output{ID: s.req.ID, Sample: i, Index: s.generated(), Done: true, Reason: reason, Err: err, Cached: s.firstCached})
+		out = append(out, Output{ID: s.req.ID, Sample: i, Index: s.generated(), Done: true, Reason: reason, Err: err, Cached: s.firstCached, Promoted: s.firstPromoted})
 	}
 	return out
 }

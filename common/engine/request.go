@@ -70,6 +70,10 @@ type Output struct {
 	// preemption may find the request's own earlier blocks again; that is
 	// recompute saved, not a hit, and is not reported here.
 	Cached int
+	// Promoted is, per cache tier (Config.Tiers, in order), how many of
+	// the Cached tokens were copied back from it; the rest were in the
+	// pool. Nil without tiers.
+	Promoted []int
 }
 
 // phase is where a request is in its life.
@@ -106,8 +110,10 @@ type sequence struct {
 	// the latest admission (it decides which rows are not written again).
 	cached int
 	// firstCached is cached at the first admission: what the client is
-	// told it found (Output.Cached).
-	firstCached int
+	// told it found (Output.Cached); firstPromoted is how many of those
+	// tokens each cache tier gave (Output.Promoted).
+	firstCached   int
+	firstPromoted []int
 	phase       phase
 	// admitted orders running sequences: preemption picks the youngest.
 	admitted int

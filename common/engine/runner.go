@@ -160,7 +160,7 @@ func (e *Engine) fork(s *sequence) []*sequence {
 		e.admissions++
 		c := &sequence{
 			req: s.req, key: e.keys, sample: i, forked: true,
-			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached, firstCached: s.firstCached,
+			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached, firstCached: s.firstCached, firstPromoted: s.firstPromoted,
 			phase: decoding, admitted: e.admissions,
 		}
 		c.req.Sampling.Seed += uint64(i)
@@ -182,7 +182,7 @@ func (e *Engine) fork(s *sequence) []*sequence {
 
 // emit appends tok to s, reports it, and retires s if it is done.
 func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Output {
-	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.firstCached}
+	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.firstCached, Promoted: s.firstPromoted}
 	s.tokens = append(s.tokens, tok)
 	if s.req.KeepLogits { // allGreedy made sure row is on the host (for TopProbs too)
 		o.Logits = append([]float32(nil), row...)

@@ -165,6 +165,10 @@ func (e *Engine) admit(s *sequence) bool {
 		// Count what the prompt found; a readmission after preemption may
 		// find its own earlier KV, which is recompute saved, not a hit.
 		s.firstCached = s.cached
+		if n := len(e.cfg.Tiers); n > 0 {
+			s.firstPromoted = make([]int, n)
+			copy(s.firstPromoted, e.pool.PromotedTokens(s.key))
+		}
 		e.stats.QueriedTokens += len(s.tokens)
 		e.stats.CachedTokens += s.cached
 	}

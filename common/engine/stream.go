@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"kvlab/common/kvcache"
 )
 
 // ErrStopped is the error Submit returns once the server has stopped.
@@ -152,6 +154,10 @@ type Snapshot struct {
 	// TooSlow counts requests the loop cancelled because their reader
 	// fell more than Limits.MaxUnread events behind.
 	TooSlow int
+	// Tiers are the cache tiers' counters, in order, and TierCounters
+	// what the pool did with them (empty without tiers).
+	Tiers        []kvcache.TierStats
+	TierCounters kvcache.TierCounters
 }
 
 // NewServer wraps e with the default Limits. Call Run to start serving.
@@ -384,5 +390,9 @@ func (s *Server) snapshot() Snapshot {
 		cs := c.Stats()
 		snap.CacheBlocks, snap.Evicted = cs.Blocks, cs.Evicted
 	}
+	for _, t := range p.Tiers() {
+		snap.Tiers = append(snap.Tiers, t.Stats())
+	}
+	snap.TierCounters = p.TierCounters()
 	return snap
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvevents"
 	"kvlab/common/tokenizer"
 )
 
@@ -72,6 +73,9 @@ type piece struct {
 type genResult struct {
 	promptTokens int
 	cached       int // prompt tokens found in the prefix cache
+	// cachedByTier splits cached by where the KV was found: the pool
+	// (kvevents.Medium) and each cache tier by its name; nil without tiers.
+	cachedByTier map[string]int
 	completion   int // tokens generated, all samples
 	samples      []sampleOut
 	slot         int // the llama-server slot it ran in
@@ -127,11 +131,11 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 	}
 	res.slot = slot
 	defer func() {
-		cached := 0
+		cached, byTier := 0, map[string]int(nil)
 		if res != nil {
-			cached = res.cached
+			cached, byTier = res.cached, res.cachedByTier
 		}
-		h.slots.release(slot, cached)
+		h.slots.release(slot, cached, byTier)
 		h.llama.observe(res) // llamametrics.go
 	}()
 	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: max(g.maxTokens, 1), Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs, PostSamplingProbs: g.postSampling})
@@ -200,6 +204,9 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 			continue // ended early by a stop string or token
 		}
 		res.cached = o.Cached
+		if o.Promoted != nil && res.cachedByTier == nil {
+			res.cachedByTier = h.byTier(o.Cached, o.Promoted)
+		}
 		if o.Err != nil {
 			abandon()
 			return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: o.Err.Error()}
@@ -416,3 +423,19 @@ func holdBack(text string, stops []string) int {
 
 // ms converts a duration to float milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// byTier splits a request's cached prompt tokens by where they were found:
+// promoted[i] came from the engine's cache tier i, the rest from the pool.
+func (h *Handler) byTier(cached int, promoted []int) map[string]int {
+	tiers := h.es.Snapshot().Tiers
+	out := make(map[string]int, len(promoted)+1)
+	pool := cached
+	for i, n := range promoted {
+		if i < len(tiers) {
+			out[tiers[i].Name] += n
+			pool -= n
+		}
+	}
+	out[kvevents.Medium] = pool
+	return out
+}

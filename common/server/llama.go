@@ -93,9 +93,12 @@ type llamaResponse struct {
 	StopType           string             `json:"stop_type"` // "eos", "limit", "word" or "none" (cut short)
 	StoppingWord       string             `json:"stopping_word"`
 	TokensCached       int                `json:"tokens_cached"`
-	Timings            *llamaTimings      `json:"timings"`
-	Probs              []tokenProbJSON    `json:"completion_probabilities,omitempty"`
-	CachePrompt        bool               `json:"cache_prompt"`
+	// TokensCachedByTier splits TokensCached by where the KV was found,
+	// with cache tiers (usage's cached_tokens_by_tier).
+	TokensCachedByTier map[string]int  `json:"tokens_cached_by_tier,omitempty"`
+	Timings            *llamaTimings   `json:"timings"`
+	Probs              []tokenProbJSON `json:"completion_probabilities,omitempty"`
+	CachePrompt        bool            `json:"cache_prompt"`
 }
 
 // llamaPartial is one event of a /completion stream before the last.
@@ -304,7 +307,7 @@ func (h *Handler) llamaOne(ctx context.Context, index int, g genRequest, out *ss
 		TokensPredicted: res.completion, TokensEvaluated: res.promptTokens, GenerationSettings: g.settings,
 		Prompt: h.piecesText(g.prompt), HasNewLine: strings.Contains(s.text.String(), "\n"),
 		StopType: map[string]string{"stop": "eos", "length": "limit", "abort": "none"}[s.finish], StoppingWord: s.word,
-		TokensCached: res.cached, Timings: llamaTimingsOf(res), Probs: h.probsJSON(s.probs, g.postSampling), CachePrompt: cachePrompt,
+		TokensCached: res.cached, TokensCachedByTier: res.cachedByTier, Timings: llamaTimingsOf(res), Probs: h.probsJSON(s.probs, g.postSampling), CachePrompt: cachePrompt,
 		Truncated: s.finish == "length" && res.promptTokens+len(s.ids) >= h.es.ContextLimit(),
 	}
 	if s.word != "" {

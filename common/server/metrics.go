@@ -108,5 +108,8 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 			func(s engine.Snapshot) float64 { return float64(s.TooSlow) }),
 		collectors.NewGoCollector(),
 	)
+	if len(snap().Tiers) > 0 {
+		reg.MustRegister(tierCollector{snap}) // tier_metrics.go
+	}
 	return m
 }

@@ -66,12 +66,16 @@ type usage struct {
 	TotalTokens         int `json:"total_tokens"`
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
+		// CachedByTier splits CachedTokens by where they were found: the
+		// KV pool ("GPU", as vLLM names it) and each cache tier ("CPU",
+		// "DISK"); absent without tiers.
+		CachedByTier map[string]int `json:"cached_tokens_by_tier,omitempty"`
 	} `json:"prompt_tokens_details"`
 }
 
 func newUsage(r *genResult) *usage {
 	u := &usage{PromptTokens: r.promptTokens, CompletionTokens: r.completion, TotalTokens: r.promptTokens + r.completion}
-	u.PromptTokensDetails.CachedTokens = r.cached
+	u.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CachedByTier = r.cached, r.cachedByTier
 	return u
 }
 

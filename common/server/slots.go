@@ -45,9 +45,11 @@ type slot struct {
 	prompt  []int32 // the last prompt (or the restored one)
 	salt    string  // its cache salt: a save leaves salted KV out
 	cached  int     // of the last prompt's tokens, those found in the prefix cache
-	params  generationSettings
-	next    nextToken
-	used    uint64 // slotTable.clock at the last acquire
+	// cachedByTier splits cached by where it was found (genResult's)
+	cachedByTier map[string]int
+	params       generationSettings
+	next         nextToken
+	used         uint64 // slotTable.clock at the last acquire
 }
 
 // nextToken is the state of a slot's last generation, as llama-server's
@@ -82,7 +84,7 @@ func (t *slotTable) acquire(want, task int, prompt []int32, salt string, params 
 	t.clock++
 	s := &t.slots[want]
 	s.task, s.running, s.used = task, s.running+1, t.clock
-	s.prompt, s.salt, s.params, s.cached = prompt, salt, params, 0
+	s.prompt, s.salt, s.params, s.cached, s.cachedByTier = prompt, salt, params, 0, nil
 	s.next = nextToken{HasNextToken: true, NRemain: params.NPredict}
 	return want, nil
 }
@@ -115,12 +117,12 @@ func (t *slotTable) choose(prompt []int32, salt string) int {
 
 // release records that the request in slot id ended, and how many of its
 // prompt's tokens it found cached.
-func (t *slotTable) release(id int, cached int) {
+func (t *slotTable) release(id int, cached int, byTier map[string]int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := &t.slots[id]
 	s.running--
-	s.cached = cached
+	s.cached, s.cachedByTier = cached, byTier
 	if s.running == 0 {
 		// An idle slot forgets its task's budget, as llama-server's does:
 		// n_remain -1 (none), n_decoded 0.
@@ -138,7 +140,7 @@ func (t *slotTable) setPrompt(id int, prompt []int32) int {
 	defer t.mu.Unlock()
 	s := &t.slots[id]
 	n := len(s.prompt)
-	s.prompt, s.salt, s.cached = prompt, "", len(prompt)
+	s.prompt, s.salt, s.cached, s.cachedByTier = prompt, "", len(prompt), nil
 	s.params.CacheSalt = ""
 	return n
 }
@@ -172,13 +174,16 @@ type slotJSON struct {
 // SlotTask is what GET /slots shows of the last request that ran in a slot
 // (or of a restored prompt), plus that prompt's length in tokens.
 type SlotTask struct {
-	IDTask     int                `json:"id_task"`
-	NPrompt    int                `json:"n_prompt_tokens"`
-	NProcessed int                `json:"n_prompt_tokens_processed"` // computed, not found cached
-	NCached    int                `json:"n_prompt_tokens_cache"`
-	Params     generationSettings `json:"params"`
-	Prompt     string             `json:"prompt"`
-	NextToken  []nextToken        `json:"next_token"` // one entry, as llama-server writes it
+	IDTask     int `json:"id_task"`
+	NPrompt    int `json:"n_prompt_tokens"`
+	NProcessed int `json:"n_prompt_tokens_processed"` // computed, not found cached
+	NCached    int `json:"n_prompt_tokens_cache"`
+	// NCachedByTier splits NCached by where the KV was found, with cache
+	// tiers (usage's cached_tokens_by_tier).
+	NCachedByTier map[string]int     `json:"n_prompt_tokens_cache_by_tier,omitempty"`
+	Params        generationSettings `json:"params"`
+	Prompt        string             `json:"prompt"`
+	NextToken     []nextToken        `json:"next_token"` // one entry, as llama-server writes it
 }
 
 // generationSettings is llama-server's generation settings object. The
@@ -311,7 +316,7 @@ func (h *Handler) slotsJSON() []slotJSON {
 		out[i] = slotJSON{ID: s.id, NCtx: h.es.ContextLimit(), IsProcessing: s.running > 0}
 		if s.task >= 0 || s.prompt != nil {
 			out[i].SlotTask = &SlotTask{
-				IDTask: s.task, NPrompt: len(s.prompt), NProcessed: len(s.prompt) - s.cached, NCached: s.cached,
+				IDTask: s.task, NPrompt: len(s.prompt), NProcessed: len(s.prompt) - s.cached, NCached: s.cached, NCachedByTier: s.cachedByTier,
 				Params: s.params, Prompt: h.piecesText(s.prompt), NextToken: []nextToken{s.next},
 			}
 		}
