@@ -11,10 +11,19 @@
 #
 # `make exercise`, `make exercise EX=N`, `make exercise EX=N SHOW=fix` and
 # `make exercises-check` call it. KEEP=1 keeps the scratch copy of `run`.
+# Every line `check` prints fits in $WIDTH columns (120 unless set): it is
+# read in CI logs, and test output it quotes is folded at spaces.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
+WIDTH=${WIDTH:-120}
+
+# fit folds its input to $WIDTH columns, at spaces where it can, so that
+# quoted test output keeps all its words.
+fit() {
+  fold -s -w "$WIDTH"
+}
 
 # SCRATCH is the scratch copy in use, removed on exit unless KEEP=1.
 SCRATCH=
@@ -134,6 +143,11 @@ cmd_run() {
     echo "!! $t passed with the patch applied: the exercise no longer shows its bug."
   else
     echo "== $t failed, as it should with the fix undone. Was it the symptom you predicted?"
+    # Some lines mislead with the patch applied; the README says how.
+    if grep -q '^## Reading the symptom line' "$d/README.md"; then
+      echo
+      section "$d/README.md" "## Reading the symptom line"
+    fi
   fi
   echo "   The fix: make exercise EX=$1 SHOW=fix"
   if [ "${KEEP:-}" = 1 ]; then
@@ -199,30 +213,39 @@ cmd_check() {
   mapfile -t uniq < <(printf '%s\n' "${pkgs[@]}" | sort -u)
   base=$(cd "$dir" && $GO test -count=1 -v -run "$re" "${uniq[@]}" 2>&1) || true
   echo "     the named tests without the patches: $((SECONDS - start))s"
+  # Each exercise gets two lines, its directory and then its test, so that
+  # the longest names still fit.
   for d in "${list[@]}"; do
     start=$SECONDS
     read -r t pkg <<<"$(testof "$d")"
     local name=${d#"$root"/}
+    local which="     $t in $pkg"
     if ! grep -q -- "^--- PASS: $t " <<<"$base"; then
-      echo "FAIL $name: $t does not pass without the patch:"
-      echo "$base" | grep -A 20 -- "--- FAIL: $t\b" | head -n 20
+      printf '%s\n' "FAIL $name: its test does not pass without the patch" "$which"
+      if grep -q -- "--- FAIL: $t\b" <<<"$base"; then
+        grep -A 20 -- "--- FAIL: $t\b" <<<"$base" | head -n 20 | fit || true
+      else
+        echo "     it did not run (a wrong name, or a build error); go test said:"
+        grep -E "^(# |FAIL|ok )|\.go:[0-9]+:[0-9]+: " <<<"$base" | head -n 20 | fit || true
+      fi
       failed=1
       continue
     fi
-    if ! (cd "$dir" && git apply "$d/bug.patch"); then
-      echo "FAIL $name: bug.patch does not apply"
+    if ! err=$(cd "$dir" && git apply "$d/bug.patch" 2>&1); then
+      printf '%s\n' "FAIL $name: bug.patch does not apply" "$which"
+      fit <<<"$err"
       failed=1
       continue
     fi
     if out=$(gotest "$dir" "$t" "$pkg" 2>&1); then
-      echo "FAIL $name: $t still passes with bug.patch applied"
+      printf '%s\n' "FAIL $name: its test still passes with bug.patch applied" "$which"
       failed=1
     elif ! grep -q -- "--- FAIL: $t\b" <<<"$out"; then
-      echo "FAIL $name: with bug.patch applied, $t did not run to a failure (a build error?):"
-      echo "$out" | tail -n 20
+      printf '%s\n' "FAIL $name: its test did not run to a failure with bug.patch (a build error?)" "$which"
+      tail -n 20 <<<"$out" | fit
       failed=1
     else
-      echo "ok   $name: $t passes, and fails with bug.patch ($((SECONDS - start))s)"
+      printf '%s\n' "ok   $name: its test passes, and fails with bug.patch ($((SECONDS - start))s)" "$which"
     fi
     (cd "$dir" && git apply -R "$d/bug.patch")
   done
