@@ -1,21 +1,18 @@
 package server
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"kvlab/common/cachefile"
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
-	"kvlab/kernels"
 )
 
 // CacheFile is the persistent tier, the analogue of llama-server's slot
@@ -25,18 +22,10 @@ import (
 // saved KV into its blocks, commit, release), so it works with every cache
 // design.
 //
-// The file, little-endian throughout:
-//
-//	"KVLABKV1"                       8 bytes, the format and its version
-//	header length, header            uint32, JSON CacheIdentity + block count
-//	                                 (Save pads it with trailing spaces)
-//	one record per block, parents before children:
-//	  hash, has parent, parent hash  32 + 1 + 32 bytes (vLLM block hashes)
-//	  token ids                      BlockSize × int32
-//	  K then V of each layer         Layers × 2 × BlockSize × KVDim values
-//	                                 of the pool's dtype (float32, bfloat16
-//	                                 or float16: 4 or 2 bytes)
-//	SHA-256 of everything above      32 bytes
+// The file is package cachefile's format ("KVLABKV1": a JSON header with
+// the CacheIdentity and the block count, which Save pads with trailing
+// spaces, one record per block, parents before children, and a SHA-256
+// trailer), the one cachefile.DiskTier writes each block in.
 //
 // A file is refused whole — the server then starts with an empty cache —
 // when its checksum fails (corrupt or truncated), when it was written for
@@ -72,82 +61,19 @@ type CacheFile struct {
 const DefaultSlotSaveMaxBytes = 1 << 30
 
 // CacheIdentity is what KV from a file must match to be reused: the same
-// weights, the same block layout, the same numbers.
-type CacheIdentity struct {
-	// Model fingerprints the checkpoint (ModelFingerprint).
-	Model     string `json:"model"`
-	BlockSize int    `json:"block_size"`
-	Layers    int    `json:"layers"`
-	KVDim     int    `json:"kv_dim"`
-	DType     string `json:"dtype"`
-	// HashAlgo and LoRA are how the observer names blocks (its
-	// kvevents.Hasher, with Seed): a file's records are checked under them,
-	// and restored only into a server that names blocks the same way. A
-	// file without them was written under sha256_cbor and no LoRA.
-	HashAlgo kvevents.HashAlgo `json:"hash_algo"`
-	LoRA     string            `json:"lora_name,omitempty"`
-}
-
-type cacheHeader struct {
-	CacheIdentity
-	Seed   string `json:"hash_seed"`
-	Blocks int    `json:"blocks"`
-}
-
-const cacheMagic = "KVLABKV1"
+// weights, the same block layout, the same numbers (cachefile.Identity).
+type CacheIdentity = cachefile.Identity
 
 // CacheFileName is the file Save writes in the cache directory.
 const CacheFileName = "kvcache.bin"
 
-// ModelFingerprint identifies the checkpoint in dir: SHA-256 over its
-// config.json and, for each *.safetensors file, its size and its first and
-// last MiB. Reading every weight would cost as much as loading the model
-// again; the config, the sizes and the tensor bytes at both ends tell apart
-// different architectures and different weights of one architecture (the
-// synthetic models differ in every tensor).
-func ModelFingerprint(dir string) (string, error) {
-	h := sha256.New()
-	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return "", err
-	}
-	h.Write(cfg)
-	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	slices.Sort(files)
-	for _, f := range files {
-		if err := fingerprintFile(h, f); err != nil {
-			return "", err
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
+// ModelFingerprint identifies the checkpoint in dir, for
+// CacheIdentity.Model (cachefile.ModelFingerprint): its config.json, and
+// each *.safetensors file's size and its first and last MiB.
+func ModelFingerprint(dir string) (string, error) { return cachefile.ModelFingerprint(dir) }
 
-func fingerprintFile(h io.Writer, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(h, "%s %d\n", filepath.Base(path), st.Size())
-	const span = 1 << 20
-	if _, err := io.CopyN(h, f, min(span, st.Size())); err != nil {
-		return err
-	}
-	if st.Size() > span {
-		_, err = io.Copy(h, io.NewSectionReader(f, max(st.Size()-span, span), span))
-	}
-	return err
-}
-
-func (c *CacheFile) blockBytes() int {
-	id := c.Identity
-	dt, _ := kernels.ParseKVDType(id.DType) // the identity was matched: the pool's own
-	return 32 + 1 + 32 + 4*id.BlockSize + id.Layers*2*id.BlockSize*id.KVDim*dt.Bytes()
-}
+// blockBytes is one record's bytes in the file.
+func (c *CacheFile) blockBytes() int { return c.Identity.RecordBytes() }
 
 // Save writes what the cache holds now to Path (through a temporary file
 // and a rename, so a crash never leaves half a file under the name) and
@@ -189,12 +115,12 @@ func (c *CacheFile) Restore() (int, error) {
 func (c *CacheFile) commit(saved *savedFile) (int, []int32, error) {
 	blocks := saved.blocks
 	dec := newBlockDecoder(c.Pool)
-	byHash := make(map[kvevents.Hash]*savedBlock, len(blocks))
+	byHash := make(map[kvevents.Hash]*cachefile.Record, len(blocks))
 	continued := make(map[kvevents.Hash]bool)
 	for i := range blocks {
-		byHash[blocks[i].hash] = &blocks[i]
-		if blocks[i].hasParent {
-			continued[blocks[i].parent] = true
+		byHash[blocks[i].Hash] = &blocks[i]
+		if blocks[i].HasParent {
+			continued[blocks[i].Parent] = true
 		}
 	}
 	bs := c.Identity.BlockSize
@@ -203,16 +129,16 @@ func (c *CacheFile) commit(saved *savedFile) (int, []int32, error) {
 	var longest []int32
 	for i := range blocks {
 		leaf := &blocks[i]
-		if continued[leaf.hash] {
+		if continued[leaf.Hash] {
 			continue
 		}
-		var chain []*savedBlock
+		var chain []*cachefile.Record
 		for b := leaf; ; {
 			chain = append(chain, b)
-			if !b.hasParent {
+			if !b.HasParent {
 				break
 			}
-			if b = byHash[b.parent]; b == nil {
+			if b = byHash[b.Parent]; b == nil {
 				chain = nil // its parent was evicted before the save: unreachable
 				break
 			}
@@ -224,7 +150,7 @@ func (c *CacheFile) commit(saved *savedFile) (int, []int32, error) {
 		slices.Reverse(chain)
 		tokens := make([]int32, 0, len(chain)*bs)
 		for _, b := range chain {
-			tokens = append(tokens, b.tokens...)
+			tokens = append(tokens, b.Tokens...)
 		}
 		id := -1 - i                               // never an engine request id
 		cached, err := c.Pool.Open(id, "", tokens) // the file holds unsalted chains only (Save)
@@ -241,7 +167,7 @@ func (c *CacheFile) commit(saved *savedFile) (int, []int32, error) {
 		pages := c.Pool.Pages(id)
 		for j := cached / bs; j < len(chain); j++ {
 			for l := range c.Identity.Layers {
-				if err := dec.write(saved.f, chain[j].kvAt+int64(l)*size, l, pages[j]); err != nil {
+				if err := dec.write(saved.f, chain[j].KVAt+int64(l)*size, l, pages[j]); err != nil {
 					c.Pool.Release(id)
 					return restored, longest, err
 				}
@@ -279,9 +205,5 @@ func (h *Handler) saveCache(w http.ResponseWriter, r *http.Request) {
 // for whoever wants to look at it or start the server it was written for,
 // and the next save writes a fresh file instead of overwriting it.
 func (c *CacheFile) SetAside(now time.Time) (string, error) {
-	aside := c.Path + ".refused-" + now.UTC().Format("20060102-150405.000000000")
-	if err := os.Rename(c.Path, aside); err != nil {
-		return "", err
-	}
-	return aside, nil
+	return cachefile.SetAside(c.Path, now)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kvlab/common/cachefile"
 	"kvlab/common/engine"
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
@@ -76,7 +77,7 @@ func TestCacheFileSaveNeverWaitsOnTheDisk(t *testing.T) {
 	}
 	// The records must overflow the write buffer, so the first write to the
 	// file comes in the middle of the walk, not at the final flush.
-	require.Greater(t, file.Observer.Announced()*file.blockBytes(), 2*ioBufferBytes)
+	require.Greater(t, file.Observer.Announced()*file.blockBytes(), 2*cachefile.BufferBytes)
 
 	stuck, release := make(chan struct{}), make(chan struct{})
 	file.testWriter = func(w io.Writer) io.Writer { return &stallingWriter{w: w, stuck: stuck, release: release} }
@@ -183,9 +184,9 @@ func TestCacheFileSaveSkipsBlocksEvictedMidSave(t *testing.T) {
 
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
-	lead := len(cacheMagic) + 4
-	hdrLen := int(binary.LittleEndian.Uint32(raw[len(cacheMagic):]))
-	var hdr cacheHeader
+	lead := len(cachefile.Magic) + 4
+	hdrLen := int(binary.LittleEndian.Uint32(raw[len(cachefile.Magic):]))
+	var hdr cachefile.Header
 	require.NoError(t, json.Unmarshal(raw[lead:lead+hdrLen], &hdr))
 	assert.Equal(t, n, hdr.Blocks)
 	assert.Equal(t, lead+hdrLen+n*file.blockBytes()+32, len(raw), "the header's count is the records in the file")

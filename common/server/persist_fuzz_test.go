@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"kvlab/common/cachefile"
 	"kvlab/common/kvevents"
 )
 
@@ -22,11 +23,11 @@ var fuzzFile = &CacheFile{
 func validFile(t testing.TB, n int, first int32) []byte {
 	t.Helper()
 	c := fuzzFile
-	hdr, err := json.Marshal(cacheHeader{CacheIdentity: c.Identity, Seed: c.Seed, Blocks: n})
+	hdr, err := json.Marshal(cachefile.Header{Identity: c.Identity, Seed: c.Seed, Blocks: n})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := append([]byte(cacheMagic), binary.LittleEndian.AppendUint32(nil, uint32(len(hdr)))...)
+	f := append([]byte(cachefile.Magic), binary.LittleEndian.AppendUint32(nil, uint32(len(hdr)))...)
 	f = append(f, hdr...)
 	h := kvevents.NewHasher(c.Identity.HashAlgo, c.Seed, "")
 	var parent kvevents.Hash
@@ -41,7 +42,7 @@ func validFile(t testing.TB, n int, first int32) []byte {
 			f = append(f, 1)
 			f = append(f, parent[:]...)
 		} else {
-			f = append(f, noParent[:]...)
+			f = append(f, cachefile.NoParent[:]...)
 		}
 		for _, tok := range tokens {
 			f = binary.LittleEndian.AppendUint32(f, uint32(tok))
@@ -73,17 +74,17 @@ func FuzzCacheFileScan(f *testing.F) {
 			sum := sha256.Sum256(raw[:len(raw)-sha256.Size])
 			copy(raw[len(raw)-sha256.Size:], sum[:])
 		}
-		var blocks []savedBlock
+		var blocks []cachefile.Record
 		var err error
 		used := allocated(func() { blocks, err = fuzzFile.scan(bytes.NewReader(raw), int64(len(raw))) })
-		if limit := 2*uint64(len(raw)) + 2*ioBufferBytes; used > limit {
+		if limit := 2*uint64(len(raw)) + 2*cachefile.BufferBytes; used > limit {
 			t.Fatalf("scan of %d bytes allocated %d, over %d", len(raw), used, limit)
 		}
 		if err != nil {
 			return
 		}
 		rec := int64(fuzzFile.blockBytes())
-		if len(blocks) > 0 && blocks[len(blocks)-1].kvAt+rec-65-4*2 != int64(len(raw))-sha256.Size {
+		if len(blocks) > 0 && blocks[len(blocks)-1].KVAt+rec-65-4*2 != int64(len(raw))-sha256.Size {
 			t.Fatalf("accepted %d blocks that do not end where the checksum starts", len(blocks))
 		}
 	})

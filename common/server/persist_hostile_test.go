@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kvlab/common/cachefile"
 	"kvlab/common/engine"
 	"kvlab/common/kvevents"
 )
@@ -42,9 +43,9 @@ func wrappingCountFile(t testing.TB, id CacheIdentity, seed string, rec int64) [
 		if !n.IsInt64() || n.Int64() <= body || n.Int64()*rec != body { // the last: wraps as the reader's arithmetic does
 			continue
 		}
-		hdr, err := json.Marshal(cacheHeader{CacheIdentity: id, Seed: seed, Blocks: int(n.Int64())})
+		hdr, err := json.Marshal(cachefile.Header{Identity: id, Seed: seed, Blocks: int(n.Int64())})
 		require.NoError(t, err)
-		f := append([]byte(cacheMagic), binary.LittleEndian.AppendUint32(nil, uint32(len(hdr)))...)
+		f := append([]byte(cachefile.Magic), binary.LittleEndian.AppendUint32(nil, uint32(len(hdr)))...)
 		f = append(f, hdr...)
 		f = append(f, make([]byte, body)...)
 		sum := sha256.Sum256(f)

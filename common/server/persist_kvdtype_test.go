@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kvlab/common/cachefile"
 	"kvlab/common/engine"
 	"kvlab/kernels"
 )
@@ -38,10 +39,10 @@ func TestCacheFileKeepsThePoolsDType(t *testing.T) {
 		raw, err := os.ReadFile(path)
 		require.NoError(t, err)
 		// magic, header length and header, n records, checksum
-		hdr := int(binary.LittleEndian.Uint32(raw[len(cacheMagic):]))
+		hdr := int(binary.LittleEndian.Uint32(raw[len(cachefile.Magic):]))
 		bs, l, w := cfg.BlockSize, tm.m.Config.NumHiddenLayers, tm.m.Config.KVDim()
 		record := 32 + 1 + 32 + 4*bs + l*2*bs*w*dt.Bytes()
-		require.Equal(t, len(cacheMagic)+4+hdr+n*record+32, len(raw), "%v: %d records of %d bytes", dt, n, record)
+		require.Equal(t, len(cachefile.Magic)+4+hdr+n*record+32, len(raw), "%v: %d records of %d bytes", dt, n, record)
 
 		dst, file := observedAs(t, tm, cfg, path)
 		restored, err := file.Restore()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kvlab/common/cachefile"
 	"kvlab/common/engine"
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
@@ -190,8 +191,8 @@ func TestCacheFileChecksEveryRecordsHash(t *testing.T) {
 	// The first record starts after the magic, the header's length and the
 	// header; its tokens after the 32-byte hash, the parent flag and the
 	// 32-byte parent.
-	hdr := int(binary.LittleEndian.Uint32(body[len(cacheMagic):]))
-	token := len(cacheMagic) + 4 + hdr + 65
+	hdr := int(binary.LittleEndian.Uint32(body[len(cachefile.Magic):]))
+	token := len(cachefile.Magic) + 4 + hdr + 65
 	body[token] ^= 1
 	sum := sha256.Sum256(body)
 	require.NoError(t, os.WriteFile(path, append(body, sum[:]...), 0o644))

@@ -3,8 +3,6 @@ package server
 import (
 	"bufio"
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,20 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"kvlab/common/cachefile"
 	"kvlab/common/kvcache"
 	"kvlab/common/kvevents"
 )
-
-// ioBufferBytes is the buffer a save or a restore streams the file
-// through: what either holds of the file at once, besides one block.
-const ioBufferBytes = 64 << 10
-
-// tempPattern names the temporary file a save writes before its rename;
-// RemoveStaleTemps removes what a crash left of one.
-const tempPattern = ".kvcache-*"
-
-// noParent is a root block's has-parent flag and parent hash.
-var noParent [33]byte
 
 // errOverBudget is saveTo's error when the file would pass its limit.
 var errOverBudget = errors.New("over the byte limit")
@@ -59,20 +47,20 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 		return 0, 0, fmt.Errorf("the identity names KV of dtype %s, the pool holds %s", have, want)
 	}
 	// The header with a zero count, padded for the longest count there is.
-	hdr, err := json.Marshal(cacheHeader{CacheIdentity: c.Identity, Seed: c.Seed})
+	hdr, err := cachefile.MarshalHeader(c.Identity, c.Seed, 0)
 	if err != nil {
 		return 0, 0, err
 	}
 	hdrLen := len(hdr) + len(fmt.Sprint(math.MaxInt64)) - 1
 	rec := int64(c.blockBytes())
-	if limit > 0 && int64(len(cacheMagic)+4+hdrLen+sha256.Size) > limit {
-		return 0, 0, fmt.Errorf("even an empty file (%d bytes) is %w of %d", len(cacheMagic)+4+hdrLen+sha256.Size, errOverBudget, limit)
+	if limit > 0 && int64(cachefile.LeadBytes+hdrLen+sha256.Size) > limit {
+		return 0, 0, fmt.Errorf("even an empty file (%d bytes) is %w of %d", cachefile.LeadBytes+hdrLen+sha256.Size, errOverBudget, limit)
 	}
 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, 0, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), tempPattern)
+	tmp, err := os.CreateTemp(filepath.Dir(path), cachefile.TempPattern)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -86,11 +74,10 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 	if c.testWriter != nil {
 		out = c.testWriter(tmp)
 	}
-	w := bufio.NewWriterSize(out, ioBufferBytes)
-	w.WriteString(cacheMagic)
-	w.Write(binary.LittleEndian.AppendUint32(nil, uint32(hdrLen)))
+	w := bufio.NewWriterSize(out, cachefile.BufferBytes)
+	w.Write(cachefile.AppendLead(nil, hdrLen))
 	w.WriteString(strings.Repeat(" ", hdrLen))
-	written := int64(len(cacheMagic) + 4 + hdrLen)
+	written := int64(cachefile.LeadBytes + hdrLen)
 	// One scratch for every block's rows: a save allocates per file, not per block.
 	scratch := make([]float32, 2*c.Pool.BlockSize()*c.Pool.KVDim())
 	record := make([]byte, 0, rec)
@@ -109,16 +96,7 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 		if c.testBeforeRead != nil {
 			c.testBeforeRead(b)
 		}
-		record = append(record[:0], b.Hash[:]...)
-		if b.Parent != nil {
-			record = append(record, 1)
-			record = append(record, b.Parent[:]...)
-		} else {
-			record = append(record, noParent[:]...)
-		}
-		for _, t := range b.Tokens {
-			record = binary.LittleEndian.AppendUint32(record, uint32(t))
-		}
+		record = cachefile.AppendRecordHead(record[:0], b.Hash, b.Parent, b.Tokens)
 		// Only the copy of the block's KV holds the observer's lock: the
 		// engine's frees and commits wait for one block's copy, never for
 		// the disk.
@@ -155,15 +133,15 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 	if err != nil {
 		return 0, 0, err
 	}
-	hdr, err = json.Marshal(cacheHeader{CacheIdentity: c.Identity, Seed: c.Seed, Blocks: blocks})
+	hdr, err = cachefile.MarshalHeader(c.Identity, c.Seed, blocks)
 	if err != nil {
 		return 0, 0, err
 	}
-	if _, err = tmp.WriteAt(hdr, int64(len(cacheMagic)+4)); err != nil {
+	if _, err = tmp.WriteAt(hdr, int64(cachefile.LeadBytes)); err != nil {
 		return 0, 0, err
 	}
 	h := sha256.New()
-	if _, err = io.CopyBuffer(h, io.NewSectionReader(tmp, 0, written), make([]byte, ioBufferBytes)); err != nil {
+	if _, err = io.CopyBuffer(h, io.NewSectionReader(tmp, 0, written), make([]byte, cachefile.BufferBytes)); err != nil {
 		return 0, 0, err
 	}
 	if _, err = tmp.WriteAt(h.Sum(nil), written); err != nil {
@@ -183,21 +161,6 @@ func (c *CacheFile) saveTo(path string, keep func(kvcache.CachedBlock) bool, lim
 
 // RemoveStaleTemps removes the temporary files a save left in dir when the
 // process died before its rename (a save's own is removed on any error),
-// and returns their names. Call it before anything saves into dir.
-func RemoveStaleTemps(dir string) ([]string, error) {
-	stale, err := filepath.Glob(filepath.Join(dir, tempPattern))
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	for _, p := range stale {
-		if st, err := os.Lstat(p); err != nil || !st.Mode().IsRegular() {
-			continue
-		}
-		if err := os.Remove(p); err != nil {
-			return removed, err
-		}
-		removed = append(removed, filepath.Base(p))
-	}
-	return removed, nil
-}
+// and returns their names (cachefile.RemoveStaleTemps). Call it before
+// anything saves into dir.
+func RemoveStaleTemps(dir string) ([]string, error) { return cachefile.RemoveStaleTemps(dir) }
