@@ -47,6 +47,23 @@ type Observer struct {
 	// demote, when set (AttachTiers), copies a block the allocator has
 	// just freed, the last one carrying its hash, to the tiers.
 	demote func(e *announced, b int32)
+	// The cache tiers' events (TierEvents), queued under a lock of their
+	// own: a tier reports from inside a demotion, with mu held, and a
+	// disk tier's writer from its own goroutine. Lock order: mu, then tmu.
+	tmu         sync.Mutex
+	tierPending []kvevents.Event
+	tiers       []TierEvents
+}
+
+// tierEvent queues a cache tier's event (the tiers' sink).
+func (o *Observer) tierEvent(ev kvevents.Event) {
+	if o.quiet {
+		return
+	}
+	o.tmu.Lock()
+	o.tierPending = append(o.tierPending, ev)
+	o.tmu.Unlock()
+	o.signal()
 }
 
 // announced is one hash the cache holds.
@@ -120,8 +137,14 @@ func (o *Observer) Drain(state bool) (events, snapshot []kvevents.Event) {
 	defer o.mu.Unlock()
 	events, o.pending = o.pending, nil
 	o.run = runState{event: -1}
+	o.tmu.Lock()
+	events, o.tierPending = append(events, o.tierPending...), nil
+	o.tmu.Unlock()
 	if state {
 		snapshot = o.stateLocked()
+		for _, t := range o.tiers { // after tmu: a tier takes its own lock
+			snapshot = append(snapshot, t.StoredEvents()...)
+		}
 	}
 	return events, snapshot
 }

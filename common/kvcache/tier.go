@@ -49,14 +49,16 @@ type TierBlock struct {
 }
 
 // Size is the bytes a tier charges for b: its KV and its tokens.
-func (b *TierBlock) Size() int64 { return int64(len(b.KV) + 4*len(b.Tokens)) }
+func (b TierBlock) Size() int64 { return int64(len(b.KV) + 4*len(b.Tokens)) }
 
 // Intact reports whether b's KV is the KV that was demoted.
-func (b *TierBlock) Intact() bool { return kvSum(b.KV) == b.Sum }
+func (b *TierBlock) Intact() bool { return TierSum(b.KV) == b.Sum }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func kvSum(kv []byte) uint32 { return crc32.Checksum(kv, castagnoli) }
+// TierSum is the checksum TierBlock.Sum holds: CRC-32C, which modern CPUs
+// compute in hardware, of kv.
+func TierSum(kv []byte) uint32 { return crc32.Checksum(kv, castagnoli) }
 
 // Tier is a store of demoted blocks. The pool calls it on the engine's
 // goroutine, so Put and Get must be quick: a tier on a slow medium queues
@@ -73,6 +75,25 @@ type Tier interface {
 	Has(h kvevents.Hash) bool
 	// Stats reports what the tier holds and has done.
 	Stats() TierStats
+}
+
+// TierEvents is what a tier implements to have its blocks announced in
+// the pool's KV events, as vLLM's offloading announces a CPU copy: a
+// BlockStored when it takes a block, a BlockRemoved when it lets one go,
+// each with Medium set to its Name. AttachTiers wires it to the observer.
+type TierEvents interface {
+	// SetEventSink makes the tier call sink with each event. The tier
+	// calls it without holding its own lock; sink never blocks.
+	SetEventSink(sink func(kvevents.Event))
+	// StoredEvents returns one BlockStored per block the tier holds, for
+	// the state a new subscriber starts from.
+	StoredEvents() []kvevents.Event
+}
+
+// storedEvent is b's BlockStored in medium.
+func storedEvent(b *TierBlock, medium string) kvevents.Event {
+	return kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{b.Hash}, ParentBlockHash: b.Parent,
+		TokenIDs: b.Tokens, BlockSize: len(b.Tokens), Medium: medium}
 }
 
 // TierStats are the counters of one tier.

@@ -80,6 +80,12 @@ func (p *Pool) AttachTiers(tiers ...Tier) error {
 		promoted: make(map[int][]int),
 	}
 	p.obs.demote = p.demote
+	for _, tier := range tiers {
+		if te, ok := tier.(TierEvents); ok {
+			te.SetEventSink(p.obs.tierEvent)
+			p.obs.tiers = append(p.obs.tiers, te)
+		}
+	}
 	return nil
 }
 
@@ -134,7 +140,7 @@ func (p *Pool) demote(e *announced, b int32) {
 	for l := range p.k {
 		kv = p.AppendBlock(kv, l, b, t.scratch)
 	}
-	first.Put(TierBlock{Hash: e.hash, Parent: e.parent, Tokens: e.tokens, Salted: e.salted, KV: kv, Sum: kvSum(kv)})
+	first.Put(TierBlock{Hash: e.hash, Parent: e.parent, Tokens: e.tokens, Salted: e.salted, KV: kv, Sum: TierSum(kv)})
 	t.stats.Demoted++
 }
 

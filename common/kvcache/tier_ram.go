@@ -28,6 +28,7 @@ type RAMTier struct {
 	lru      *list.List // of *TierBlock, most recent first
 	byHash   map[kvevents.Hash]*list.Element
 	stats    TierStats
+	sink     func(kvevents.Event) // SetEventSink's; nil: no events
 }
 
 // NewRAMTier returns an empty tier of capacity bytes.
@@ -42,12 +43,17 @@ func (t *RAMTier) Name() string { return "CPU" }
 // until it fits; a block larger than the whole budget is passed on.
 func (t *RAMTier) Put(b TierBlock) {
 	t.mu.Lock()
-	if e, ok := t.byHash[b.Hash]; ok {
-		t.removeLocked(e)
+	_, had := t.byHash[b.Hash]
+	if had {
+		t.removeLocked(t.byHash[b.Hash])
 	}
 	if b.Size() > t.capacity {
 		t.stats.Dropped++
+		sink := t.sink
 		t.mu.Unlock()
+		if had && sink != nil {
+			sink(removedEvent(b.Hash, t.Name()))
+		}
 		t.passOn([]TierBlock{b})
 		return
 	}
@@ -61,8 +67,41 @@ func (t *RAMTier) Put(b TierBlock) {
 	t.byHash[b.Hash] = t.lru.PushFront(&b)
 	t.bytes += b.Size()
 	t.stats.Puts++
+	sink := t.sink
 	t.mu.Unlock()
-	t.passOn(out) // outside the lock: the next tier may take its time
+	// Outside the lock: the observer's queue, and the next tier, which
+	// may take its time.
+	if sink != nil {
+		for _, o := range out {
+			sink(removedEvent(o.Hash, t.Name()))
+		}
+		if !had {
+			sink(storedEvent(&b, t.Name()))
+		}
+	}
+	t.passOn(out)
+}
+
+func removedEvent(h kvevents.Hash, medium string) kvevents.Event {
+	return kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{h}, Medium: medium}
+}
+
+// SetEventSink implements TierEvents.
+func (t *RAMTier) SetEventSink(sink func(kvevents.Event)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sink = sink
+}
+
+// StoredEvents implements TierEvents: the blocks held, least recent first.
+func (t *RAMTier) StoredEvents() []kvevents.Event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]kvevents.Event, 0, t.lru.Len())
+	for e := t.lru.Back(); e != nil; e = e.Prev() {
+		out = append(out, storedEvent(e.Value.(*TierBlock), t.Name()))
+	}
+	return out
 }
 
 func (t *RAMTier) passOn(bs []TierBlock) {
@@ -84,20 +123,27 @@ func (t *RAMTier) removeLocked(e *list.Element) {
 // its checksum is dropped and not returned.
 func (t *RAMTier) Get(h kvevents.Hash) (TierBlock, bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	e, ok := t.byHash[h]
 	if !ok {
+		t.mu.Unlock()
 		return TierBlock{}, false
 	}
 	b := e.Value.(*TierBlock)
 	if !b.Intact() {
 		t.stats.Corrupt++
 		t.removeLocked(e)
+		sink := t.sink
+		t.mu.Unlock()
+		if sink != nil {
+			sink(removedEvent(h, t.Name()))
+		}
 		return TierBlock{}, false
 	}
 	t.lru.MoveToFront(e)
 	t.stats.Hits++
-	return *b, true
+	out := *b
+	t.mu.Unlock()
+	return out, true
 }
 
 // Has reports whether h is held, without touching its recency.

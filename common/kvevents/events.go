@@ -20,6 +20,9 @@ type Event struct {
 	ParentBlockHash *Hash   `json:"parent_block_hash,omitempty"`
 	TokenIDs        []int32 `json:"token_ids,omitempty"`
 	BlockSize       int     `json:"block_size,omitempty"`
+	// Medium is where the block lives: "" for the engine's KV pool (vLLM's
+	// "GPU", Medium), or a cache tier's name ("CPU", "DISK").
+	Medium string `json:"medium,omitempty"`
 }
 
 // Batch is the events of one publication, in order, stamped with the Unix

@@ -7,9 +7,19 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Medium is what the events name as the tier a block lives in: vLLM's
-// MEDIUM_GPU, the engine's primary KV cache, whichever device backs it here.
+// Medium is what the events name as the tier a block lives in when an
+// Event leaves its Medium empty: vLLM's MEDIUM_GPU, the engine's primary KV
+// cache, whichever device backs it here. The cache tiers under the pool
+// name theirs as vLLM's offloading does ("CPU"; "DISK").
 const Medium = "GPU"
+
+// MediumOf is ev's medium: its own, or Medium.
+func MediumOf(ev Event) string {
+	if ev.Medium == "" {
+		return Medium
+	}
+	return ev.Medium
+}
 
 // vLLM's schema (vllm/distributed/kv_events.py; docs/kv_events.md has the
 // table and the commit it was read at). Every struct is a msgspec Struct
@@ -153,7 +163,7 @@ func (w *vllmWriter) event(ev Event) {
 		w.field("lora_id")
 		w.null()
 		w.field("medium")
-		w.str(Medium)
+		w.str(MediumOf(ev))
 		w.field("lora_name")
 		if w.enc.LoRAName == "" {
 			w.null()
@@ -164,15 +174,16 @@ func (w *vllmWriter) event(ev Event) {
 		w.field("block_hashes")
 		w.hashes(ev.BlockHashes)
 		w.field("medium")
-		w.str(Medium)
+		w.str(MediumOf(ev))
 	}
 }
 
 // DecodeVLLM reads a payload in either of vLLM's layouts (positional or
 // map events, byte or integer hashes) back into a Batch. An integer hash
 // becomes a Hash whose last eight bytes hold it (its first 24 are zero), so
-// Hash.Uint64 returns what was sent. Fields this package does not model
-// (lora_id, medium, lora_name, extra keys, group_idx, …) are skipped.
+// Hash.Uint64 returns what was sent. The medium is read (GPU as "",
+// as events made here leave it); fields this package does not model
+// (lora_id, lora_name, extra keys, group_idx, …) are skipped.
 func DecodeVLLM(payload []byte) (Batch, error) {
 	var raw any
 	if err := msgpack.Unmarshal(payload, &raw); err != nil {
@@ -226,9 +237,9 @@ func decodeEvent(raw any) (Event, error) {
 		var names []string
 		switch r[0] {
 		case BlockStored:
-			names = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size"}
+			names = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"}
 		case BlockRemoved:
-			names = []string{"block_hashes"}
+			names = []string{"block_hashes", "medium"}
 		}
 		for i, n := range names {
 			if i+1 < len(r) {
@@ -240,6 +251,9 @@ func decodeEvent(raw any) (Event, error) {
 	}
 	ev := Event{}
 	ev.Type, _ = f["type"].(string)
+	if m, _ := f["medium"].(string); m != Medium {
+		ev.Medium = m // the primary cache's stays "", as events made here leave it
+	}
 	var err error
 	switch ev.Type {
 	case BlockStored:

@@ -262,3 +262,24 @@ func TestByteHashesTakeTheAlgorithmsWidth(t *testing.T) {
 		})
 	}
 }
+
+// TestMediumTravels: a cache tier's events carry its medium ("CPU") in
+// both layouts, where vLLM's offloading puts it, and decode back to it; the
+// primary cache's stay "" and are written "GPU".
+func TestMediumTravels(t *testing.T) {
+	h := Hash{31: 1}
+	batch := Batch{TS: 1, Events: []Event{
+		{Type: BlockStored, BlockHashes: []Hash{h}, TokenIDs: []int32{1, 2}, BlockSize: 2, Medium: "CPU"},
+		{Type: BlockRemoved, BlockHashes: []Hash{h}, Medium: "CPU"},
+		{Type: BlockRemoved, BlockHashes: []Hash{h}},
+	}}
+	for _, c := range layouts {
+		payload, err := EncodeVLLM(batch, c.enc)
+		require.NoError(t, err)
+		require.NoError(t, kveventstest.CheckVLLM(payload, c.enc.MapEvents), c.name)
+		got, err := DecodeVLLM(payload)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"CPU", "CPU", ""}, []string{got.Events[0].Medium, got.Events[1].Medium, got.Events[2].Medium}, c.name)
+		assert.Contains(t, string(payload), "GPU", "%s: the primary cache's medium is written", c.name)
+	}
+}
