@@ -23,9 +23,11 @@ import (
 // long prompts and of the short requests queued behind them, and the gaps
 // between the tokens of the requests that were decoding meanwhile.
 //
-// The times are wall-clock measurements: a virtual step clock charges a
-// 4,096-token step like a one-token one, and that difference is the whole
-// subject, so -clock step is refused.
+// The times are measured: by default on the CPU clock (cpuClock), each
+// step counted at the CPU time it took on one core, which other work on
+// the machine does not move; -clock wall takes the wall clock instead. A
+// virtual step clock, which charges a 4,096-token step like a one-token
+// one, is refused: that difference is the whole subject.
 func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(v, "chunking", stderr)
 	rf := &runtimeFlags{}
@@ -39,6 +41,8 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 	runs := fs.Int("runs", 3, "serve every configuration this many times, in turns, and report each number's median")
 	fs.Lookup("plot").Usage = "write an SVG plot of each configuration's TTFT distribution (its first run) to this file (empty: none)"
 	fs.Lookup("wide").Usage = "add the engine steps, the prompt tokens computed and the preemptions of each configuration's first run"
+	fs.Lookup("clock").Usage = "cpu: every engine step advances the clock by the CPU time it took, on one core (GOMAXPROCS=1), so other work on the machine moves no number; wall: the wall clock, on every core (a step clock is refused: it charges a 4,096-token step like a one-token one)"
+	sf.clock = "cpu"
 	for _, name := range []string{"max-batch-tokens", "chunked-prefill"} {
 		fs.Lookup(name).Usage = "not taken here: every row sets its own (-budgets, -whole)"
 	}
@@ -61,8 +65,19 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 	if bad != nil {
 		return bad
 	}
-	if sf.clock != "" && sf.clock != "wall" {
-		return fmt.Errorf("-clock %s: a step clock charges a prefill step of thousands of tokens like a one-token decode step, and that difference is what chunked prefill is about: this command measures the wall clock only", sf.clock)
+	newClock := func() workload.Clock { return nil } // the wall clock
+	switch {
+	case sf.clock == "cpu":
+		if !cpuClockAvailable {
+			return fmt.Errorf("-clock cpu: this system has no getrusage to read the CPU time from; use -clock wall")
+		}
+		// Before the model loads: the backend sizes its workers by it.
+		defer oneCore()()
+		newClock = func() workload.Clock { return newCPUClock() }
+	case strings.HasPrefix(sf.clock, "step:"):
+		return fmt.Errorf("-clock %s: a step clock charges a prefill step of thousands of tokens like a one-token decode step, and that difference is what chunked prefill is about: use -clock cpu or wall", sf.clock)
+	case sf.clock != "wall":
+		return fmt.Errorf("-clock %q: want cpu or wall", sf.clock)
 	}
 	if *runs < 1 {
 		return fmt.Errorf("-runs: want at least 1, have %d", *runs)
@@ -146,7 +161,7 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 	all := make([][]*metrics.Run, len(rows))
 	var flat []*metrics.Run
 	for k := range *runs {
-		got, err := runNumbered(m, configs, sf.name, reqs, func() workload.Clock { return nil }, sf.progress(stderr), stderr, k*len(configs), *runs*len(configs))
+		got, err := runNumbered(m, configs, sf.name, reqs, newClock, sf.progress(stderr), stderr, k*len(configs), *runs*len(configs))
 		if err != nil {
 			return err
 		}
@@ -162,7 +177,7 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	head := []string{"prefill", "budget", "cache", "behind p50", "behind p99", "long p50", "long p99", "ITL p99", "ITL max", "hit %"}
+	head := []string{"prefill", "budget", "cache", "behind p50", "behind p99", "long p50", "long p99", "ITL p99", "ITL max", "stalls", "hit %"}
 	if sf.wide {
 		head = append(head, "steps", "prefill tok", "preempted")
 	}
@@ -176,7 +191,7 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 		s := all[i][0].Summary()
 		line := []string{r.prefill, r.budget, r.cache,
 			msOf(med.behind.P50), msOf(med.behind.P99), msOf(med.long.P50), msOf(med.long.P99),
-			msOf(med.itl.P99), msOf(med.itl.Max), pct(s.HitRate)}
+			msOf(med.itl.P99), msOf(med.itl.Max), strconv.Itoa(med.stalls), pct(s.HitRate)}
 		if sf.wide {
 			line = append(line, strconv.Itoa(all[i][0].Engine.Steps), strconv.Itoa(s.PrefillTokensComputed), strconv.Itoa(s.Preemptions))
 		}
@@ -194,11 +209,15 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, "behind: TTFT of the short requests that arrived after the first long prompt; long: TTFT of the long prompts")
-	fmt.Fprintln(stdout, "ITL: gaps between consecutive tokens of the short requests, pooled")
+	fmt.Fprintln(stdout, "ITL: gaps between consecutive tokens of the short requests, pooled; stalls: those over 10 × the ITL p50")
+	times := "times: wall clock, measured on this machine, ms"
+	if sf.clock == "cpu" {
+		times = "times: CPU time of every engine step on one core (-clock cpu), measured on this machine, ms"
+	}
 	if *runs == 1 {
-		fmt.Fprintln(stdout, "times: wall clock, measured on this machine, ms; one run")
+		fmt.Fprintf(stdout, "%s; one run\n", times)
 	} else {
-		fmt.Fprintf(stdout, "times: wall clock, measured on this machine, ms; each the median of %d runs\n", *runs)
+		fmt.Fprintf(stdout, "%s; each the median of %d runs\n", times, *runs)
 	}
 	fmt.Fprintf(stdout, "outputs: every configuration generated exactly the same tokens for all %d requests\n", len(reqs))
 	if sf.jsonPath != "" {
@@ -258,8 +277,10 @@ type chunkTimes struct {
 	// first long prompt, long that of the long prompts.
 	behind, long metrics.Stats
 	// itl pools the gaps between consecutive tokens of the short requests,
-	// the decodes a long prefill holds up.
-	itl metrics.Stats
+	// the decodes a long prefill holds up; stalls counts those gaps longer
+	// than ten times itl's median, the ones a prefill step held up.
+	itl    metrics.Stats
+	stalls int
 }
 
 // chunkedTimes reduces run: requests with an ID below short are the short
@@ -282,7 +303,13 @@ func chunkedTimes(run *metrics.Run, short int, firstLong time.Duration) chunkTim
 			itl = append(itl, q.TokenTimes[i]-q.TokenTimes[i-1])
 		}
 	}
-	return chunkTimes{behind: metrics.NewStats(behind), long: metrics.NewStats(long), itl: metrics.NewStats(itl)}
+	t := chunkTimes{behind: metrics.NewStats(behind), long: metrics.NewStats(long), itl: metrics.NewStats(itl)}
+	for _, g := range itl {
+		if g > 10*t.itl.P50 {
+			t.stalls++
+		}
+	}
+	return t
 }
 
 // medianTimes takes each number's median over the runs, number by number:
@@ -308,6 +335,7 @@ func medianTimes(ts []chunkTimes) chunkTimes {
 		behind: stats(func(t chunkTimes) metrics.Stats { return t.behind }),
 		long:   stats(func(t chunkTimes) metrics.Stats { return t.long }),
 		itl:    stats(func(t chunkTimes) metrics.Stats { return t.itl }),
+		stalls: int(med(func(t chunkTimes) time.Duration { return time.Duration(t.stalls) })),
 	}
 }
 

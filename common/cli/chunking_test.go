@@ -60,14 +60,16 @@ func TestChunkedTimesSplitsTheRequests(t *testing.T) {
 	assert.Equal(t, 1, got.long.N)
 	assert.Equal(t, ms(500), got.itl.Max)
 	assert.Equal(t, 4, got.itl.N, "the short requests' four gaps, not the long prompt's")
+	assert.Equal(t, 1, got.stalls, "one gap over 10 × the median (5 ms)")
 
 	med := medianTimes([]chunkTimes{
-		{itl: metrics.Stats{P99: ms(9), Max: ms(900)}},
-		{itl: metrics.Stats{P99: ms(1), Max: ms(100)}},
-		{itl: metrics.Stats{P99: ms(5), Max: ms(500)}},
+		{itl: metrics.Stats{P99: ms(9), Max: ms(900)}, stalls: 3},
+		{itl: metrics.Stats{P99: ms(1), Max: ms(100)}, stalls: 7},
+		{itl: metrics.Stats{P99: ms(5), Max: ms(500)}, stalls: 1},
 	})
 	assert.Equal(t, ms(5), med.itl.P99)
 	assert.Equal(t, ms(500), med.itl.Max)
+	assert.Equal(t, 3, med.stalls)
 }
 
 // TestChunkingCommand runs the chunking table on a tiny model: one
@@ -113,8 +115,38 @@ func TestChunkingCommand(t *testing.T) {
 	assert.Contains(t, out.String(), "each the median of 2 runs")
 	assert.Contains(t, out.String(), "outputs: every configuration generated exactly the same tokens for all 6 requests")
 
+	code, wall, stderr := run(append(slices.Clone(args), "-clock", "wall", "-whole=false", "-budgets", "16")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, wall, "times: wall clock")
+	assert.Contains(t, out.String(), "times: CPU time of every engine step on one core (-clock cpu)")
+
 	for _, bad := range [][]string{{"-clock", "step:50ms"}, {"-max-batch-tokens", "64"}, {"-chunked-prefill=false"}, {"-workload", "prefix_caching"}} {
 		code, _, stderr := run(append(slices.Clone(args), bad...)...)
 		assert.NotEqual(t, 0, code, "%v: %s", bad, stderr)
 	}
+}
+
+// TestCPUClockChargesEachStepItsCPUTime: a step moves the clock by the CPU
+// time spent since the step before; a sleep jumps by exactly its length
+// and leaves the driver's time before it out of the next step.
+func TestCPUClockChargesEachStepItsCPUTime(t *testing.T) {
+	if !cpuClockAvailable {
+		t.Skip("no getrusage here")
+	}
+	burn := func(d time.Duration) {
+		for start := processCPUTime(); processCPUTime()-start < d; {
+		}
+	}
+	c := newCPUClock()
+	t0 := c.Now()
+	burn(5 * time.Millisecond)
+	c.Stepped()
+	step := c.Now().Sub(t0)
+	assert.GreaterOrEqual(t, step, 5*time.Millisecond)
+
+	burn(20 * time.Millisecond)
+	c.Sleep(time.Second)
+	c.Stepped()
+	assert.GreaterOrEqual(t, c.Now().Sub(t0), step+time.Second)
+	assert.Less(t, c.Now().Sub(t0), step+time.Second+20*time.Millisecond, "the 20 ms before the sleep were charged to the step after it")
 }
