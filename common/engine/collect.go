@@ -10,6 +10,11 @@ type Result struct {
 	Samples [][]int32
 	Reason  string // why sample 0 finished
 	Err     error
+	// Cached and Promoted are the request's Output.Cached and
+	// Output.Promoted: prompt tokens found cached, and of them those each
+	// cache tier gave.
+	Cached   int
+	Promoted []int
 }
 
 // RunAll submits reqs, steps until every one of them is finished, and
@@ -37,6 +42,7 @@ func (e *Engine) collect(res map[int]*Result, outs []Output) {
 		if r == nil {
 			continue
 		}
+		r.Cached, r.Promoted = o.Cached, o.Promoted
 		if o.Err != nil {
 			r.Err = o.Err
 		} else {
