@@ -36,6 +36,11 @@ type TierCounters struct {
 	Promoted    []int // blocks copied back, per tier
 	Skipped     []int // promotions skipped by the cost rule, per tier
 	Mismatched  int   // blocks found under a hash whose tokens differ (never promoted)
+	// What the promotion rule weighs: per tier, the moving average of a
+	// promoted block's time (0 until one is promoted), and the forward
+	// pass's time per row.
+	PromoteNanos       []float64
+	PrefillNanosPerRow float64
 }
 
 const (
@@ -104,6 +109,7 @@ func (p *Pool) TierCounters() TierCounters {
 	}
 	c := p.tiers.stats
 	c.Promoted, c.Skipped = slices.Clone(c.Promoted), slices.Clone(c.Skipped)
+	c.PromoteNanos, c.PrefillNanosPerRow = slices.Clone(p.tiers.promote), p.tiers.prefill
 	return c
 }
 
