@@ -14,6 +14,11 @@ shows the lines of the tests it does cite. Run from anywhere:
 The numbers are deterministic except where a test measures timing or
 concurrency (the router's replica tests); docs/pitfalls_test.go checks
 that every cited TestPitfall has its line.
+
+A line counts only if go test reports it at a _test.go file: that is where
+a learner's `go test -v -run Pitfall` should point. A cited test's line
+reported anywhere else (a helper that is not marked t.Helper()) is left
+out, named on stderr, and makes the script exit 1.
 """
 import collections
 import glob
@@ -26,7 +31,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST = re.compile(r"\bTest[A-Z][A-Za-z0-9_]*")
 HEADING = re.compile(r"^#{2,3} ")
-LOGLINE = re.compile(r"^\s+\S+_test\.go:\d+: (.*)$")
+LOGLINE = re.compile(r"^\s+(\S+\.go):\d+: (.*)$")
 HEADER = "**What you see**"
 
 
@@ -65,6 +70,10 @@ def shown(sec):
     return pitfalls or names
 
 
+# misplaced collects "Test: file" for lines reported outside a _test.go file.
+misplaced = []
+
+
 def run(pkg, names):
     """{test: [logged lines]} for names, run in ./pkg/..."""
     logs = collections.defaultdict(list)
@@ -79,8 +88,14 @@ def run(pkg, names):
             continue
         if ev.get("Action") == "output" and ev.get("Test"):
             m = LOGLINE.match(ev["Output"].rstrip("\n"))
-            if m:
-                logs[ev["Test"].split("/")[0]].append(m.group(1))
+            if not m:
+                continue
+            test = ev["Test"].split("/")[0]
+            if not m.group(1).endswith("_test.go"):
+                if test in names:
+                    misplaced.append("%s: %s" % (test, m.group(1)))
+                continue
+            logs[test].append(m.group(2))
     return logs
 
 
@@ -125,7 +140,9 @@ def main():
     changed = [p for p in sorted(glob.glob(os.path.join(ROOT, "*", "PITFALLS.md"))) if refresh(p, check)]
     for p in changed:
         print(("would change: " if check else "rewrote: ") + os.path.relpath(p, ROOT))
-    return 1 if check and changed else 0
+    for m in misplaced:
+        print("left out, reported outside its test file: " + m, file=sys.stderr)
+    return 1 if (check and changed) or misplaced else 0
 
 
 if __name__ == "__main__":
