@@ -9,11 +9,11 @@ import (
 	"kvlab/phase08_compressed/trie"
 )
 
-// TestPitfallSaltIgnoredTrie is PITFALLS.md entry 30: a trie with one root
-// for every tenant hands tenant b the blocks tenant a cached. With a root
-// per salt, an unsalted prompt that diverges inside a's run splits only its
-// own trie's node, eviction trims only what the victim's trie holds, and b
-// finds nothing of a's at any point.
+// TestPitfallSaltIgnoredTrie is the PITFALLS.md entry "One trie for every
+// tenant": a trie with one root for every tenant hands tenant b the blocks
+// tenant a cached. With a root per salt, an unsalted prompt that diverges
+// inside a's run splits only its own trie's node, eviction trims only what
+// the victim's trie holds, and b finds nothing of a's at any point.
 func TestPitfallSaltIgnoredTrie(t *testing.T) {
 	prompt := cachetest.Tokens(100, 16)
 	story := func(t *testing.T, f cachetest.Factory) (h *cachetest.Harness) {

@@ -224,9 +224,10 @@ func TestPitfallWriteIntoASharedBlock(t *testing.T) {
 		bugWrong, bugGap, fixCopies, fixWrong, fixGap)
 }
 
-// keyTable is the part of an index pitfall 12 is about, ported alone: keys
-// name blocks, a newer block takes a contested key, and evicting a block
-// removes its key — unconditionally in the buggy version.
+// keyTable is the part of an index the PITFALLS.md entry "Deleting a stale
+// key unconditionally" is about, ported alone: keys name blocks, a newer
+// block takes a contested key, and evicting a block removes its key —
+// unconditionally in the buggy version.
 type keyTable struct {
 	byKey       map[uint64]int32
 	keyOf       map[int32]uint64

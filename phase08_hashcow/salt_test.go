@@ -10,13 +10,13 @@ import (
 	"kvlab/phase08_hashcow/blockhash"
 )
 
-// TestPitfallSaltIgnoredHash is PITFALLS.md entry 9: an index that keys
-// blocks without the salt hands tenant b the blocks tenant a cached. Mixing
-// the salt into the first key keeps the chains apart only as long as keys
-// do not collide; the check a hit must pass compares a first block's salt
-// too, so even a hash that ignores the salt (here, one that ignores the
-// whole parent key) cannot hand a salted block to an unsalted walk or to
-// another salt's.
+// TestPitfallSaltIgnoredHash is the PITFALLS.md entry "A salted key alone
+// does not keep tenants apart": an index that keys blocks without the salt
+// hands tenant b the blocks tenant a cached. Mixing the salt into the first
+// key keeps the chains apart only as long as keys do not collide; the check
+// a hit must pass compares a first block's salt too, so even a hash that
+// ignores the salt (here, one that ignores the whole parent key) cannot
+// hand a salted block to an unsalted walk or to another salt's.
 func TestPitfallSaltIgnoredHash(t *testing.T) {
 	prompt := cachetest.Tokens(100, 12)
 	leaked := -1
@@ -38,9 +38,10 @@ func TestPitfallSaltIgnoredHash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return blockhash.New(a, bs, opts...) }
 			// No Watch: with every key colliding, a commit may take a key
-			// another chain held, which costs that chain its hits (entry 2);
-			// what must never happen is a hit across salts, which the
-			// harness's salted KV check would catch at every admission.
+			// another chain held, which costs that chain its hits
+			// (PITFALLS.md, "Trusting a hash hit"); what must never happen
+			// is a hit across salts, which the harness's salted KV check
+			// would catch at every admission.
 			h := cachetest.NewHarness(t, f, 32, 4)
 			h.StartSalted(1, "tenant-a", prompt)
 			h.Finish(1)

@@ -10,13 +10,14 @@ import (
 	"kvlab/common/engine"
 )
 
-// TestPitfallCachedTokensAreCountedAtFirstAdmission is pitfall 34: a request that
-// is preempted and readmitted finds its own prompt blocks in the cache (it
-// committed them while it ran). That is recompute saved, not a hit: the
-// cached_tokens a client reads must stay what the prompt found on arrival.
-// Unrelated prompts find nothing, so every request must report 0, while
-// the engine's own count of matched tokens (Stats.MatchedTokens) includes
-// the readmissions.
+// TestPitfallCachedTokensAreCountedAtFirstAdmission is the PITFALLS.md
+// entry "Counting a readmitted request's own blocks as cached tokens": a
+// request that is preempted and readmitted finds its own prompt blocks in
+// the cache (it committed them while it ran). That is recompute saved, not
+// a hit: the cached_tokens a client reads must stay what the prompt found
+// on arrival. Unrelated prompts find nothing, so every request must report
+// 0, while the engine's own count of matched tokens (Stats.MatchedTokens)
+// includes the readmissions.
 func TestPitfallCachedTokensAreCountedAtFirstAdmission(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(34, 1))

@@ -81,8 +81,8 @@ func TestRequestsSubmittedTogetherDoNotShareTheirPrefix(t *testing.T) {
 
 // TestNextTurnReusesTheOutput: a finished request commits its prompt and
 // its output, so the next turn of the conversation — the whole exchange
-// plus a new question — finds both (pitfall 28 of the compressed trie's
-// list, where inserting only the prompt at finish loses the answer).
+// plus a new question — finds both (phase08_compressed/PITFALLS.md,
+// "Inserting only the prompt at finish", which loses the answer).
 func TestNextTurnReusesTheOutput(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(28, 1))

@@ -7,13 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPitfallFinishCommitsOnlyComputedKV is PITFALLS.md entry 15: a
-// finished request offers the cache its prompt and output, all but the
-// newest token, which was sampled and never fed back, so its KV was never
-// written. With 8 prompt and 8 output tokens at block size 4, the 16th
-// position completes a fourth block whose last slot holds no KV of this
-// conversation: only three blocks may be cached, and the next turn must
-// reuse 12 tokens and match the uncached run bit for bit.
+// TestPitfallFinishCommitsOnlyComputedKV is the PITFALLS.md entry
+// "Committing the newest token, whose KV was never written": a finished
+// request offers the cache its prompt and output, all but the newest token,
+// which was sampled and never fed back, so its KV was never written. With 8
+// prompt and 8 output tokens at block size 4, the 16th position completes a
+// fourth block whose last slot holds no KV of this conversation: only three
+// blocks may be cached, and the next turn must reuse 12 tokens and match
+// the uncached run bit for bit.
 func TestPitfallFinishCommitsOnlyComputedKV(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(15, 1))

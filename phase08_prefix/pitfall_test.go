@@ -104,9 +104,11 @@ func open(t *testing.T, e *engine.Engine, key int, prompt []int32) int {
 	return cached
 }
 
-// Pitfall 1. A prompt found whole in the cache leaves nothing to prefill.
-// Starting it at the matched length gives a zero-length chunk: alone, an
-// empty forward; in a batch, its "last row" is another sequence's.
+// TestPitfallFullHitZeroLengthChunk is the PITFALLS.md entry "A prompt
+// found whole in the cache leaves a zero-length chunk": such a prompt
+// leaves nothing to prefill. Starting it at the matched length gives a
+// zero-length chunk: alone, an empty forward; in a batch, its "last row" is
+// another sequence's.
 func TestPitfallFullHitZeroLengthChunk(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -181,8 +183,9 @@ type hiddenEvictable struct{ *radix.Tree }
 
 func (hiddenEvictable) Evictable() int { return 0 }
 
-// Pitfall 3. Free capacity that leaves out evictable blocks: once the tree
-// fills the pool, admission waits for memory nobody will ever free.
+// TestPitfallEvictableNotCountedDeadlocksAdmission is the PITFALLS.md entry
+// "Free capacity that leaves out evictable blocks": once the tree fills the
+// pool, admission waits for memory nobody will ever free.
 func TestPitfallEvictableNotCountedDeadlocksAdmission(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(13, 14))
@@ -239,8 +242,9 @@ func pageTableAudit(p *kvcache.Pool, live []int) []int32 {
 	return leaked
 }
 
-// Pitfall 4. An audit that counts only page tables takes every block the
-// tree keeps for later for a leak.
+// TestPitfallAuditIgnoringCacheReportsLeaks is the PITFALLS.md entry "An
+// audit that ignores cache-held blocks reports leaks": an audit that counts
+// only page tables takes every block the tree keeps for later for a leak.
 func TestPitfallAuditIgnoringCacheReportsLeaks(t *testing.T) {
 	m := loadModel(t)
 	req := request(1, tokens(rand.New(rand.NewPCG(15, 16)), 13), 4)
@@ -319,11 +323,13 @@ func (l *lateRecord) Release(seq int) {
 	delete(l.committed, seq)
 }
 
-// Pitfall 5. With cost-aware admission a request can be admitted, match
-// the cached prefix, and then fail to get blocks for the rest of its prompt
-// (the blocks it matched were counted as evictable). The engine releases it
-// and retries later; a cache that forgets what it matched pins those blocks
-// for good, and the pool shrinks until a large prompt never fits.
+// TestPitfallFailedPrefillLeaksMatchedRefs is the PITFALLS.md entry "A
+// prefill that fails after its match keeps the matched references": with
+// cost-aware admission a request can be admitted, match the cached prefix,
+// and then fail to get blocks for the rest of its prompt (the blocks it
+// matched were counted as evictable). The engine releases it and retries
+// later; a cache that forgets what it matched pins those blocks for good,
+// and the pool shrinks until a large prompt never fits.
 func TestPitfallFailedPrefillLeaksMatchedRefs(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(17, 18))
@@ -361,9 +367,11 @@ func TestPitfallFailedPrefillLeaksMatchedRefs(t *testing.T) {
 	t.Logf("with the bug (forgetful cache): %s; fixed (Tree): %s", seen[true], seen[false])
 }
 
-// Pitfall 6. Whole-prompt prefill attends only to the rows of the step:
-// the cached prefix is invisible to it, so the prompt's logits are wrong.
-// The engine therefore refuses a prefix cache without chunked prefill.
+// TestPitfallWholePromptPrefillCannotSeeCachedPrefix is the PITFALLS.md
+// entry "Whole-prompt prefill cannot see a cached prefix": it attends only
+// to the rows of the step: the cached prefix is invisible to it, so the
+// prompt's logits are wrong. The engine therefore refuses a prefix cache
+// without chunked prefill.
 func TestPitfallWholePromptPrefillCannotSeeCachedPrefix(t *testing.T) {
 	m := loadModel(t)
 	rng := rand.New(rand.NewPCG(19, 20))
@@ -448,10 +456,11 @@ func (s *sharesPartialBlock) Holds(b int32) int {
 	return s.Tree.Holds(b)
 }
 
-// Pitfall 7. Only whole blocks are shared: a 10-token prompt at block size
-// 4 reuses 8 tokens and recomputes 2, even when sent twice. Sharing the
-// partial third block too would put the next token's KV into a block
-// another sequence reads; the pool refuses that write.
+// TestPitfallPartialBlockIsRecomputed is the PITFALLS.md entry "Only whole
+// blocks are shared": a 10-token prompt at block size 4 reuses 8 tokens and
+// recomputes 2, even when sent twice. Sharing the partial third block too
+// would put the next token's KV into a block another sequence reads; the
+// pool refuses that write.
 func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 	m := loadModel(t)
 	prompt := tokens(rand.New(rand.NewPCG(21, 22)), 10)
@@ -494,10 +503,11 @@ func TestPitfallPartialBlockIsRecomputed(t *testing.T) {
 		bugCached, bugErr, fixFirstErr, fixCached, fixPrefilled, fixGap)
 }
 
-// Pitfall 8. Conservative admission charges the whole prompt even when
-// most of it is cached; cost-aware admission charges only what must be
-// computed. On a shared-prefix workload with a small pool, the second runs
-// more requests at once, with the same output.
+// TestPitfallConservativeAdmissionOverReserves is the PITFALLS.md entry
+// "Conservative admission over-reserves": conservative admission charges
+// the whole prompt even when most of it is cached; cost-aware admission
+// charges only what must be computed. On a shared-prefix workload with a
+// small pool, the second runs more requests at once, with the same output.
 func TestPitfallConservativeAdmissionOverReserves(t *testing.T) {
 	m := loadModel(t)
 	p := workload.DefaultParams("prefix_caching")

@@ -9,11 +9,11 @@ import (
 	"kvlab/phase08_prefix/radix"
 )
 
-// TestPitfallSaltIgnoredRadix is PITFALLS.md entry 14: a tree with one root
-// for every tenant hands tenant b the blocks tenant a cached, and b's time
-// to first token tells it what a sent. The tree with a root per salt finds
-// nothing for b, and still shares within a salt and among unsalted
-// requests.
+// TestPitfallSaltIgnoredRadix is the PITFALLS.md entry "A prefix cache that
+// ignores the tenant": a tree with one root for every tenant hands tenant b
+// the blocks tenant a cached, and b's time to first token tells it what a
+// sent. The tree with a root per salt finds nothing for b, and still shares
+// within a salt and among unsalted requests.
 func TestPitfallSaltIgnoredRadix(t *testing.T) {
 	prompt := cachetest.Tokens(100, 12)
 	story := func(t *testing.T, f cachetest.Factory) (h *cachetest.Harness) {

@@ -18,12 +18,12 @@ import (
 // The router's pitfalls, one test each (PITFALLS.md). Each fails when its
 // fix is undone.
 
-// TestPitfall30RouteKeysAreTheExactTokenStreams: canonicalising prompts
+// TestPitfallRouteKeysAreTheExactTokenStreams: canonicalising prompts
 // (collapsing whitespace, stripping timestamps) gives different prompts
 // one route key, and the router then believes a replica holds a prefix it
 // computed for another prompt's text. The key must be the token stream the
 // replica computes, byte for byte.
-func TestPitfall30RouteKeysAreTheExactTokenStreams(t *testing.T) {
+func TestPitfallRouteKeysAreTheExactTokenStreams(t *testing.T) {
 	tm := loadTestModel(t)
 	const body = "You are a careful assistant. Answer in one sentence, and cite the document you used for every claim you make."
 	pairs := [][2]string{
@@ -67,13 +67,13 @@ func TestPitfall30RouteKeysAreTheExactTokenStreams(t *testing.T) {
 	}
 }
 
-// TestPitfall31HitsAreTheReplicasCachedTokensSummedAtTheRouter: routing
+// TestPitfallHitsAreTheReplicasCachedTokensSummedAtTheRouter: routing
 // state kept per front-end worker (here two routers in front of one
 // replica, as two server processes would be) sees only its own share of
 // the traffic, so a worker whose own tree never matched reads 0% hits while
 // the replica reuses KV. The hit count must be what the replica reported,
 // summed at the router.
-func TestPitfall31HitsAreTheReplicasCachedTokensSummedAtTheRouter(t *testing.T) {
+func TestPitfallHitsAreTheReplicasCachedTokensSummedAtTheRouter(t *testing.T) {
 	tm := loadTestModel(t)
 	rep := startRealReplica(t, tm, replicaConfig(8))
 	w1, url1 := startRouter(t, Options{Replicas: []string{rep.url}, Policy: NewPrefix(0.5, 0), Tokenizer: tm.tok})
@@ -99,13 +99,13 @@ func TestPitfall31HitsAreTheReplicasCachedTokensSummedAtTheRouter(t *testing.T) 
 		"summed over the workers, the router's count is the replica's own counter")
 }
 
-// TestPitfall32TheChosenReplicaReceivesTheBytes: a replica computed by the
+// TestPitfallTheChosenReplicaReceivesTheBytes: a replica computed by the
 // policy but never used on the wire (an id_slot computed and never put in
 // the payload) passes every test of the routing function. So this
 // test reads what each replica received: the request the policy sent to
 // replica k must arrive at replica k, byte for byte, and nowhere else —
 // on all three endpoints.
-func TestPitfall32TheChosenReplicaReceivesTheBytes(t *testing.T) {
+func TestPitfallTheChosenReplicaReceivesTheBytes(t *testing.T) {
 	tm := loadTestModel(t)
 	fakes := []*fakeReplica{newFakeReplica(t, 0), newFakeReplica(t, 0), newFakeReplica(t, 0)}
 	urls := []string{fakes[0].srv.URL, fakes[1].srv.URL, fakes[2].srv.URL}

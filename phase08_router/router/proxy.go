@@ -25,16 +25,17 @@ type Key struct {
 	Tokens []int32
 }
 
-// RouteKey returns the key of the request body sent to path: its
-// cache_salt (as the replica reads it) and the token ids the replica will
-// compute. A text prompt is encoded
-// as the replica encodes it (EncodePrompt, with BOS), a chat rendered with
-// the model's template, token ids taken as they are. Nothing is normalised
-// — not whitespace, not timestamps: two prompts that differ by one byte
-// are different token streams, and a key that hides the difference sends
-// a request where its prefix is not (PITFALLS.md, entry 30). It returns
-// nil when the body has no prompt it can read; such a request is routed by
-// load alone, and the replica answers it with the error it deserves.
+// RouteKey returns the key of the request body sent to path: its cache_salt
+// (as the replica reads it) and the token ids the replica will compute. A
+// text prompt is encoded as the replica encodes it (EncodePrompt, with
+// BOS), a chat rendered with the model's template, token ids taken as they
+// are. Nothing is normalised — not whitespace, not timestamps: two prompts
+// that differ by one byte are different token streams, and a key that hides
+// the difference sends a request where its prefix is not (PITFALLS.md,
+// "Canonicalising prompts gives different prompts one route key"). It
+// returns nil when the body has no prompt it can read; such a request is
+// routed by load alone, and the replica answers it with the error it
+// deserves.
 func RouteKey(tok *tokenizer.Tokenizer, path string, body []byte) Key {
 	var q struct {
 		CacheSalt string          `json:"cache_salt"`

@@ -10,7 +10,8 @@
 //  2. RouteKey turns the body into the token ids the replica will compute —
 //     a text prompt through the model's tokenizer, a chat through its
 //     template, token ids as they are — and never canonicalises them
-//     (PITFALLS.md, entry 30);
+//     (PITFALLS.md, "Canonicalising prompts gives different prompts
+//     one route key");
 //  3. the policy (policy.go) picks among the healthy replicas: round-robin,
 //     least-load, prefix (a radix tree of what was routed where, tree.go)
 //     or kv-events (what each replica announced it holds, kvindex.go,
@@ -22,7 +23,8 @@
 //     an error event;
 //  5. the replica's cached_tokens (or tokens_cached) is read from its answer
 //     and added to the router's counters: the fleet's hit rate is what the
-//     replicas found, summed here, not what a policy guessed (entry 31).
+//     replicas found, summed here, not what a policy guessed (PITFALLS.md,
+//     "Per-worker routing state reads 0% hits while the replicas reuse KV").
 //
 // A health checker polls each replica's /health; a replica that fails is
 // out until it answers again. /health alone is not trusted: every attempt

@@ -6,13 +6,13 @@ import (
 	"kvlab/common/kvcache"
 )
 
-// tree004 is a small Go port of the radix tree in a published mini-vLLM
+// tutorialTree is a small Go port of the radix tree in a published mini-vLLM
 // tutorial (a C++ header and a Python twin), kept with its mistakes so
 // that the pitfall tests can show them. Nodes hold edges of any length,
 // children are keyed by first token, and a node's ref counts the
 // sequences that end at it. Lines marked MISTAKE are the tutorial's.
-type tree004 struct {
-	root  *node004
+type tutorialTree struct {
+	root  *tutorialNode
 	clock int64
 	// hardCoded16 splits as the C++ version does, assuming 16 tokens per
 	// block whatever the block size; the Python version rounds up instead.
@@ -27,27 +27,29 @@ type tree004 struct {
 	matchedTokens, queries int
 }
 
-type node004 struct {
+type tutorialNode struct {
 	tokens   []int32
 	blocks   []int32
-	children map[int32]*node004
-	parent   *node004
+	children map[int32]*tutorialNode
+	parent   *tutorialNode
 	ref      int
 	lastUse  int64
 }
 
-func newTree004() *tree004 { return &tree004{root: &node004{children: map[int32]*node004{}}} }
+func newTutorialTree() *tutorialTree {
+	return &tutorialTree{root: &tutorialNode{children: map[int32]*tutorialNode{}}}
+}
 
-func (t *tree004) addChild(parent, child *node004) {
+func (t *tutorialTree) addChild(parent, child *tutorialNode) {
 	parent.children[child.tokens[0]] = child
 	child.parent = parent
 }
 
-func (t *tree004) removeRef(n *node004) {
+func (t *tutorialTree) removeRef(n *tutorialNode) {
 	n.ref--
 	if n.ref < 0 {
 		if t.assertRefs {
-			panic("tree004: reference count below zero")
+			panic("tutorial tree: reference count below zero")
 		}
 		n.ref = 0 // MISTAKE: the underflow is hidden
 	}
@@ -55,7 +57,7 @@ func (t *tree004) removeRef(n *node004) {
 
 // match follows whole edges only and returns every block of every edge it
 // followed.
-func (t *tree004) match(tokens []int32) (last *node004, matched int, blocks []int32) {
+func (t *tutorialTree) match(tokens []int32) (last *tutorialNode, matched int, blocks []int32) {
 	t.queries++
 	last, cur := t.root, t.root
 	for matched < len(tokens) {
@@ -75,7 +77,7 @@ func (t *tree004) match(tokens []int32) (last *node004, matched int, blocks []in
 
 // insert adds tokens (with the blocks holding their KV) and returns the
 // node the sequence ends at; the tree counts one more user there.
-func (t *tree004) insert(tokens, blocks []int32, bs int) *node004 {
+func (t *tutorialTree) insert(tokens, blocks []int32, bs int) *tutorialNode {
 	cur, pos, blockIdx := t.root, 0, 0
 	for pos < len(tokens) {
 		child := cur.children[tokens[pos]]
@@ -101,20 +103,20 @@ func (t *tree004) insert(tokens, blocks []int32, bs int) *node004 {
 		return cur
 	}
 	t.clock++
-	leaf := &node004{tokens: slices.Clone(tokens[pos:]), blocks: slices.Clone(blocks[blockIdx:]), ref: 1, lastUse: t.clock, children: map[int32]*node004{}}
+	leaf := &tutorialNode{tokens: slices.Clone(tokens[pos:]), blocks: slices.Clone(blocks[blockIdx:]), ref: 1, lastUse: t.clock, children: map[int32]*tutorialNode{}}
 	t.addChild(cur, leaf)
 	return leaf
 }
 
 // split cuts child after pos tokens: a new head node takes the first pos
 // tokens and some blocks, child keeps the rest below it.
-func (t *tree004) split(parent, child *node004, pos, bs int) *node004 {
+func (t *tutorialTree) split(parent, child *tutorialNode, pos, bs int) *tutorialNode {
 	head := (pos + bs - 1) / bs // MISTAKE: rounds up, so the head takes a block the tail's tokens are in
 	if t.hardCoded16 {
 		head = (pos + 15) / 16 // MISTAKE: 16 tokens per block, whatever bs is
 	}
 	head = min(head, len(child.blocks))
-	h := &node004{tokens: slices.Clone(child.tokens[:pos]), blocks: slices.Clone(child.blocks[:head]), children: map[int32]*node004{}}
+	h := &tutorialNode{tokens: slices.Clone(child.tokens[:pos]), blocks: slices.Clone(child.blocks[:head]), children: map[int32]*tutorialNode{}}
 	child.tokens, child.blocks = child.tokens[pos:], child.blocks[head:]
 	delete(parent.children, h.tokens[0])
 	t.addChild(parent, h)
@@ -127,7 +129,7 @@ func (t *tree004) split(parent, child *node004, pos, bs int) *node004 {
 
 // remove drops a sequence ending at leaf: it decrements every node up to
 // the root and frees each one left unused without children.
-func (t *tree004) remove(leaf *node004) (freed []int32) {
+func (t *tutorialTree) remove(leaf *tutorialNode) (freed []int32) {
 	for cur := leaf; cur != nil && cur != t.root; cur = cur.parent {
 		t.removeRef(cur) // MISTAKE: only the leaf was ever incremented
 		if cur.ref != 0 || len(cur.children) > 0 {
@@ -144,8 +146,8 @@ func (t *tree004) remove(leaf *node004) (freed []int32) {
 }
 
 // mergeWithChild folds n's only child into n.
-func (t *tree004) mergeWithChild(n *node004) {
-	var child *node004
+func (t *tutorialTree) mergeWithChild(n *tutorialNode) {
+	var child *tutorialNode
 	for _, c := range n.children {
 		child = c
 	}
@@ -160,10 +162,10 @@ func (t *tree004) mergeWithChild(n *node004) {
 
 // evictLRU frees unused leaves, least recently used first, until it has
 // freed at least n blocks or run out of the leaves it collected.
-func (t *tree004) evictLRU(n int) (freed []int32) {
-	var leaves []*node004
-	var collect func(*node004)
-	collect = func(x *node004) {
+func (t *tutorialTree) evictLRU(n int) (freed []int32) {
+	var leaves []*tutorialNode
+	var collect func(*tutorialNode)
+	collect = func(x *tutorialNode) {
 		if x != t.root && len(x.children) == 0 && x.ref == 0 {
 			leaves = append(leaves, x)
 		}
@@ -172,7 +174,7 @@ func (t *tree004) evictLRU(n int) (freed []int32) {
 		}
 	}
 	collect(t.root)
-	slices.SortFunc(leaves, func(a, b *node004) int { return int(a.lastUse - b.lastUse) })
+	slices.SortFunc(leaves, func(a, b *tutorialNode) int { return int(a.lastUse - b.lastUse) })
 	for _, x := range leaves {
 		if len(freed) >= n {
 			break
@@ -186,18 +188,18 @@ func (t *tree004) evictLRU(n int) (freed []int32) {
 }
 
 // hitRate is the tutorial's "rough estimate".
-func (t *tree004) hitRate() float64 {
+func (t *tutorialTree) hitRate() float64 {
 	if t.queries == 0 {
 		return 0
 	}
 	return float64(t.matchedTokens) / float64(t.queries*100) // MISTAKE: not a rate
 }
 
-// extend004 ports the tutorial's growth of a sequence by need blocks:
+// tutorialExtend ports the tutorial's growth of a sequence by need blocks:
 // evict until they fit. The original loops forever when nothing can be
 // evicted; the port gives up after limit rounds and reports how many it
 // made.
-func extend004(a *kvcache.Allocator, t *tree004, need, limit int) (rounds int, ok bool) {
+func tutorialExtend(a *kvcache.Allocator, t *tutorialTree, need, limit int) (rounds int, ok bool) {
 	for !a.CanAllocate(need) {
 		for _, b := range t.evictLRU(need - a.NumFree()) {
 			a.Decref(b)
@@ -210,22 +212,22 @@ func extend004(a *kvcache.Allocator, t *tree004, need, limit int) (rounds int, o
 	return rounds, true
 }
 
-// cache004 plugs tree004 into the pool's seam with the trie's reference
-// contract (one allocator reference per lent block and per node block),
-// so that only the tree's own logic differs from the library's.
-type cache004 struct {
-	t     *tree004
+// tutorialCache plugs tutorialTree into the pool's seam with the trie's
+// reference contract (one allocator reference per lent block and per node
+// block), so that only the tree's own logic differs from the library's.
+type tutorialCache struct {
+	t     *tutorialTree
 	a     *kvcache.Allocator
 	bs    int
 	lent  map[int][]int32
 	holds map[int32]int
 }
 
-func newCache004(a *kvcache.Allocator, bs int) *cache004 {
-	return &cache004{t: newTree004(), a: a, bs: bs, lent: map[int][]int32{}, holds: map[int32]int{}}
+func newTutorialCache(a *kvcache.Allocator, bs int) *tutorialCache {
+	return &tutorialCache{t: newTutorialTree(), a: a, bs: bs, lent: map[int][]int32{}, holds: map[int32]int{}}
 }
 
-func (c *cache004) Match(seq int, salt string, tokens []int32) ([]int32, int) {
+func (c *tutorialCache) Match(seq int, salt string, tokens []int32) ([]int32, int) {
 	_, matched, blocks := c.t.match(tokens)
 	for _, b := range blocks {
 		c.a.Incref(b)
@@ -235,9 +237,12 @@ func (c *cache004) Match(seq int, salt string, tokens []int32) ([]int32, int) {
 	return blocks, matched
 }
 
-func (c *cache004) MatchLen(salt string, tokens []int32) int { _, m, _ := c.t.match(tokens); return m }
+func (c *tutorialCache) MatchLen(salt string, tokens []int32) int {
+	_, m, _ := c.t.match(tokens)
+	return m
+}
 
-func (c *cache004) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
+func (c *tutorialCache) Insert(seq int, salt string, tokens, pages []int32, lent int) int {
 	before := c.t.root.count()
 	leaf := c.t.insert(tokens, pages[:(len(tokens)+c.bs-1)/c.bs], c.bs)
 	if c.t.root.count() > before { // a new leaf: the tree takes its blocks
@@ -250,7 +255,7 @@ func (c *cache004) Insert(seq int, salt string, tokens, pages []int32, lent int)
 }
 
 // count returns the number of nodes in n's subtree.
-func (n *node004) count() int {
+func (n *tutorialNode) count() int {
 	total := 1
 	for _, c := range n.children {
 		total += c.count()
@@ -258,7 +263,7 @@ func (n *node004) count() int {
 	return total
 }
 
-func (c *cache004) Release(seq int) {
+func (c *tutorialCache) Release(seq int) {
 	for _, b := range c.lent[seq] {
 		c.a.Decref(b)
 		c.holds[b]--
@@ -266,9 +271,9 @@ func (c *cache004) Release(seq int) {
 	delete(c.lent, seq)
 }
 
-func (c *cache004) Evict(int) int             { return 0 }
-func (c *cache004) Evictable() int            { return 0 }
-func (c *cache004) Holds(b int32) int         { return c.holds[b] }
-func (c *cache004) Stats() kvcache.CacheStats { return kvcache.CacheStats{} }
+func (c *tutorialCache) Evict(int) int             { return 0 }
+func (c *tutorialCache) Evictable() int            { return 0 }
+func (c *tutorialCache) Holds(b int32) int         { return c.holds[b] }
+func (c *tutorialCache) Stats() kvcache.CacheStats { return kvcache.CacheStats{} }
 
-var _ kvcache.PrefixCache = (*cache004)(nil)
+var _ kvcache.PrefixCache = (*tutorialCache)(nil)

@@ -11,8 +11,8 @@ import (
 	"kvlab/kernels/cpu"
 )
 
-// The pitfalls of the mini-vLLM tree, shown on its port (port004_test.go)
-// and, for each, the library doing it right.
+// The pitfalls of the mini-vLLM tutorial's tree, shown on its port
+// (tutorial_port_test.go) and, for each, the library doing it right.
 
 func TestPitfallHardCodedBlockSizeInSplit(t *testing.T) {
 	sy := cachetest.LogSymptoms(t)
@@ -31,7 +31,7 @@ func TestPitfallHardCodedBlockSizeInSplit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newTree004()
+			tr := newTutorialTree()
 			tr.hardCoded16 = tc.hard16
 			tr.insert(a, []int32{0, 1, 2}, 4)
 			tr.insert(b, []int32{0, 1, 9}, 4)
@@ -64,7 +64,7 @@ func TestPitfallMatchNotBlockAligned(t *testing.T) {
 	first, second := toks(1, 5), toks(1, 8)
 	t.Run("edge length", func(t *testing.T) {
 		pool, err := kvcache.NewPool(cpu.New(), kvcache.Config{Layers: 1, KVDim: 1, Blocks: 8, BlockSize: 4,
-			NewCache: func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return newCache004(a, bs) }})
+			NewCache: func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return newTutorialCache(a, bs) }})
 		require.NoError(t, err)
 		defer pool.Close()
 		run(t, pool, 1, first)
@@ -103,7 +103,7 @@ func TestPitfallRefCountClampedAtZero(t *testing.T) {
 	// A. When A finishes, N's count would go to -1.
 	a, b := toks(0, 8), cat(toks(0, 8), toks(50, 4))
 	t.Run("clamped", func(t *testing.T) {
-		tr := newTree004()
+		tr := newTutorialTree()
 		na := tr.insert(a, []int32{0, 1}, 4)
 		nb := tr.insert(b, []int32{0, 1, 2}, 4)
 		byB := tr.remove(nb)
@@ -113,7 +113,7 @@ func TestPitfallRefCountClampedAtZero(t *testing.T) {
 		require.Equal(t, []int32{0, 1}, byA, "A's removal frees them again; the clamp hid the underflow")
 	})
 	t.Run("asserted", func(t *testing.T) {
-		tr := newTree004()
+		tr := newTutorialTree()
 		tr.assertRefs = true
 		na := tr.insert(a, []int32{0, 1}, 4)
 		tr.remove(tr.insert(b, []int32{0, 1, 2}, 4))
@@ -121,11 +121,11 @@ func TestPitfallRefCountClampedAtZero(t *testing.T) {
 			defer func() { sy.Add("asserted", "A's removal panics: %v", recover()) }()
 			tr.remove(na)
 		}()
-		tr = newTree004()
+		tr = newTutorialTree()
 		tr.assertRefs = true
 		na = tr.insert(a, []int32{0, 1}, 4)
 		tr.remove(tr.insert(b, []int32{0, 1, 2}, 4))
-		require.PanicsWithValue(t, "tree004: reference count below zero", func() { tr.remove(na) })
+		require.PanicsWithValue(t, "tutorial tree: reference count below zero", func() { tr.remove(na) })
 	})
 	t.Run("trie", func(t *testing.T) {
 		// The trie keeps no per-node counts: each sequence's references
@@ -148,7 +148,7 @@ func TestPitfallEvictionDoesNotCascade(t *testing.T) {
 	// A chain root → P (blocks 0 1) → Q (block 2), nobody using either.
 	p, q := toks(0, 8), cat(toks(0, 8), toks(50, 4))
 	t.Run("one pass", func(t *testing.T) {
-		tr := newTree004()
+		tr := newTutorialTree()
 		np := tr.insert(p, []int32{0, 1}, 4)
 		nq := tr.insert(q, []int32{0, 1, 2}, 4)
 		np.ref, nq.ref = 0, 0 // as the tutorial's own eviction test does
@@ -174,7 +174,7 @@ func TestPitfallEvictionLoopNeverStops(t *testing.T) {
 		a := kvcache.NewAllocator(4)
 		_, err := a.Allocate(nil, 4)
 		require.NoError(t, err)
-		rounds, ok := extend004(a, newTree004(), 1, 1000)
+		rounds, ok := tutorialExtend(a, newTutorialTree(), 1, 1000)
 		sy.Add("evict until it fits", "with every block held, the loop ran %d rounds (the test's cap) and found room: %v", rounds, ok)
 		require.False(t, ok, "the loop found nothing to evict and kept going")
 		require.Equal(t, 1000, rounds)
@@ -206,7 +206,7 @@ func TestPitfallMergeTakesChildRefCount(t *testing.T) {
 	for _, merge := range []bool{true, false} {
 		name := map[bool]string{true: "merged", false: "not merged"}[merge]
 		t.Run(name, func(t *testing.T) {
-			tr := newTree004()
+			tr := newTutorialTree()
 			tr.merge = merge
 			tr.insert(x, []int32{0, 1}, 4)
 			ny := tr.insert(y, []int32{0, 2}, 4)
@@ -286,7 +286,7 @@ func TestPitfallHitRateNotARate(t *testing.T) {
 	// both queries was found.
 	prompt := toks(0, 1024)
 	t.Run("per query × 100", func(t *testing.T) {
-		tr := newTree004()
+		tr := newTutorialTree()
 		tr.insert(prompt, toks(0, 64), 16)
 		tr.match(prompt)
 		tr.match(prompt)
