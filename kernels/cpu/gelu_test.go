@@ -9,8 +9,10 @@ import (
 // geluMulGo's bits, across lengths that leave tails of every size and on
 // zeros, tiny and huge values and the far tails; and that geluMulGo is
 // close to gelu_tanh(g)·u computed in float64 (math.Tanh): within 2⁻²¹ of
-// |g·u| (measured: 1.4e-7), the float32 argument's rounding carried
-// through σ (a relative error of up to |z|·2⁻²³ where σ(z) is small).
+// |g·u|, the float32 argument's rounding carried through σ (a relative
+// error of up to |z|·2⁻²³ where σ(z) is small). The test logs the worst
+// error it saw: 1.36e-7 with
+// `go test -v -run '^TestGELUMulKernelsMatchGo$' ./kernels/cpu/`.
 func TestGELUMulKernelsMatchGo(t *testing.T) {
 	special := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 10, -10, 60, -60, 1e20, -1e20}
 	worst := checkGateMul(t, "gelu", geluMulGo, func(ks *kernelSet) func(dst, g, u []float32) { return ks.geluMul }, 8, special,
