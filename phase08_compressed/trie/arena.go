@@ -1,12 +1,11 @@
 package trie
 
 // An arena hands out the token and block runs of nodes from shared chunks
-// instead of one array per run. The garbage collector's cost at a million
-// cached blocks is mostly the objects it must find and mark, and a run is
-// one: a node's tokens and its blocks were two arrays of their own, so
-// 14,000 leaves made 28,000 objects. Cut from chunks, runs of neighbouring
-// nodes share one object (docs/phase08_compressed.md, "What the collector
-// sees").
+// instead of one array per run. A full collection marks every object the
+// cache holds, on every cycle, and a run is one: a node's tokens and its
+// blocks were two arrays of their own, two objects for every leaf. Cut
+// from chunks, runs of neighbouring nodes share one object
+// (docs/phase08_compressed.md, "What the collector sees").
 //
 // Nothing else changes: a node's tokens and blocks are still slices, a
 // split still reslices them, and they are never written after they are

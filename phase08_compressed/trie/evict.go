@@ -32,64 +32,55 @@ import (
 // Evict frees up to n blocks that nothing but the trie holds and reports
 // how many it freed: min(n, Evictable()). It takes the leaf the policy
 // puts first and frees its blocks from the end, until n is reached or the
-// leaf's last segment is empty; a long leaf thus loses only what is asked
-// for and keeps its head cached. A leaf left with an idle segment, and a
-// parent that became an idle leaf when its last child went, become
-// candidates in turn. A parent left with one child and no holders of its
-// own is merged with that child (see merge).
+// leaf is empty; a long leaf thus loses only what is asked for and keeps
+// its head cached. A parent that became an idle leaf when its last child
+// went becomes a candidate in turn (evict). A parent left with one child
+// and no holders of its own is then merged with that child (mergeChains).
 //
 // The candidates are kept in a heap as the trie changes, so Evict costs
 // O(log n) per leaf it takes from, plus the blocks it frees.
 func (t *Trie) Evict(n int) int {
+	freed := t.evict(n)
+	t.mergeChains() // an optimisation: see merge (insert.go)
+	return freed
+}
+
+// evict is Evict without the merging: the eviction itself.
+func (t *Trie) evict(n int) int {
 	if n <= 0 {
 		return 0
 	}
 	t.settle()
 	freed := 0
-	var single []*node // nodes left with one child
 	for freed < n && len(t.leaves.items) > 0 {
 		v := t.leaves.items[0]
 		if t.pick != nil {
 			t.pick(v)
 		}
-		freed += t.trim(v, n-freed) // re-sorts or removes v
+		// trim, but no further than v's last segment if v was merged:
+		// each segment is asked about as the node it was (insert.go).
+		freed += t.trimSegment(v, n-freed) // re-sorts or removes v
 		if len(v.blocks) > 0 {
-			if freed == n {
-				break // n reached inside this leaf
-			}
-			// A merged leaf lost a whole segment: what was its parent
-			// node is the next candidate, as it would have been unmerged.
-			continue
+			continue // n is reached inside v (or v, merged, lost a segment)
 		}
 		parent := v.parent
 		t.detach(v)
-		switch {
-		case len(parent.children) == 1:
-			single = append(single, parent)
-		case parent.parent == nil:
+		if parent.parent == nil {
 			t.dropIfEmpty(parent) // a salt's last block is gone
 		}
 		t.sync(parent) // it may be a candidate now
 	}
-	// Merging waits until the loop is done: a merge absorbs a child that
-	// may still be a candidate.
-	t.mergeChains(single)
 	t.evicted += freed
 	return freed
 }
 
-// trim frees up to m blocks from the end of leaf n, within its last
-// segment, and returns how many. Its tokens shrink with them, so it stays
-// block-aligned; a segment emptied is forgotten.
+// trim frees up to m blocks from the end of leaf n and returns how many.
+// Its tokens shrink with them, so it stays block-aligned.
 func (t *Trie) trim(n *node, m int) int {
-	from := n.lastSegment()
-	m = min(m, len(n.blocks)-from)
+	m = min(m, len(n.blocks))
 	keep := len(n.blocks) - m
 	t.drop(n.blocks[keep:])
 	n.blocks, n.tokens = n.blocks[:keep], n.tokens[:keep*t.bs]
-	if keep == from && len(n.joins) > 0 {
-		n.joins = n.joins[:len(n.joins)-1]
-	}
 	t.blocks -= m
 	n.end -= m
 	t.measure(n)
@@ -97,7 +88,8 @@ func (t *Trie) trim(n *node, m int) int {
 	return m
 }
 
-// detach takes the emptied leaf n out of its parent's children.
+// detach takes the emptied leaf n out of its parent's children, and notes
+// a parent left with one child for mergeChains.
 func (t *Trie) detach(n *node) {
 	t.leaves.remove(n)
 	t.evictable -= n.counted
@@ -109,6 +101,9 @@ func (t *Trie) detach(n *node) {
 	}
 	delete(p.children, n.key)
 	n.dead = true
+	if len(p.children) == 1 {
+		t.chains = append(t.chains, p)
+	}
 }
 
 // Evictable returns how many blocks Evict could free now: the blocks of

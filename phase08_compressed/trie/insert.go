@@ -68,19 +68,7 @@ func (t *Trie) addLeaf(parent *node, tokens, blocks []int32) {
 // rest of the tokens and blocks and all of n's children.
 func (t *Trie) split(n *node, k int) {
 	kb := k / t.bs
-	// Joins before the cut stay with the head, those after it move to the
-	// tail; one at the cut is the new node boundary.
-	var head, rest []int
-	for _, j := range n.joins {
-		switch {
-		case j < kb:
-			head = append(head, j)
-		case j > kb:
-			rest = append(rest, j-kb)
-		}
-	}
 	tail := &node{
-		joins:    rest,
 		tokens:   n.tokens[k:],
 		blocks:   n.blocks[kb:],
 		children: n.children,
@@ -99,7 +87,7 @@ func (t *Trie) split(n *node, k int) {
 	// The head's slices are capped so that growing one could never write
 	// into the tail's tokens, which share the array.
 	n.tokens, n.blocks = n.tokens[:k:k], n.blocks[:kb:kb]
-	n.joins = head
+	n.joins, tail.joins = splitJoins(n.joins, kb) // a merged node's segments (see merge)
 	// A fresh map: giving the head the old one would make the tail its
 	// own child.
 	n.children = map[uint64]*node{tail.key: tail}
@@ -110,6 +98,16 @@ func (t *Trie) split(n *node, k int) {
 	t.sync(tail)
 	t.sync(n)
 }
+
+// Merging single-child chains. What follows keeps fewer nodes, and so
+// fewer map lookups per match, where eviction leaves a node with one
+// child: it is an optimisation, and a trie that never merges (Trie.evict
+// without mergeChains) caches, matches and evicts correctly. The rest of
+// the trie meets it in three places: split hands a merged node's segments
+// to head and tail (splitJoins), eviction trims one segment at a time
+// (trimSegment), and Evict merges what its eviction left (mergeChains).
+// TestMergingChangesNothingAWalkSees and FuzzMergingIsInvisible check
+// that a merge changes no match, no count and no segment.
 
 // merge folds n's only child c into n (see mergeable): n's tokens and
 // blocks run on with c's, and c's children become n's. A join records where
@@ -170,10 +168,11 @@ func (t *Trie) mergeable(n *node) bool {
 	return true
 }
 
-// mergeChains merges every node of nodes that is still in the trie with
-// its only child, as long as the result can absorb its next only child.
-func (t *Trie) mergeChains(nodes []*node) {
-	for _, n := range nodes {
+// mergeChains merges every node eviction left with one child (chains,
+// noted by detach) that is still in the trie with its only child, as long
+// as the result can absorb its next only child.
+func (t *Trie) mergeChains() {
+	for _, n := range t.chains {
 		if !t.attached(n) {
 			continue // evicted, or absorbed by an earlier merge
 		}
@@ -181,9 +180,51 @@ func (t *Trie) mergeChains(nodes []*node) {
 			t.merge(n)
 		}
 	}
+	clear(t.chains)
+	t.chains = t.chains[:0]
 }
 
 // attached reports whether n is still in the trie.
 func (t *Trie) attached(n *node) bool {
 	return n.parent != nil && len(n.tokens) > 0 && n.parent.children[n.key] == n
+}
+
+// splitJoins cuts the joins of a node split after block kb: those before
+// the cut stay with the head, those after it move to the tail (counted
+// from the tail's first block), and one at the cut is the new node
+// boundary. A node that never merged has none on either side.
+func splitJoins(joins []int, kb int) (head, tail []int) {
+	for _, j := range joins {
+		switch {
+		case j < kb:
+			head = append(head, j)
+		case j > kb:
+			tail = append(tail, j-kb)
+		}
+	}
+	return head, tail
+}
+
+// lastSegment returns the index in n.blocks where n's last segment starts:
+// 0, all of n, unless n was merged.
+func (n *node) lastSegment() int {
+	if len(n.joins) == 0 {
+		return 0
+	}
+	return n.joins[len(n.joins)-1]
+}
+
+// trimSegment is trim within leaf n's last segment: it frees up to m of
+// that segment's blocks and no others, and forgets the segment's join once
+// they are all gone, so that the segment before it is asked about again
+// as the node it was (PITFALLS.md entry 26). On a node that never merged
+// it is trim.
+func (t *Trie) trimSegment(n *node, m int) int {
+	if k := len(n.joins); k > 0 {
+		if from := n.joins[k-1]; m >= len(n.blocks)-from {
+			m = len(n.blocks) - from
+			n.joins = n.joins[:k-1]
+		}
+	}
+	return t.trim(n, m)
 }

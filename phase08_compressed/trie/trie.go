@@ -68,11 +68,13 @@ type Trie struct {
 
 	// Eviction bookkeeping (evict.go): the evictable leaves in policy
 	// order, the blocks Evict could free, the nodes someone else held when
-	// last measured, and the nodes Match reached (reused).
+	// last measured, the nodes Match reached (reused), and the nodes
+	// eviction left with one child, which Evict may merge with it (reused).
 	leaves    leafHeap
 	evictable int
 	pinned    []*node
 	reached   []*node
+	chains    []*node
 	// pick, when set (by tests), is shown each leaf Evict takes from.
 	pick func(*node)
 }
@@ -208,14 +210,6 @@ func (t *Trie) dropIfEmpty(r *node) {
 	if r != t.root && r.parent == nil && len(r.children) == 0 {
 		delete(t.salted, r.salt)
 	}
-}
-
-// lastSegment returns the index in n.blocks where n's last segment starts.
-func (n *node) lastSegment() int {
-	if len(n.joins) == 0 {
-		return 0
-	}
-	return n.joins[len(n.joins)-1]
 }
 
 // Comparisons returns how many token-slice comparisons the trie's descents

@@ -27,10 +27,7 @@
 // gives them back from its front when the pool runs short (Evict).
 package blockhash
 
-import (
-	"kvlab/common/kvcache"
-	"kvlab/common/kvevents"
-)
+import "kvlab/common/kvcache"
 
 // Cache is the hash index. It implements kvcache.PrefixCache and, like the
 // pool that calls it, is not safe for concurrent use.
@@ -132,66 +129,6 @@ type Option func(*Cache)
 // where keys must mean the same in another process, a deliberately weak
 // hash in tests.
 func WithHash(h HashFunc) Option { return func(c *Cache) { c.hash = h } }
-
-// vllmHashes is what a cache keyed by vLLM's block hash adds: the chain's
-// root and every cached block's full 32-byte hash, which the next block's
-// hash is computed from. The index keeps only 64 bits of it, so the chain
-// could not continue from a cached parent without the rest.
-type vllmHashes struct {
-	hasher kvevents.Hasher // the algorithm, root and LoRA name of the chains
-	root   kvevents.Hash
-	hashes []kvevents.Hash // hashes[b]: cached block b's hash
-}
-
-// hash returns the hash of block after parent: the first block's, which
-// takes the salt, when first; the salt is inherited through the chain.
-func (v *vllmHashes) hash(parent kvevents.Hash, first bool, block []int32, salt string) kvevents.Hash {
-	if first {
-		return v.hasher.First(block, salt)
-	}
-	return v.hasher.Next(parent, block)
-}
-
-// WithVLLMHash keys every cached block by the hash vLLM gives it
-// (kvevents.HashBlock: SHA-256 over the CBOR of the parent's hash, the
-// block's tokens and, for a prompt's first block only, the cache salt),
-// rooted at kvevents.RootHash(seed), the root of a vLLM replica started
-// with PYTHONHASHSEED=seed. The index is keyed by the hash's Uint64 form and
-// keeps the whole hash per cached block (VLLMHash), so a block's key is the
-// one a router or a vLLM replica computes for the same prefix and salt.
-// Every hit is still verified against the stored tokens, the parent and the
-// salt, as with any HashFunc. It costs a SHA-256 per block on every walk,
-// several times the in-process hash (docs/phase08_hashcow.md, "vLLM's block
-// hash as the key").
-func WithVLLMHash(seed string) Option {
-	return WithVLLMHasher(kvevents.NewHasher(kvevents.SHA256CBOR, seed, ""))
-}
-
-// WithVLLMHasher is WithVLLMHash under any of vLLM's algorithms, roots
-// and LoRA names: the keys are then the hashes the KV events carry when
-// serve runs with the same -prefix-caching-hash-algo, -kv-hash-seed and
-// -lora-name.
-func WithVLLMHasher(h kvevents.Hasher) Option {
-	return func(c *Cache) {
-		c.vllm = &vllmHashes{hasher: h, root: h.Root(), hashes: make([]kvevents.Hash, len(c.blocks))}
-	}
-}
-
-// VLLMPrefixCache is PrefixCache with WithVLLMHasher(h).
-func VLLMPrefixCache(h kvevents.Hasher) func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
-	return func(a *kvcache.Allocator, blockSize int) kvcache.PrefixCache {
-		return New(a, blockSize, WithVLLMHasher(h))
-	}
-}
-
-// VLLMHash returns the vLLM block hash cached block b is keyed by, and
-// false when b is not cached or the cache was not built WithVLLMHash.
-func (c *Cache) VLLMHash(b int32) (kvevents.Hash, bool) {
-	if c.vllm == nil || c.blocks[b].serial == 0 {
-		return kvevents.Hash{}, false
-	}
-	return c.vllm.hashes[b], true
-}
 
 // New returns an empty cache over the blocks of a, which are blockSize
 // tokens each.

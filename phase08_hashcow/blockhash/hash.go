@@ -55,7 +55,7 @@ func FNV1a(parent uint64, tokens []int32) uint64 {
 
 // XXHash folds the 64-bit xxHash of the tokens' bytes into parent. xxHash
 // reads 32 bytes per round in four independent lanes (in assembly on
-// amd64 and arm64), many times faster than FNV1a's one multiply per byte.
+// amd64 and arm64), where FNV1a waits on one multiply per byte.
 // Its keys are stable: the same prefix gets the same key in every process
 // on every machine of the same byte order, so keys can name blocks outside
 // the process (to a router, in KV-cache events). Select it with
@@ -67,11 +67,13 @@ func XXHash(parent uint64, tokens []int32) uint64 {
 // MapHash combines parent with the runtime's own hash of the tokens' bytes
 // (hash/maphash, the hash Go maps use, built on the CPU's AES instructions
 // where it has them). It is the Cache's default: keys live only in this
-// process's index, and it costs about half of XXHash per token (see
-// BenchmarkHash). Its seed is drawn once per process, so its keys differ
-// from one process to the next: never send them anywhere; use XXHash for
-// that. A seed an attacker cannot know also keeps them from choosing
-// prompts whose keys collide, though a collision would cost only a miss.
+// process's index, so they need not be stable, and the AES rounds mix 16
+// bytes per instruction (`go test -run '^$' -bench '^BenchmarkHash$'
+// ./phase08_hashcow/` times each hash per token). Its seed is drawn once
+// per process, so its keys differ from one process to the next: never
+// send them anywhere; use XXHash for that. A seed an attacker cannot know
+// also keeps them from choosing prompts whose keys collide, though a
+// collision would cost only a miss.
 //
 // maphash's output is already spread over all 64 bits, so one multiply
 // and an xor chain it to parent, where fold spends three: the result is
@@ -91,9 +93,11 @@ var processSeed = maphash.MakeSeed()
 // so that pairs in another order hash differently. The pairs are
 // independent, so a 16-token block is four multiplies side by side and one
 // more to chain parent in, with no call into the runtime (maphash.Bytes
-// goes through its generic memhash). Select it with WithHash(WordHash): on
-// the AMD EPYC this was measured on, MapHash's AES rounds made Match
-// faster still (docs/benchmarks.md, "Match: levers measured").
+// goes through its generic memhash). Select it with WithHash(WordHash). It
+// is not the default: where the CPU has AES instructions, memhash hashes a
+// block in a few AES rounds, and Match keyed by MapHash came out faster
+// (`go test -run '^$' -bench MatchHash ./phase08_hashcow/` times Match with
+// each hash).
 //
 // It is no stronger than it needs to be: a key is only a hint, and every
 // hit is verified against the block's tokens, its parent and its salt, so

@@ -109,9 +109,10 @@ type joiner struct {
 // sortJoining sorts settle's blocks by ord. pinned lists the blocks of one
 // Match or Insert together, head first, so that they come in runs of
 // decreasing ord (one clock, deeper and deeper), and runs from later
-// walks come later: reversing each run usually leaves nothing to sort. A
-// comparison sort of the whole list took as long as the rest of Evict at a
-// million blocks, and is left for the lists that are still out of order.
+// walks come later: reversing each run usually leaves nothing to sort, in
+// one pass over the list with no comparison function to call. A
+// comparison sort, O(k log k) with a call per comparison, is left for the
+// lists that are still out of order.
 func sortJoining(joining []joiner) {
 	for i := 0; i < len(joining); {
 		j := i + 1

@@ -3,7 +3,6 @@ package blockhash
 import (
 	"bytes"
 	"fmt"
-	"unsafe"
 )
 
 // Match takes a reference on every block of the longest prefix of tokens
@@ -14,7 +13,7 @@ func (c *Cache) Match(seq int, salt string, tokens []int32) (blocks []int32, mat
 		panic(fmt.Sprintf("blockhash: sequence %d matched twice without a release", seq))
 	}
 	c.clock++
-	blocks = c.walk(salt, tokens, c.takeList(), true)
+	blocks = c.walkFast(salt, tokens, c.takeList(), true) // walk, in chunks (match_fast.go)
 	if len(blocks) == 0 {
 		c.spare = append(c.spare, blocks)
 		return nil, 0
@@ -25,157 +24,32 @@ func (c *Cache) Match(seq int, salt string, tokens []int32) (blocks []int32, mat
 
 // MatchLen returns the number of tokens Match would reuse, touching nothing.
 func (c *Cache) MatchLen(salt string, tokens []int32) int {
-	blocks := c.walk(salt, tokens, c.takeList(), false)
+	blocks := c.walkFast(salt, tokens, c.takeList(), false)
 	c.spare = append(c.spare, blocks)
 	return len(blocks) * c.bs
-}
-
-// take gives cached block b one more user, matched at the current clock:
-// Match's part of the walk, done while b's record is at hand rather than
-// in a second pass over the blocks.
-func (c *Cache) take(b int32) {
-	c.alloc.Incref(b)
-	info := &c.blocks[b]
-	c.addUser(info, b)
-	info.ord = pack(c.clock, info.depth())
-	c.pin(b)
 }
 
 // walk appends to dst the cached blocks holding the longest prefix of
 // tokens made of whole blocks, cached under salt. With take, it also gives
 // each one a user (Match); without, it changes nothing (MatchLen).
 //
-// It goes a chunk of blocks at a time: first it hashes the chunk's blocks
-// (keys), then it looks the keys up, checks the hits and takes them
-// (verify), stopping at the first miss or failed check. Only the hashing
-// calls out, into the runtime's hash, once per block; in one loop that did
-// everything, that call made the compiler keep the walk's dozen or more
-// live values on the stack and reload them every block. A chunk's blocks
-// past a miss are hashed for nothing, at most walkChunk − 1 of them per
-// walk.
+// It goes block by block: the block's key, chained from the one before;
+// the block the index holds under it; and the check that makes that block
+// a hit (holds). The first miss ends the walk. This is the walk to read.
+// Match and MatchLen run walkFast, which does the same in chunks of blocks
+// (TestWalkFastAgreesWithWalk and FuzzWalkFast check that the two agree),
+// and, for an index keyed by vLLM's hash, walkVLLM.
 func (c *Cache) walk(salt string, tokens []int32, dst []int32, take bool) []int32 {
-	if c.vllm != nil {
-		return c.walkVLLM(salt, tokens, dst, take)
-	}
-	bs := c.bs
 	key, parent := SaltRoot(salt), uint64(0)
-	var keys [walkChunk]uint64
-	for len(tokens) >= bs {
-		m := min(walkChunk, len(tokens)/bs)
-		key = c.keys(keys[:m], key, tokens)
-		var ok bool
-		if dst, parent, ok = c.verify(keys[:m], tokens, dst, parent, salt, take); !ok {
-			break
-		}
-		tokens, salt = tokens[m*bs:], "" // later blocks inherit the salt
-	}
-	return dst
-}
-
-// walkChunk is how many blocks walk hashes before it looks any up.
-const walkChunk = 16
-
-// keys fills keys with the chained keys of the first len(keys) blocks of
-// tokens, continuing from parent, and returns the last.
-func (c *Cache) keys(keys []uint64, parent uint64, tokens []int32) uint64 {
-	bs, hash := c.bs, c.hash
-	for i := range keys {
-		block := tokens[i*bs : i*bs+bs : i*bs+bs]
-		// The default hash is a direct, inlined call rather than one
-		// through a function value.
-		if hash == nil {
-			parent = MapHash(parent, block)
-		} else {
-			parent = hash(parent, block)
-		}
-		keys[i] = parent
-	}
-	return parent
-}
-
-// verify is the rest of walk for one chunk, in three loops with no calls:
-// the blocks the table holds under the keys, up to the first miss
-// (table.lookup); of those, the ones that pass the check of Cache.holds in
-// turn, each the child of the one before (the first of the serial parent,
-// 0 for a prompt's first block, whose salt must then be salt) and holding
-// its block of tokens; and, with take, a user for each at the current
-// clock (Cache.take). It returns dst with the blocks that passed, the
-// serial of the last, and whether all of them did.
-func (c *Cache) verify(keys []uint64, tokens, dst []int32, parent uint64, salt string, take bool) ([]int32, uint64, bool) {
-	var found [walkChunk]int32
-	hits := found[:c.index.lookup(keys, found[:len(keys)])]
-	if len(hits) > 0 && parent == 0 && c.saltOf(hits[0]) != salt {
-		// Only a first block (parent 0: serials start at 1) records a salt.
-		return dst, parent, false
-	}
-	// The cache's fields in locals: the stores into a block's record below
-	// could alias them as far as the compiler knows, so it would reload
-	// each one every block.
-	bs, infos, stored := c.bs, c.blocks, c.tokens
-	width := uintptr(bs) * 4 // bytes a block
-	n := 0
-	for ; n < len(hits); n++ {
-		b := hits[n]
-		info := &infos[b]
-		if info.parent != parent {
-			break
-		}
-		// The stored tokens against the prompt's, written out: 64 bytes at
-		// a time as eight 8-byte words, xored and ored together, then 4
-		// at a time; one branch per block. bytes.Equal calls the runtime's
-		// memequal, which first picks its method by length, and a function
-		// doing this is past the inlining budget.
-		x := unsafe.Pointer(&stored[int(b)*bs])
-		y := unsafe.Pointer(&tokens[n*bs])
-		var diff uint64
-		i := uintptr(0)
-		for ; i+64 <= width; i += 64 {
-			p, q := (*[8]uint64)(unsafe.Add(x, i)), (*[8]uint64)(unsafe.Add(y, i))
-			diff |= (p[0] ^ q[0]) | (p[1] ^ q[1]) | (p[2] ^ q[2]) | (p[3] ^ q[3]) | (p[4] ^ q[4]) | (p[5] ^ q[5]) | (p[6] ^ q[6]) | (p[7] ^ q[7])
-		}
-		for ; i < width; i += 4 {
-			diff |= uint64(*(*uint32)(unsafe.Add(x, i)) ^ *(*uint32)(unsafe.Add(y, i)))
-		}
-		if diff != 0 {
-			break
-		}
-		parent = info.serial
-	}
-	hits = hits[:n]
-	if take {
-		used := uint64(c.clock) << depthBits
-		for _, b := range hits {
-			c.alloc.Incref(b)
-			info := &infos[b]
-			// The new clock above the depth the block's order holds (pack).
-			info.ord = used | info.ord&depthMask
-			if info.link < usersMax<<usersShift {
-				info.link += 1 << usersShift // c.addUser, the common case
-			} else {
-				c.addUser(info, b)
-			}
-			if info.link&linkMask != 0 || c.lru.head == b { // c.lru.has(b)
-				c.pin(b)
-			}
-		}
-	}
-	return append(dst, hits...), parent, n == len(keys)
-}
-
-// walkVLLM is walk for a cache keyed by vLLM's block hash: the chain
-// carries the parent's whole hash, and the salt enters the first block's
-// hash rather than the root.
-func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32, take bool) []int32 {
-	full, parent := c.vllm.root, uint64(0)
 	for end := c.bs; end <= len(tokens); end += c.bs {
 		block := tokens[end-c.bs : end]
-		full = c.vllm.hash(full, end == c.bs, block, salt)
-		b, ok := c.index.get(full.Uint64())
+		key = c.next(key, block)
+		b, ok := c.index.get(key)
 		if !ok || !c.holds(b, parent, salt, block) {
 			break
 		}
 		dst = append(dst, b)
-		parent, salt = c.blocks[b].serial, ""
+		parent, salt = c.blocks[b].serial, "" // later blocks inherit the salt
 		if take {
 			c.take(b)
 		}
@@ -194,4 +68,15 @@ func (c *Cache) walkVLLM(salt string, tokens []int32, dst []int32, take bool) []
 func (c *Cache) holds(b int32, parent uint64, salt string, block []int32) bool {
 	info := &c.blocks[b]
 	return info.parent == parent && (parent != 0 || c.saltOf(b) == salt) && bytes.Equal(bytesOf(c.tokensOf(b)), bytesOf(block))
+}
+
+// take gives cached block b one more user, matched at the current clock:
+// an allocator reference for the sequence, one more in the block's count
+// of users, its last use, and out of the eviction queue if it was there.
+func (c *Cache) take(b int32) {
+	c.alloc.Incref(b)
+	info := &c.blocks[b]
+	c.addUser(info, b)
+	info.ord = pack(c.clock, info.depth())
+	c.pin(b)
 }

@@ -7,8 +7,8 @@ import (
 
 // table maps keys to blocks: an open-addressing hash table with linear
 // probing. Keys are already good hashes, so a key's own bits pick its slot
-// directly; a lookup is usually one load and one compare, several times
-// cheaper than a Go map, which hashes its keys again.
+// directly; a lookup is usually one load and one compare, where a Go map
+// would hash the key again and compare it in a bucket.
 //
 // A slot is one 64-bit word: the key's low 40 bits above the block id plus
 // one, so the table costs 8 bytes a slot rather than the 16 of a key and a
@@ -19,8 +19,9 @@ import (
 // check as a collision.
 type table struct {
 	// slots has about four slots for every three blocks, so it is at most
-	// three-quarters full and probes stay short (a hit reads 2.5 slots on
-	// average, a miss 8.5: one or two cache lines). A
+	// three-quarters full and probes stay short (Knuth's estimates for
+	// linear probing at that load: a hit reads 2.5 slots on average, a miss
+	// 8.5, one or two cache lines). A
 	// zero slot is empty. Its length need not be a power of two: a key's
 	// home slot is its 40 kept bits scaled to the length (a multiply, see
 	// home), not its low bits masked.

@@ -67,7 +67,7 @@ func (t *Tree) findEdge(parent int32, block []int32) int32 {
 		if e.node == none {
 			return none
 		}
-		if e.hash == h && t.nodes[e.node].parent == parent && t.labels(e.node, block) {
+		if e.hash == h && t.nodes[e.node].parent == parent && t.labelsFast(e.node, block) {
 			return e.node
 		}
 	}

@@ -2,6 +2,7 @@ package radix
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 )
 
@@ -51,22 +52,11 @@ func label(block []int32) string {
 }
 
 // labels reports whether the first blockSize tokens of block are block
-// node n's label: the same tokens as the tree's copy. Every step of a lookup makes
-// one such compare, so it is written for speed: eight bytes at a time,
-// straight from the arena (n holds a block, so its tokens are there), in a
-// loop the compiler inlines. At 16 tokens that beat slicing the arena and
-// calling the runtime's general memory compare.
+// node n's label: the same tokens as the tree's copy. Lookups run
+// labelsFast (fastlane.go), the same compare eight bytes at a time;
+// TestLabelsFastAgreesWithLabels checks the two.
 func (t *Tree) labels(n int32, block []int32) bool {
-	size := uintptr(t.blockSize) * 4
-	a := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.tokens)), uintptr(n)*size)
-	b := unsafe.Pointer(unsafe.SliceData(block))
-	i := uintptr(0)
-	for ; i+8 <= size; i += 8 {
-		if *(*uint64)(unsafe.Add(a, i)) != *(*uint64)(unsafe.Add(b, i)) {
-			return false
-		}
-	}
-	return i == size || *(*uint32)(unsafe.Add(a, i)) == *(*uint32)(unsafe.Add(b, i))
+	return slices.Equal(t.tokensOf(n), block[:t.blockSize])
 }
 
 // tokensOf returns block node n's tokens: the tree's copy.
@@ -80,12 +70,12 @@ func (t *Tree) tokensOf(n int32) []int32 {
 // children there.
 func (t *Tree) child(parent int32, block []int32) int32 {
 	p := &t.nodes[parent]
-	if c := p.recent; c != none && t.labels(c, block) {
+	if c := p.recent; c != none && t.labelsFast(c, block) {
 		return c
 	}
 	inTable := p.kids
 	if c := p.first; c != none {
-		if c != p.recent && t.labels(c, block) {
+		if c != p.recent && t.labelsFast(c, block) {
 			return c
 		}
 		inTable--

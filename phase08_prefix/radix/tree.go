@@ -32,7 +32,6 @@ package radix
 import (
 	"fmt"
 	"hash/maphash"
-	"slices"
 
 	"kvlab/common/kvcache"
 )
@@ -146,46 +145,33 @@ func (t *Tree) dropRoot(r int32) {
 // find returns the deepest node of salt's tree whose path is a prefix of
 // tokens (the root when not even the first block is cached, none when salt
 // has no tree). It changes nothing.
+//
+// It walks down one block at a time, asking each node for the child
+// labelled by the next block (child). This is the walk to read; MatchLen
+// runs findFast (fastlane.go), the same walk with a fast lane for chains,
+// and TestFastLanesAgreeWithTheWalk and FuzzFastLanes check that the two
+// find the same node.
 func (t *Tree) find(salt string, tokens []int32) int32 {
 	n := t.rootOf(salt, false)
 	if n == none {
 		return none
 	}
 	bs := t.blockSize
-	for {
-		n, tokens = t.followRecent(n, tokens)
-		if len(tokens) < bs {
-			return n
-		}
+	for len(tokens) >= bs {
 		c := t.child(n, tokens[:bs])
 		if c == none {
-			return n
-		}
-		n, tokens = c, tokens[bs:]
-	}
-}
-
-// followRecent follows recent children down from n while each is labelled
-// by the next block of tokens, and returns where it stopped and the tokens
-// left: the fast lane of find, since most of a lookup is such a chain. It
-// calls nothing, so that the compiler keeps its loop in registers.
-func (t *Tree) followRecent(n int32, tokens []int32) (int32, []int32) {
-	nodes, bs := t.nodes, t.blockSize
-	for len(tokens) >= bs {
-		c := nodes[n].recent
-		if c == none || !t.labels(c, tokens) {
 			break
 		}
 		n, tokens = c, tokens[bs:]
 	}
-	return n, tokens
+	return n
 }
 
 // MatchLen returns how many leading tokens Match would find cached: a
 // multiple of the block size. It takes no references and leaves recency
 // alone, so admission may ask as often as it likes.
 func (t *Tree) MatchLen(salt string, tokens []int32) int {
-	n := t.find(salt, tokens)
+	n := t.findFast(salt, tokens) // find, with a fast lane (fastlane.go)
 	if n == none {
 		return 0
 	}
@@ -205,13 +191,25 @@ func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matc
 	if n == none {
 		return t.blocks[:0], 0
 	}
+	n, blocks = t.descendFast(n, tokens, t.blocks[:0]) // descend, with a fast lane (fastlane.go)
+	if len(blocks) > 0 {
+		t.held[seq] = n
+	}
+	t.blocks = blocks
+	return blocks, len(blocks) * t.blockSize
+}
+
+// descend is Match's walk: down from n one block at a time, as find goes,
+// making the sequence a user of every node it passes and appending the
+// node's block to blocks. It returns the last node reached and blocks.
+// Each step also makes the child the node's recent one, which lookups try
+// first (node.recent). This is the walk to read; Match runs descendFast
+// (fastlane.go), which follows recent children without a lookup, and
+// TestFastLanesAgreeWithTheWalk and FuzzFastLanes check that the two
+// leave the tree the same.
+func (t *Tree) descend(n int32, tokens, blocks []int32) (int32, []int32) {
 	bs := t.blockSize
-	blocks = slices.Grow(t.blocks[:0], len(tokens)/bs) // room for every block: useRecent relies on it
-	for {
-		n, tokens, blocks = t.useRecent(n, tokens, blocks)
-		if len(tokens) < bs {
-			break
-		}
+	for len(tokens) >= bs {
 		c := t.child(n, tokens[:bs])
 		if c == none {
 			break
@@ -221,31 +219,7 @@ func (t *Tree) Match(seq int, salt string, tokens []int32) (blocks []int32, matc
 		blocks = append(blocks, c) // node c holds block c
 		n, tokens = c, tokens[bs:]
 	}
-	if len(blocks) > 0 {
-		t.held[seq] = n
-	}
-	t.blocks = blocks
-	return blocks, len(blocks) * bs
-}
-
-// useRecent is Match's fast lane, as followRecent is find's: it follows
-// recent children down from n while each is labelled by the next block of
-// tokens, makes the sequence a user of each and appends its block. blocks
-// has room for all of them, so the loop needs no call.
-func (t *Tree) useRecent(n int32, tokens, blocks []int32) (int32, []int32, []int32) {
-	nodes, bs := t.nodes, t.blockSize
-	for len(tokens) >= bs {
-		c := nodes[n].recent
-		if c == none || !t.labels(c, tokens) {
-			break
-		}
-		t.use(c)
-		k := len(blocks)
-		blocks = blocks[:k+1] // not append: Match made the room, and a call would slow the loop
-		blocks[k] = c
-		n, tokens = c, tokens[bs:]
-	}
-	return n, tokens, blocks
+	return n, blocks
 }
 
 // Insert caches the whole blocks of tokens that seq wrote, pages being its
