@@ -21,12 +21,21 @@ type AuditReport struct {
 	// Local is the same report for the local layers' blocks when the pool
 	// gives back out-of-window blocks (Config.LocalBlocks), else nil.
 	Local *AuditReport
+	// Tiers lists what the cache tiers' own audits found (TierAuditor).
+	Tiers []string
+}
+
+// TierAuditor is implemented by a cache tier that can recount its books:
+// its index against its contents, its bytes against its budget, each
+// block's KV against its checksum.
+type TierAuditor interface {
+	AuditTier() error
 }
 
 // Clean reports whether the audit found nothing.
 func (r AuditReport) Clean() bool {
 	return len(r.Leaked) == 0 && len(r.Overfreed) == 0 && len(r.DoubleFreed) == 0 && r.FreeListBroken == "" &&
-		(r.Local == nil || r.Local.Clean())
+		(r.Local == nil || r.Local.Clean()) && len(r.Tiers) == 0
 }
 
 // Err returns nil for a clean report and a readable error otherwise.
@@ -50,6 +59,7 @@ func (r AuditReport) Err() error {
 	if r.Local != nil && !r.Local.Clean() {
 		parts = append(parts, "local layers: "+strings.TrimPrefix(r.Local.Err().Error(), "kvcache: audit: "))
 	}
+	parts = append(parts, r.Tiers...)
 	return fmt.Errorf("kvcache: audit: %s", strings.Join(parts, "; "))
 }
 
@@ -84,6 +94,20 @@ func (p *Pool) Audit() AuditReport {
 	if p.local != nil {
 		local := p.local.audit()
 		r.Local = &local
+	}
+	for _, t := range p.Tiers() {
+		if a, ok := t.(TierAuditor); ok {
+			if err := a.AuditTier(); err != nil {
+				r.Tiers = append(r.Tiers, fmt.Sprintf("tier %s: %v", t.Name(), err))
+			}
+		}
+	}
+	if p.tiers != nil {
+		for id := range p.tiers.promoted {
+			if _, ok := p.seqs[id]; !ok {
+				r.Tiers = append(r.Tiers, fmt.Sprintf("promotions of sequence %d, which is not open", id))
+			}
+		}
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"container/list"
+	"fmt"
 	"sync"
 
 	"kvlab/common/kvevents"
@@ -161,4 +162,30 @@ func (t *RAMTier) Stats() TierStats {
 	s := t.stats
 	s.Name, s.Blocks, s.Bytes, s.Capacity = t.Name(), t.lru.Len(), t.bytes, t.capacity
 	return s
+}
+
+// AuditTier implements TierAuditor: the index and the recency list hold
+// the same blocks, their sizes sum to the bytes counted, within the
+// budget, and every block's KV matches its checksum.
+func (t *RAMTier) AuditTier() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lru.Len() != len(t.byHash) {
+		return fmt.Errorf("%d blocks in the recency list, %d in the index", t.lru.Len(), len(t.byHash))
+	}
+	var bytes int64
+	for e := t.lru.Front(); e != nil; e = e.Next() {
+		b := e.Value.(*TierBlock)
+		if t.byHash[b.Hash] != e {
+			return fmt.Errorf("block %s is not indexed where it is listed", b.Hash)
+		}
+		if !b.Intact() {
+			return fmt.Errorf("block %s: its KV does not match its checksum", b.Hash)
+		}
+		bytes += b.Size()
+	}
+	if bytes != t.bytes || bytes > t.capacity {
+		return fmt.Errorf("blocks of %d bytes, %d counted, a budget of %d", bytes, t.bytes, t.capacity)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"kvlab/common/kvcache"
 )
 
 // RunWithoutCacheAudit is Run with the cache's own AuditCache left out. A
@@ -324,10 +326,22 @@ func Run(t *testing.T, f Factory) {
 		}
 		t.Run(name, func(t *testing.T) {
 			for seed := range uint64(8) {
-				t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOps(t, f, seed, pressure) })
+				t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOps(t, f, seed, pressure, false) })
 			}
 		})
 	}
+	t.Run("RandomOperationsWithTiers", func(t *testing.T) {
+		var demoted, promoted, passed int
+		for seed := range uint64(8) {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				c, down := randomOps(t, f, seed, true, true)
+				demoted, promoted, passed = demoted+c.Demoted, promoted+c.Promoted[0], passed+down
+			})
+		}
+		if demoted == 0 || promoted == 0 || passed == 0 {
+			t.Fatalf("the tiers were not exercised: %d blocks demoted, %d promoted, %d passed down", demoted, promoted, passed)
+		}
+	})
 }
 
 // randomOps runs random starts, extensions, commits and releases over
@@ -335,13 +349,30 @@ func Run(t *testing.T, f Factory) {
 // is evicted, so every start must find exactly the longest block-aligned
 // prefix any committed sequence had; under pressure it may find less, never
 // more, and never wrong KV.
-func randomOps(t *testing.T, f Factory, seed uint64, pressure bool) {
+//
+// With tiers, two host-memory tiers of a few blocks each sit under the
+// cache, the first passing what it evicts to the second, and the cache is
+// also made to evict at random: blocks go down and come back up at random,
+// and every start checks the KV of what it found, promoted blocks
+// included; the audit after every operation recounts the tiers too.
+//
+// It returns what the pool did with the tiers, and how many blocks the
+// first tier passed down to the second.
+func randomOps(t *testing.T, f Factory, seed uint64, pressure, tiers bool) (kvcache.TierCounters, int) {
 	const bs = 4
 	blocks := 4096 // never full: nothing is evicted
 	if pressure {
 		blocks = 24
 	}
 	h := NewHarness(t, Watch(t, f), blocks, bs)
+	var below *kvcache.RAMTier
+	if tiers {
+		size := kvcache.TierBlock{Tokens: make([]int32, bs), KV: make([]byte, h.Pool.BlockBytes())}.Size()
+		below = kvcache.NewRAMTier(6*size, nil)
+		if err := h.Pool.AttachTiers(kvcache.NewRAMTier(4*size, below)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rng := rand.New(rand.NewPCG(seed, 77))
 	bases := [][]int32{Tokens(0, 20), Tokens(5000, 9), Tokens(9000, 3)}
 	var committed [][]int32
@@ -377,6 +408,10 @@ func randomOps(t *testing.T, f Factory, seed uint64, pressure bool) {
 				committed = append(committed, append([]int32(nil), h.prompts[id]...))
 				h.Commit(id)
 			}
+			if tiers && rng.IntN(3) == 0 { // and push some of the cache down
+				h.Cache.Evict(1 + rng.IntN(4))
+				h.Audit("after a forced eviction")
+			}
 		default: // finish a live sequence
 			if id, ok := pick(rng, live); ok {
 				h.Release(id)
@@ -390,6 +425,10 @@ func randomOps(t *testing.T, f Factory, seed uint64, pressure bool) {
 	h.Cache.Evict(h.Cache.Evictable())
 	h.Audit("after draining")
 	requireInt(t, "free blocks after draining", h.Pool.Allocator().NumFree(), blocks)
+	if !tiers {
+		return kvcache.TierCounters{}, 0
+	}
+	return h.Pool.TierCounters(), below.Stats().Puts
 }
 
 func pick(rng *rand.Rand, live map[int]bool) (int, bool) {
