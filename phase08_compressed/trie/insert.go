@@ -117,7 +117,8 @@ func (t *Trie) split(n *node, k int) {
 // unchanged), and keeps its own lastUse and refs: every use of c passed
 // through n, so n's are the larger, and they describe the merged node's
 // head, the prefix most worth keeping. Taking c's instead would make a
-// shared prefix look as little used as one tail (PITFALLS.md, entry 26).
+// shared prefix look as little used as one tail (PITFALLS.md, "Merging a
+// node with its only child and taking the child's count").
 // No allocator count changes: the same blocks, listed by one node.
 func (t *Trie) merge(n *node) {
 	var c *node
@@ -217,8 +218,8 @@ func (n *node) lastSegment() int {
 // trimSegment is trim within leaf n's last segment: it frees up to m of
 // that segment's blocks and no others, and forgets the segment's join once
 // they are all gone, so that the segment before it is asked about again
-// as the node it was (PITFALLS.md entry 26). On a node that never merged
-// it is trim.
+// as the node it was (docs/phase08_compressed.md, "Merging single-child
+// chains"). On a node that never merged it is trim.
 func (t *Trie) trimSegment(n *node, m int) int {
 	if k := len(n.joins); k > 0 {
 		if from := n.joins[k-1]; m >= len(n.blocks)-from {

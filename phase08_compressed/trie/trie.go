@@ -63,7 +63,8 @@ type Trie struct {
 	queried int   // prompt tokens passed to Match
 	found   int   // of those, tokens Match found cached
 	// compares counts token-slice comparisons made by descents (Match,
-	// MatchLen, Insert): the cost pitfall 29 is about.
+	// MatchLen, Insert): the cost of PITFALLS.md, "Three prefix
+	// comparisons per descent".
 	compares int
 
 	// Eviction bookkeeping (evict.go): the evictable leaves in policy
