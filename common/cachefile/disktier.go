@@ -254,10 +254,6 @@ func (t *DiskTier) index() error {
 		if !ok {
 			continue // not a block's name: what was set aside, or another's
 		}
-		if !e.Type().IsRegular() {
-			t.blocked[h] = true
-			continue
-		}
 		mod, err := t.checkHead(h)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -281,19 +277,30 @@ func (t *DiskTier) index() error {
 	return nil
 }
 
-// open opens block h's file for reading, never waiting on it (a FIFO put
-// under a block's name opens at once, and is then refused as not a
-// regular file), and checks that it is a regular file of the tier's size.
+// open opens block h's file for reading and checks that it is a regular
+// file of the tier's size. What is not a regular file under the name — a
+// directory, a FIFO, a symbolic link, which could lead to a file outside
+// the tier's subdirectory — is never opened, and one swapped in between
+// the check and the open is found by comparing the two (and, a FIFO,
+// opened without waiting for a writer).
 func (t *DiskTier) open(h kvevents.Hash) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(t.path(h), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	path := t.path(h)
+	lst, err := os.Lstat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !lst.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%w (%s)", errNotRegular, lst.Mode().Type())
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	st, err := f.Stat()
 	switch {
 	case err != nil:
-	case !st.Mode().IsRegular():
-		err = fmt.Errorf("%w (%s)", errNotRegular, st.Mode().Type())
+	case !os.SameFile(lst, st):
+		err = fmt.Errorf("%w: replaced while it was opened", errNotRegular)
 	case st.Size() != t.fileBytes:
 		err = fmt.Errorf("%d bytes, where a block file of this tier has %d", st.Size(), t.fileBytes)
 	}

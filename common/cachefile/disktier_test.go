@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,14 +144,69 @@ func TestDiskTierGivesBackWhatItWrote(t *testing.T) {
 
 // TestDiskTierRefusesHostileFiles: block files damaged or replaced as a
 // careless tool or a hostile peer would are refused without a panic and
-// never promoted; a refused file is set aside byte for byte (never
-// deleted, never overwritten, even when the block is stored again), and
-// what is not a regular file is left alone and never written over.
+// never promoted, whether they are there when the tier opens (its index
+// refuses them at once) or change after (Get does). A refused file is set
+// aside byte for byte: never deleted, never overwritten, even when the
+// block is stored again. What is not a regular file (a directory, a
+// symbolic link) is left alone, never read through and never written
+// over; a file removed by hand is a miss, not a refusal.
 func TestDiskTierRefusesHostileFiles(t *testing.T) {
 	bs := tierBlocks(tierID, tierSeed, 3, 20)
 	victim := bs[1]
-	other := tierBlocks(Identity{Model: "model-b", BlockSize: 4, Layers: 2, KVDim: 8, DType: "bfloat16"}, tierSeed, 2, 20)
+	idB := Identity{Model: "model-b", BlockSize: 4, Layers: 2, KVDim: 8, DType: "bfloat16"}
+	// foreign is the file another tier in another directory writes for
+	// block b, of the same size as this tier's.
+	foreign := func(t *testing.T, id Identity, seed string, b kvcache.TierBlock) []byte {
+		d, err := OpenDiskTier(DiskTierConfig{Dir: t.TempDir(), Capacity: 1 << 20, Identity: id, Seed: seed})
+		require.NoError(t, err)
+		d.Put(b)
+		require.NoError(t, d.Close())
+		raw, err := os.ReadFile(filepath.Join(d.Dir(), blockName(b.Hash)))
+		require.NoError(t, err)
+		return raw
+	}
+	tamperTokens := func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		// A token changed and the checksum recomputed, as a tool that
+		// "repairs" files would.
+		b := bytes.Clone(raw[victim.Hash])
+		b[len(b)-sha256.Size-tierID.KVBytes()-1] ^= 1
+		sum := sha256.Sum256(b[:len(b)-sha256.Size])
+		copy(b[len(b)-sha256.Size:], sum[:])
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+	}
+	directory := func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		require.NoError(t, os.Remove(path))
+		require.NoError(t, os.Mkdir(path, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(path, "keep"), []byte("mine"), 0o644))
+	}
+	dirKept := func(t *testing.T, path string) {
+		keep, err := os.ReadFile(filepath.Join(path, "keep"))
+		require.NoError(t, err, "the directory is left as it was")
+		assert.Equal(t, "mine", string(keep))
+	}
+	// A link to a valid copy of the victim's file elsewhere: reading
+	// through it would read outside the tier's subdirectory.
+	var target string
+	symlink := func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		target = filepath.Join(t.TempDir(), "elsewhere.kv")
+		require.NoError(t, os.WriteFile(target, raw[victim.Hash], 0o644))
+		require.NoError(t, os.Remove(path))
+		require.NoError(t, os.Symlink(target, path))
+	}
+	linkKept := func(t *testing.T, path string) {
+		st, err := os.Lstat(path)
+		require.NoError(t, err)
+		assert.Equal(t, os.ModeSymlink, st.Mode().Type(), "the link is left as it was")
+		have, err := os.Readlink(path)
+		require.NoError(t, err)
+		assert.Equal(t, target, have)
+	}
 
+	const (
+		aside = iota // set aside and counted
+		left         // left where it is, not counted
+		gone         // a miss
+	)
 	for _, c := range []struct {
 		name string
 		// spoil changes the victim's file at path; raw holds the files
@@ -159,61 +215,52 @@ func TestDiskTierRefusesHostileFiles(t *testing.T) {
 		// late spoils the file after the tier indexed it, so the check
 		// is Get's.
 		late bool
-		// aside: the spoiled file is set aside and counted; otherwise it
-		// is left where it is.
-		aside bool
+		fate int
+		kept func(t *testing.T, path string) // for what is left: it is as it was
 	}{
-		{name: "truncated", aside: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		{name: "truncated", fate: aside, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
 			require.NoError(t, os.Truncate(path, int64(len(raw[victim.Hash])-100)))
 		}},
-		{name: "flipped byte", aside: true, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		{name: "truncated, after the index", fate: aside, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+			require.NoError(t, os.Truncate(path, int64(len(raw[victim.Hash])-100)))
+		}},
+		{name: "flipped byte", fate: aside, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
 			b := bytes.Clone(raw[victim.Hash])
 			b[len(b)-sha256.Size-7] ^= 0x10 // in the KV: only the checksum tells
 			require.NoError(t, os.WriteFile(path, b, 0o644))
 		}},
-		{name: "another identity", aside: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
-			// A valid file of model-b's tier, of the same size, under the
-			// victim's name.
-			theirs := t.TempDir()
-			d, err := OpenDiskTier(DiskTierConfig{Dir: theirs, Capacity: 1 << 20, Identity: Identity{Model: "model-b", BlockSize: 4, Layers: 2, KVDim: 8, DType: "bfloat16"}, Seed: tierSeed})
-			require.NoError(t, err)
-			d.Put(other[0])
-			require.NoError(t, d.Close())
-			b, err := os.ReadFile(filepath.Join(d.Dir(), blockName(other[0].Hash)))
-			require.NoError(t, err)
+		{name: "tampered tokens", fate: aside, spoil: tamperTokens},
+		{name: "tampered tokens, after the index", fate: aside, late: true, spoil: tamperTokens},
+		{name: "another identity", fate: aside, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+			b := foreign(t, idB, tierSeed, tierBlocks(idB, tierSeed, 2, 20)[1])
 			require.Len(t, b, len(raw[victim.Hash]))
 			require.NoError(t, os.WriteFile(path, b, 0o644))
 		}},
-		{name: "another seed, after the index", aside: true, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
-			theirs := t.TempDir()
-			d, err := OpenDiskTier(DiskTierConfig{Dir: theirs, Capacity: 1 << 20, Identity: tierID, Seed: "1"}) // a seed of the same length: a file of the same size
-			require.NoError(t, err)
-			again := tierBlocks(tierID, "1", 2, 20)
-			d.Put(again[1])
-			require.NoError(t, d.Close())
-			b, err := os.ReadFile(filepath.Join(d.Dir(), blockName(again[1].Hash)))
-			require.NoError(t, err)
+		{name: "another identity, after the index", fate: aside, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+			b := foreign(t, idB, tierSeed, tierBlocks(idB, tierSeed, 2, 20)[1])
+			require.NoError(t, os.WriteFile(path, b, 0o644))
+		}},
+		{name: "another seed, after the index", fate: aside, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+			// A seed of the same length: a file of the same size.
+			b := foreign(t, tierID, "1", tierBlocks(tierID, "1", 2, 20)[1])
 			require.Len(t, b, len(raw[victim.Hash]))
 			require.NoError(t, os.WriteFile(path, b, 0o644))
 		}},
-		{name: "another block's record", aside: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		{name: "another block's record", fate: aside, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
 			require.NoError(t, os.WriteFile(path, raw[bs[2].Hash], 0o644))
 		}},
-		{name: "another block's record, after the index", aside: true, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		{name: "another block's record, after the index", fate: aside, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
 			// A valid file of this tier: only its name is wrong.
 			require.NoError(t, os.WriteFile(path, raw[bs[2].Hash], 0o644))
 		}},
-		{name: "a directory", spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		{name: "a directory", fate: left, spoil: directory, kept: dirKept},
+		{name: "a directory, after the index", fate: left, late: true, spoil: directory, kept: dirKept},
+		{name: "a symbolic link", fate: left, spoil: symlink, kept: linkKept},
+		{name: "a symbolic link, after the index", fate: left, late: true, spoil: symlink, kept: linkKept},
+		{name: "removed, after the index", fate: gone, late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
 			require.NoError(t, os.Remove(path))
-			require.NoError(t, os.Mkdir(path, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(path, "keep"), []byte("mine"), 0o644))
 		}},
-		{name: "a directory, after the index", late: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
-			require.NoError(t, os.Remove(path))
-			require.NoError(t, os.Mkdir(path, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(path, "keep"), []byte("mine"), 0o644))
-		}},
-		{name: "unreadable", aside: true, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
+		{name: "unreadable", fate: aside, spoil: func(t *testing.T, path string, raw map[kvevents.Hash][]byte) {
 			if os.Geteuid() == 0 {
 				t.Skip("root reads a file of mode 000")
 			}
@@ -239,6 +286,11 @@ func TestDiskTierRefusesHostileFiles(t *testing.T) {
 			spoiled, _ := os.ReadFile(path)
 			if d == nil {
 				d = openTier(t, dir, 10)
+				assert.False(t, d.Has(victim.Hash), "the index leaves it out")
+				assert.Equal(t, 2, d.Stats().Blocks)
+				if c.fate == aside {
+					assert.Equal(t, 1, d.Stats().Corrupt, "refused when the tier opens")
+				}
 			}
 
 			_, ok := d.Get(victim.Hash)
@@ -251,7 +303,7 @@ func TestDiskTierRefusesHostileFiles(t *testing.T) {
 			}
 
 			asides, _ := filepath.Glob(path + RefusedMark + "*")
-			if c.aside {
+			if c.fate == aside {
 				assert.Equal(t, 1, d.Stats().Corrupt, "counted")
 				require.Len(t, asides, 1, "set aside")
 				assert.Equal(t, []string{asides[0]}, d.SetAside())
@@ -262,30 +314,51 @@ func TestDiskTierRefusesHostileFiles(t *testing.T) {
 				}
 			} else {
 				assert.Zero(t, d.Stats().Corrupt)
-				assert.Empty(t, asides, "left alone")
+				assert.Empty(t, asides, "nothing set aside")
 			}
 
 			// The block demoted again: a fresh file, or none where the
 			// name holds what is not the tier's.
 			d.Put(victim)
+			if c.fate == left {
+				assert.False(t, d.Has(victim.Hash), "not even queued")
+			}
 			require.NoError(t, d.Flush(hang))
-			if c.aside {
-				have, ok := d.Get(victim.Hash)
-				require.True(t, ok, "stored again under its name")
-				requireSameBlock(t, victim, have)
-				if spoiled != nil {
-					kept, err := os.ReadFile(asides[0])
-					require.NoError(t, err)
-					assert.True(t, bytes.Equal(spoiled, kept), "the file set aside is never overwritten")
-				}
-			} else {
+			if c.fate == left {
 				assert.False(t, d.Has(victim.Hash), "never written over what is not the tier's")
-				keep, err := os.ReadFile(filepath.Join(path, "keep"))
-				require.NoError(t, err, "the directory is left as it was")
-				assert.Equal(t, "mine", string(keep))
+				c.kept(t, path)
+				return
+			}
+			have, ok := d.Get(victim.Hash)
+			require.True(t, ok, "stored again under its name")
+			requireSameBlock(t, victim, have)
+			if c.fate == aside && spoiled != nil {
+				kept, err := os.ReadFile(asides[0])
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(spoiled, kept), "the file set aside is never overwritten")
 			}
 		})
 	}
+}
+
+// TestDiskTierNeverOverwritesAStrangersFile: a file that appears under
+// the name of a block the tier does not hold is not the tier's: storing
+// that block leaves the file as it is, and the block is dropped.
+func TestDiskTierNeverOverwritesAStrangersFile(t *testing.T) {
+	dir := t.TempDir()
+	d := openTier(t, dir, 10)
+	b := tierBlocks(tierID, tierSeed, 1, 25)[0]
+	path := blockPath(dir, b.Hash)
+	require.NoError(t, os.WriteFile(path, []byte("a stranger's"), 0o644))
+	d.Put(b)
+	require.NoError(t, d.Flush(hang))
+	assert.False(t, d.Has(b.Hash))
+	assert.Equal(t, 1, d.Stats().Dropped)
+	have, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "a stranger's", string(have))
+	d.Put(b)
+	assert.False(t, d.Has(b.Hash), "the name is not tried again")
 }
 
 // TestDiskTierLeavesOtherIdentitiesAlone: two tiers of different models
@@ -356,12 +429,13 @@ func names(es []os.DirEntry) []string {
 
 // TestDiskTierEvictsTheLeastRecentlyUsed: within a budget of three files,
 // a fourth block evicts the one least recently put or got (a Get makes a
-// block recent), the files never pass the budget, and a restart under a
+// block recent, and so does a Put of a block the tier holds, which writes
+// nothing), the files never pass the budget, and a restart under a
 // smaller budget evicts in the same order, from the files' times.
 func TestDiskTierEvictsTheLeastRecentlyUsed(t *testing.T) {
 	dir := t.TempDir()
-	bs := tierBlocks(tierID, tierSeed, 4, 40)
-	a, b, c, e := bs[0], bs[1], bs[2], bs[3]
+	bs := tierBlocks(tierID, tierSeed, 5, 40)
+	a, b, c, e, f := bs[0], bs[1], bs[2], bs[3], bs[4]
 	d := openTier(t, dir, 3)
 	for _, blk := range []kvcache.TierBlock{a, b, c} {
 		d.Put(blk)
@@ -380,18 +454,31 @@ func TestDiskTierEvictsTheLeastRecentlyUsed(t *testing.T) {
 	s := d.Stats()
 	assert.Equal(t, 1, s.Evictions)
 	assert.LessOrEqual(t, s.Bytes, s.Capacity)
-	_, ok = d.Get(c.Hash) // the order is now a, e, c
+
+	before, err := os.Stat(blockPath(dir, c.Hash))
+	require.NoError(t, err)
+	d.Put(c) // the order is now c, e, a
+	require.NoError(t, d.Flush(hang))
+	d.Put(f)
+	require.NoError(t, d.Flush(hang))
+	assert.False(t, d.Has(a.Hash), "a was now the least recently used")
+	assert.True(t, d.Has(c.Hash), "c, put again, was not")
+	after, err := os.Stat(blockPath(dir, c.Hash))
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(before, after), "c's second Put wrote nothing")
+	assert.Equal(t, 2, d.Stats().Evictions)
+	_, ok = d.Get(e.Hash) // the order is now e, f, c
 	require.True(t, ok)
 	require.NoError(t, d.Close())
 
-	small := openTier(t, dir, 1)
-	assert.True(t, small.Has(c.Hash), "the most recent survives a restart")
-	assert.False(t, small.Has(a.Hash))
-	assert.False(t, small.Has(e.Hash))
-	assert.Equal(t, 2, small.Stats().Evictions)
+	small := openTier(t, dir, 2)
+	assert.True(t, small.Has(e.Hash), "the most recent survive a restart")
+	assert.True(t, small.Has(f.Hash), "written after c was touched, f is more recent than c")
+	assert.False(t, small.Has(c.Hash))
+	assert.Equal(t, 1, small.Stats().Evictions)
 	files, err := os.ReadDir(small.Dir())
 	require.NoError(t, err)
-	assert.Equal(t, []string{blockName(c.Hash)}, names(files))
+	assert.ElementsMatch(t, []string{blockName(e.Hash), blockName(f.Hash)}, names(files))
 }
 
 // stalled is a test hook that holds the writer before each write until
@@ -506,18 +593,24 @@ func TestDiskTierStoresNoSaltedBlock(t *testing.T) {
 }
 
 // TestDiskTierNeverWritesAChangedBlock: a block whose KV changed since it
-// was demoted (its checksum fails) is counted corrupt and not written,
-// and one whose hash is not the hash of its tokens is dropped: either
-// would be a file every reader refuses, or worse, serves.
+// was demoted (its checksum fails) is never served, even from the queue,
+// and is counted corrupt and not written; one whose hash is not the hash
+// of its tokens is dropped: either would be a file every reader refuses,
+// or worse, serves.
 func TestDiskTierNeverWritesAChangedBlock(t *testing.T) {
-	d := openTier(t, t.TempDir(), 10)
+	hook, held, release := stalled()
+	d := openTier(t, t.TempDir(), 10, func(c *DiskTierConfig) { c.beforeWrite = hook })
 	bs := tierBlocks(tierID, tierSeed, 2, 80)
 	bs[0].KV[3] ^= 1
 	bs[1].Tokens[0]++
 	d.Put(bs[0])
 	d.Put(bs[1])
-	require.NoError(t, d.Flush(hang))
+	<-held
 	_, ok := d.Get(bs[0].Hash)
+	assert.False(t, ok, "a queued block whose KV changed is not served")
+	close(release)
+	require.NoError(t, d.Flush(hang))
+	_, ok = d.Get(bs[0].Hash)
 	assert.False(t, ok)
 	s := d.Stats()
 	assert.Equal(t, 1, s.Corrupt)
@@ -525,6 +618,41 @@ func TestDiskTierNeverWritesAChangedBlock(t *testing.T) {
 	files, err := os.ReadDir(d.Dir())
 	require.NoError(t, err)
 	assert.Empty(t, files)
+}
+
+// TestDiskTierDropsWhatIsNotItsBlock: a block of another size (tokens or
+// KV), a block over the whole budget, and a second Put of a block still
+// queued are not written (the last is written once).
+func TestDiskTierDropsWhatIsNotItsBlock(t *testing.T) {
+	bs := tierBlocks(tierID, tierSeed, 3, 90)
+	short := bs[0]
+	short.KV = short.KV[:len(short.KV)-2]
+	short.Sum = crc32.Checksum(short.KV, castagnoli)
+	long := bs[1]
+	long.Tokens = append(slices.Clone(long.Tokens), 1)
+
+	hook, held, release := stalled()
+	d := openTier(t, t.TempDir(), 10, func(c *DiskTierConfig) { c.beforeWrite = hook })
+	d.Put(short)
+	d.Put(long)
+	d.Put(bs[2])
+	d.Put(bs[2])
+	<-held
+	assert.Equal(t, 2, d.Stats().Dropped)
+	assert.Equal(t, 1, d.Stats().Blocks)
+	close(release)
+	require.NoError(t, d.Flush(hang))
+	assert.Equal(t, 1, d.Stats().Puts)
+	files, err := os.ReadDir(d.Dir())
+	require.NoError(t, err)
+	assert.Equal(t, []string{blockName(bs[2].Hash)}, names(files))
+
+	tiny, err := OpenDiskTier(DiskTierConfig{Dir: t.TempDir(), Capacity: d.FileBytes() - 1, Identity: tierID, Seed: tierSeed})
+	require.NoError(t, err)
+	tiny.Put(bs[2])
+	require.NoError(t, tiny.Close())
+	assert.Equal(t, 1, tiny.Stats().Dropped, "a budget under one file holds nothing")
+	assert.False(t, tiny.Has(bs[2].Hash))
 }
 
 // TestIdentityDirTellsIdentitiesApart: every field of the identity, and
@@ -548,4 +676,25 @@ func TestIdentityDirTellsIdentitiesApart(t *testing.T) {
 	require.NotContains(t, seen, d)
 	assert.True(t, strings.HasPrefix(d, "kv-"))
 	assert.Len(t, d, len("kv-")+24)
+}
+
+// TestSetAsideNeverOverwrites: two files set aside under one name at one
+// instant are both kept.
+func TestSetAsideNeverOverwrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvcache.bin")
+	now := time.Now()
+	var asides []string
+	for _, body := range []string{"first", "second"} {
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+		aside, err := SetAside(path, now)
+		require.NoError(t, err)
+		asides = append(asides, aside)
+	}
+	require.NotEqual(t, asides[0], asides[1])
+	for i, body := range []string{"first", "second"} {
+		have, err := os.ReadFile(asides[i])
+		require.NoError(t, err)
+		assert.Equal(t, body, string(have))
+	}
+	assert.NoFileExists(t, path)
 }
