@@ -582,8 +582,8 @@ func (t *DiskTier) run() {
 			touch, t.touch = t.touch, make(map[kvevents.Hash]bool)
 		}
 		var b *kvcache.TierBlock
-		if len(t.queue) > 0 && !t.stopped {
-			b = t.pending[t.queue[0]]
+		for len(t.queue) > 0 && b == nil && !t.stopped {
+			b = t.pending[t.queue[0]] // nil for none: the queue names each pending block once
 			t.queue = t.queue[1:]
 		}
 		exit := t.stopped || (t.closing && b == nil && len(touch) == 0)
