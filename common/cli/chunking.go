@@ -119,7 +119,7 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 		}
 		base.ChunkedPrefill = false
 		base.MaxBatchTokens = base.ContextLimit(m.Config.MaxPositionEmbeddings)
-		rows = append(rows, row{"whole prompt", strconv.Itoa(base.MaxBatchTokens), "none", base})
+		rows = append(rows, row{"whole prompt", strconv.Itoa(base.MaxBatchTokens), "no", base})
 		if v.PrefixCache != nil && !rf.noCache {
 			// The engine's own check, not a rule of this command's.
 			c := base
@@ -136,7 +136,7 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		base.ChunkedPrefill, base.MaxBatchTokens = true, b
-		rows = append(rows, row{"chunked", strconv.Itoa(b), "none", base})
+		rows = append(rows, row{"chunked", strconv.Itoa(b), "no", base})
 		if v.PrefixCache != nil {
 			c, err := rf.engineConfig(v)
 			if err != nil {
@@ -144,7 +144,7 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 			}
 			if c.PrefixCache != nil {
 				c.ChunkedPrefill, c.MaxBatchTokens = true, b
-				rows = append(rows, row{"chunked", strconv.Itoa(b), v.Name, c})
+				rows = append(rows, row{"chunked", strconv.Itoa(b), "yes", c})
 			}
 		}
 	}
@@ -177,9 +177,9 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	head := []string{"prefill", "budget", "cache", "behind p50", "behind p99", "long p50", "long p99", "ITL p99", "ITL max", "stalls", "hit %"}
+	head := []string{"prefill", "budget", "cache", "behind p50", "behind p99", "long p50", "long p99", "ITL p50", "ITL p99", "run ITL p99", "hit %"}
 	if sf.wide {
-		head = append(head, "steps", "prefill tok", "preempted")
+		head = append(head, "ITL max", "steps", "prefill tok", "preempted")
 	}
 	cells := [][]string{head}
 	for i, r := range rows {
@@ -191,9 +191,9 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 		s := all[i][0].Summary()
 		line := []string{r.prefill, r.budget, r.cache,
 			msOf(med.behind.P50), msOf(med.behind.P99), msOf(med.long.P50), msOf(med.long.P99),
-			msOf(med.itl.P99), msOf(med.itl.Max), strconv.Itoa(med.stalls), pct(s.HitRate)}
+			msOf(med.during.P50), msOf(med.during.P99), msOf(med.all.P99), pct(s.HitRate)}
 		if sf.wide {
-			line = append(line, strconv.Itoa(all[i][0].Engine.Steps), strconv.Itoa(s.PrefillTokensComputed), strconv.Itoa(s.Preemptions))
+			line = append(line, msOf(med.during.Max), strconv.Itoa(all[i][0].Engine.Steps), strconv.Itoa(s.PrefillTokensComputed), strconv.Itoa(s.Preemptions))
 		}
 		cells = append(cells, line)
 	}
@@ -201,15 +201,19 @@ func runChunking(v Variant, args []string, stdout, stderr io.Writer) error {
 	if refused != "" {
 		fmt.Fprintln(stdout, refused)
 	}
-	fmt.Fprintf(stdout, "%d short requests (%d–%d prompt tokens, %d–%d output tokens), %g a second;\n",
-		p.Requests, p.SuffixMin, p.SuffixMax, p.OutputMin, p.OutputMax, p.RPS)
-	fmt.Fprintf(stdout, "after the first %d, %d long prompts of %d tokens", *after, len(reqs)-p.Requests, len(reqs[p.Requests].Prompt))
+	fmt.Fprintf(stdout, "%s (%s prompt tokens, %s output tokens), %g a second;\n",
+		count(p.Requests, "short request"), span(p.SuffixMin, p.SuffixMax), span(p.OutputMin, p.OutputMax), p.RPS)
+	fmt.Fprintf(stdout, "after the first %d, %s of %d tokens", *after, count(len(reqs)-p.Requests, "long prompt"), len(reqs[p.Requests].Prompt))
 	if *shared > 0 && len(reqs)-p.Requests > 1 {
 		fmt.Fprintf(stdout, ", whose first %d tokens are the same", *shared)
 	}
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, "behind: TTFT of the short requests that arrived after the first long prompt; long: TTFT of the long prompts")
-	fmt.Fprintln(stdout, "ITL: gaps between consecutive tokens of the short requests, pooled; stalls: those over 10 × the ITL p50")
+	fmt.Fprintln(stdout, "ITL: gaps between the short requests' tokens while the long prompts were prefilled (first arrival to last first token)")
+	fmt.Fprintln(stdout, "run ITL: every gap between the short requests' tokens, pooled over the whole run, as a serving table reports it")
+	if v.PrefixCache != nil {
+		fmt.Fprintf(stdout, "cache: %s's prefix cache\n", v.Name)
+	}
 	times := "times: wall clock, measured on this machine, ms"
 	if sf.clock == "cpu" {
 		times = "times: CPU time of every engine step on one core (-clock cpu), measured on this machine, ms"
@@ -271,22 +275,45 @@ func shapeChunked(reqs []workload.Request, p workload.Params, after, shared int)
 	return nil
 }
 
+// count is "1 long prompt", "4 long prompts".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// span is "16–64", or "2" for a range of one value.
+func span(lo, hi int) string {
+	if lo == hi {
+		return strconv.Itoa(lo)
+	}
+	return strconv.Itoa(lo) + "–" + strconv.Itoa(hi)
+}
+
 // chunkTimes are the numbers one run of runChunking reports.
 type chunkTimes struct {
 	// behind is the TTFT of the short requests that arrived after the
 	// first long prompt, long that of the long prompts.
 	behind, long metrics.Stats
-	// itl pools the gaps between consecutive tokens of the short requests,
-	// the decodes a long prefill holds up; stalls counts those gaps longer
-	// than ten times itl's median, the ones a prefill step held up.
-	itl    metrics.Stats
-	stalls int
+	// during pools the gaps between consecutive tokens of the short
+	// requests that ended while the long prompts were being prefilled,
+	// from the first one's arrival to the last one's first token: the gaps
+	// a long prefill sets. all pools every gap of the short requests, the
+	// ITL a whole-run table reports.
+	during, all metrics.Stats
 }
 
 // chunkedTimes reduces run: requests with an ID below short are the short
 // ones, and firstLong is when the first long prompt arrived.
 func chunkedTimes(run *metrics.Run, short int, firstLong time.Duration) chunkTimes {
-	var behind, long, itl []time.Duration
+	var behind, long, during, all []time.Duration
+	var prefilled time.Duration // the last long prompt's first token
+	for _, q := range run.Requests {
+		if q.ID >= short && len(q.TokenTimes) > 0 {
+			prefilled = max(prefilled, q.FirstToken)
+		}
+	}
 	for _, q := range run.Requests {
 		if q.Failed() || len(q.TokenTimes) == 0 {
 			continue
@@ -300,16 +327,14 @@ func chunkedTimes(run *metrics.Run, short int, firstLong time.Duration) chunkTim
 			behind = append(behind, ttft)
 		}
 		for i := 1; i < len(q.TokenTimes); i++ {
-			itl = append(itl, q.TokenTimes[i]-q.TokenTimes[i-1])
+			gap := q.TokenTimes[i] - q.TokenTimes[i-1]
+			all = append(all, gap)
+			if at := q.TokenTimes[i]; at > firstLong && at <= prefilled {
+				during = append(during, gap)
+			}
 		}
 	}
-	t := chunkTimes{behind: metrics.NewStats(behind), long: metrics.NewStats(long), itl: metrics.NewStats(itl)}
-	for _, g := range itl {
-		if g > 10*t.itl.P50 {
-			t.stalls++
-		}
-	}
-	return t
+	return chunkTimes{behind: metrics.NewStats(behind), long: metrics.NewStats(long), during: metrics.NewStats(during), all: metrics.NewStats(all)}
 }
 
 // medianTimes takes each number's median over the runs, number by number:
@@ -334,8 +359,8 @@ func medianTimes(ts []chunkTimes) chunkTimes {
 	return chunkTimes{
 		behind: stats(func(t chunkTimes) metrics.Stats { return t.behind }),
 		long:   stats(func(t chunkTimes) metrics.Stats { return t.long }),
-		itl:    stats(func(t chunkTimes) metrics.Stats { return t.itl }),
-		stalls: int(med(func(t chunkTimes) time.Duration { return time.Duration(t.stalls) })),
+		during: stats(func(t chunkTimes) metrics.Stats { return t.during }),
+		all:    stats(func(t chunkTimes) metrics.Stats { return t.all }),
 	}
 }
 

@@ -39,7 +39,9 @@ func TestShapeChunkedPutsShortRequestsBehindTheLongOnes(t *testing.T) {
 
 // TestChunkedTimesSplitsTheRequests: behind is the short requests that
 // arrived after the first long prompt, long the long prompts, and ITL the
-// short requests' gaps only, where a long prefill shows.
+// short requests' gaps only, where a long prefill shows: during it (from
+// the first long prompt's arrival to the last one's first token), and
+// over the whole run.
 func TestChunkedTimesSplitsTheRequests(t *testing.T) {
 	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
 	rec := func(id, arrival int, tokens ...int) metrics.RequestRecord {
@@ -50,26 +52,26 @@ func TestChunkedTimesSplitsTheRequests(t *testing.T) {
 		return r
 	}
 	run := &metrics.Run{Requests: []metrics.RequestRecord{
-		rec(0, 0, 5, 10, 510, 515), // decoding when the long prompt stalls it
-		rec(1, 200, 700, 705),      // behind the long prompt
-		rec(2, 100, 600, 900),      // the long prompt: its gap is not a decode's
+		rec(0, 0, 5, 10, 510, 515, 520), // decoding when the long prompt stalls it
+		rec(1, 200, 700, 705),           // behind the long prompt, after its prefill
+		rec(2, 100, 600, 900),           // the long prompt: its gap is not a decode's
 	}}
 	got := chunkedTimes(run, 2, ms(100))
 	assert.Equal(t, ms(500), got.behind.P50)
 	assert.Equal(t, ms(500), got.long.P50)
 	assert.Equal(t, 1, got.long.N)
-	assert.Equal(t, ms(500), got.itl.Max)
-	assert.Equal(t, 4, got.itl.N, "the short requests' four gaps, not the long prompt's")
-	assert.Equal(t, 1, got.stalls, "one gap over 10 × the median (5 ms)")
+	assert.Equal(t, 5, got.all.N, "the short requests' five gaps, not the long prompt's")
+	assert.Equal(t, ms(500), got.all.Max)
+	assert.Equal(t, 3, got.during.N, "the gaps ending in (100 ms, 600 ms]: 10→510, 510→515, 515→520")
+	assert.Equal(t, ms(500), got.during.Max)
 
 	med := medianTimes([]chunkTimes{
-		{itl: metrics.Stats{P99: ms(9), Max: ms(900)}, stalls: 3},
-		{itl: metrics.Stats{P99: ms(1), Max: ms(100)}, stalls: 7},
-		{itl: metrics.Stats{P99: ms(5), Max: ms(500)}, stalls: 1},
+		{during: metrics.Stats{P99: ms(9), Max: ms(900)}},
+		{during: metrics.Stats{P99: ms(1), Max: ms(100)}},
+		{during: metrics.Stats{P99: ms(5), Max: ms(500)}},
 	})
-	assert.Equal(t, ms(5), med.itl.P99)
-	assert.Equal(t, ms(500), med.itl.Max)
-	assert.Equal(t, 3, med.stalls)
+	assert.Equal(t, ms(5), med.during.P99)
+	assert.Equal(t, ms(500), med.during.Max)
 }
 
 // TestChunkingCommand runs the chunking table on a tiny model: one
@@ -97,15 +99,15 @@ func TestChunkingCommand(t *testing.T) {
 	hit := slices.Index(cols, "%") // "hit %" is two fields, and the last
 	require.Equal(t, len(cols)-1, hit, lines[0])
 	want := [][]string{
-		{"whole", "prompt", "128", "none"},
-		{"chunked", "16", "none"}, {"chunked", "16", "testcached"},
-		{"chunked", "32", "none"}, {"chunked", "32", "testcached"},
+		{"whole", "prompt", "128", "no"},
+		{"chunked", "16", "no"}, {"chunked", "16", "yes"},
+		{"chunked", "32", "no"}, {"chunked", "32", "yes"},
 	}
 	for i, w := range want {
 		require.GreaterOrEqual(t, len(rows[i]), len(w), lines[i+1])
 		assert.Equal(t, w, rows[i][:len(w)], lines[i+1])
 		last := rows[i][len(rows[i])-1]
-		if w[len(w)-1] == "testcached" {
+		if w[len(w)-1] == "yes" {
 			assert.NotEqual(t, "0.0", last, "a cache row finds the long prompts' shared part: %s", lines[i+1])
 		} else {
 			assert.Equal(t, "0.0", last, lines[i+1])
@@ -113,6 +115,7 @@ func TestChunkingCommand(t *testing.T) {
 	}
 	assert.Contains(t, out.String(), "whole prompt with the testcached cache: refused by the engine")
 	assert.Contains(t, out.String(), "each the median of 2 runs")
+	assert.Contains(t, out.String(), "cache: testcached's prefix cache")
 	assert.Contains(t, out.String(), "outputs: every configuration generated exactly the same tokens for all 6 requests")
 
 	code, wall, stderr := run(append(slices.Clone(args), "-clock", "wall", "-whole=false", "-budgets", "16")...)
