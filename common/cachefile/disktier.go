@@ -23,8 +23,9 @@ import (
 	"kvlab/kernels"
 )
 
-// DiskTier is a kvcache.Tier on a directory under a byte budget (serve's
-// --cache-disk DIR and --cache-disk-size): under a RAMTier, as its Next,
+// DiskTier is a kvcache.Tier on a directory under a byte budget, the store
+// for a --cache-disk DIR and --cache-disk-size MiB that serve does not
+// offer yet: under a RAMTier, as its Next,
 // it keeps what host memory evicts, and a server that restarts on the same
 // directory finds it warm.
 //
