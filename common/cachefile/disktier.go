@@ -89,6 +89,7 @@ type DiskTier struct {
 	lru      *list.List // of kvevents.Hash, files on disk, most recent first
 	byHash   map[kvevents.Hash]*list.Element
 	bytes    int64 // the files' bytes, and those of the one being written
+	writing  bool  // a file's bytes are counted before it is written
 	pending  map[kvevents.Hash]*kvcache.TierBlock
 	queue    []kvevents.Hash // pending blocks the writer has not taken yet, oldest first
 	touch    map[kvevents.Hash]bool
@@ -497,6 +498,50 @@ func (t *DiskTier) Stats() kvcache.TierStats {
 	return s
 }
 
+// AuditTier implements kvcache.TierAuditor from the tier's books alone
+// (an engine audits after every step: reading the files would cost a
+// disk's worth of reads): the index and the recency list hold the same
+// blocks, their files' bytes (and a write's under way) are the bytes
+// counted, within the budget; every queued block is pending, at most one
+// pending block is not queued (the one being written), and no block is
+// both pending and stored, nor stored under a name the tier does not
+// write.
+func (t *DiskTier) AuditTier() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lru.Len() != len(t.byHash) {
+		return fmt.Errorf("%d blocks in the recency list, %d in the index", t.lru.Len(), len(t.byHash))
+	}
+	for e := t.lru.Front(); e != nil; e = e.Next() {
+		h := e.Value.(kvevents.Hash)
+		switch {
+		case t.byHash[h] != e:
+			return fmt.Errorf("block %s is not indexed where it is listed", h)
+		case t.pending[h] != nil:
+			return fmt.Errorf("block %s is both stored and pending", h)
+		case t.blocked[h]:
+			return fmt.Errorf("block %s is stored under a name the tier does not write", h)
+		}
+	}
+	files := int64(t.lru.Len())
+	if t.writing {
+		files++
+	}
+	if files*t.fileBytes != t.bytes || t.bytes > t.capacity {
+		return fmt.Errorf("%d files of %d bytes, %d counted, a budget of %d", files, t.fileBytes, t.bytes, t.capacity)
+	}
+	queued := 0
+	for _, h := range t.queue {
+		if t.pending[h] != nil {
+			queued++
+		}
+	}
+	if n := len(t.pending) - queued; n < 0 || n > 1 {
+		return fmt.Errorf("%d blocks pending, %d of them queued", len(t.pending), queued)
+	}
+	return nil
+}
+
 func (t *DiskTier) removeLocked(e *list.Element) {
 	delete(t.byHash, t.lru.Remove(e).(kvevents.Hash))
 	t.bytes -= t.fileBytes
@@ -618,6 +663,7 @@ func (t *DiskTier) store(b *kvcache.TierBlock) {
 	if err == nil {
 		victims = t.makeRoomLocked(t.fileBytes)
 		t.bytes += t.fileBytes
+		t.writing = true
 	}
 	t.mu.Unlock()
 	for _, h := range victims {
@@ -632,6 +678,7 @@ func (t *DiskTier) store(b *kvcache.TierBlock) {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.writing = false
 	delete(t.pending, b.Hash)
 	t.idleIfEmptyLocked()
 	switch {
