@@ -732,8 +732,8 @@ func BenchmarkDiskTierGet(b *testing.B) {
 
 // TestDiskTierAuditsItsBooks: after puts, evictions, gets and a refused
 // file the books balance; a count of bytes off by one file, a block both
-// pending and stored, and a stored block lost from the recency list are
-// each reported.
+// pending and stored, and an evicted block left in the index are each
+// reported.
 func TestDiskTierAuditsItsBooks(t *testing.T) {
 	var _ kvcache.TierAuditor = (*DiskTier)(nil)
 	dir := t.TempDir()
@@ -754,7 +754,7 @@ func TestDiskTierAuditsItsBooks(t *testing.T) {
 	for name, spoil := range map[string]func(){
 		"bytes":   func() { d.bytes += d.fileBytes },
 		"pending": func() { d.pending[bs[3].Hash] = &bs[3] },
-		"list":    func() { d.lru.Remove(d.byHash[bs[3].Hash]) },
+		"index":   func() { d.byHash[bs[0].Hash] = d.lru.Front() }, // evicted, yet indexed
 	} {
 		d.mu.Lock()
 		n, pending := d.bytes, maps.Clone(d.pending)
