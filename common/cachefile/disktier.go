@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -145,8 +144,6 @@ func IdentityDir(id Identity, seed string) string {
 	sum := sha256.Sum256(hdr)
 	return "kv-" + hex.EncodeToString(sum[:12])
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var errNotRegular = errors.New("not a regular file")
 
@@ -375,7 +372,7 @@ func (t *DiskTier) read(h kvevents.Hash) (kvcache.TierBlock, error) {
 	}
 	r := recs[0]
 	kv := raw[r.KVAt : r.KVAt+int64(t.id.KVBytes()) : r.KVAt+int64(t.id.KVBytes())]
-	b := kvcache.TierBlock{Hash: r.Hash, Tokens: r.Tokens, KV: kv, Sum: crc32.Checksum(kv, castagnoli)}
+	b := kvcache.TierBlock{Hash: r.Hash, Tokens: r.Tokens, KV: kv, Sum: kvcache.TierSum(kv)}
 	if r.HasParent {
 		p := r.Parent
 		b.Parent = &p

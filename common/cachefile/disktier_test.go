@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"container/list"
 	"crypto/sha256"
-	"hash/crc32"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -43,7 +42,7 @@ func tierBlocks(id Identity, seed string, n int, first int32) []kvcache.TierBloc
 		for j := range b.KV {
 			b.KV[j] = byte(rng.Uint32())
 		}
-		b.Sum = crc32.Checksum(b.KV, castagnoli)
+		b.Sum = kvcache.TierSum(b.KV)
 		if i == 0 {
 			b.Hash = h.First(b.Tokens, "")
 		} else {
@@ -629,7 +628,7 @@ func TestDiskTierDropsWhatIsNotItsBlock(t *testing.T) {
 	bs := tierBlocks(tierID, tierSeed, 3, 90)
 	short := bs[0]
 	short.KV = short.KV[:len(short.KV)-2]
-	short.Sum = crc32.Checksum(short.KV, castagnoli)
+	short.Sum = kvcache.TierSum(short.KV)
 	long := bs[1]
 	long.Tokens = append(slices.Clone(long.Tokens), 1)
 
