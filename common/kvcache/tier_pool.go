@@ -269,3 +269,25 @@ func (p *Pool) tierMatchLen(salt string, tokens []int32, cached int) int {
 	}
 	return n
 }
+
+// FlushTiers copies every block the prefix cache holds into the first
+// tier, as a demotion would, without evicting anything, and returns how
+// many it copied. With a host-memory tier over a disk, a shutdown then
+// drains the first (RAMTier.Drain) so that the disk holds the whole cache
+// for the next start. Call it on the engine's goroutine, or once the
+// engine has stopped.
+func (p *Pool) FlushTiers() int {
+	if p.tiers == nil {
+		return 0
+	}
+	n := 0
+	p.obs.mu.Lock()
+	defer p.obs.mu.Unlock()
+	for _, e := range p.obs.entries {
+		if !p.tiers.tiers[0].Has(e.hash) {
+			p.demote(e, e.blocks[0])
+			n++
+		}
+	}
+	return n
+}

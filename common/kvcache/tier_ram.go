@@ -189,3 +189,23 @@ func (t *RAMTier) AuditTier() error {
 	}
 	return nil
 }
+
+// Drain passes every block the tier holds to Next, least recent first, and
+// empties the tier: a shutdown sends the host-memory tier down to a disk
+// that outlives the process. Without Next it only empties the tier.
+func (t *RAMTier) Drain() {
+	t.mu.Lock()
+	var out []TierBlock
+	for e := t.lru.Back(); e != nil; e = t.lru.Back() {
+		out = append(out, *e.Value.(*TierBlock))
+		t.removeLocked(e)
+	}
+	sink := t.sink
+	t.mu.Unlock()
+	if sink != nil {
+		for _, b := range out {
+			sink(removedEvent(b.Hash, t.Name()))
+		}
+	}
+	t.passOn(out)
+}

@@ -143,3 +143,37 @@ func TestTierEventsNameTheMedium(t *testing.T) {
 		assert.True(t, ram.Has(h))
 	}
 }
+
+// TestFlushTiersCopiesTheCache: at a shutdown, FlushTiers copies what the
+// cache holds into the first tier, and Drain sends that tier's blocks down:
+// the tier below then holds every block of the prompts served, and a
+// fresh engine over it alone finds them.
+func TestFlushTiersCopiesTheCache(t *testing.T) {
+	m := modeltest.Load(t, "llama", 7)
+	below := kvcache.NewRAMTier(64<<20, nil)
+	ram := kvcache.NewRAMTier(64<<20, below)
+	c := engine.DefaultConfig()
+	c.BlockSize, c.NumBlocks, c.MaxBatchTokens, c.MaxRunning = 4, 64, 32, 2
+	c.PrefixCache, c.Audit, c.Tiers = designs[0].new, true, []kvcache.Tier{ram}
+	e, err := engine.New(m, c)
+	require.NoError(t, err)
+	defer e.Close()
+	p := randomTokens(rand.New(rand.NewPCG(5, 6)), 18, m.Config.VocabSize)
+	require.NoError(t, e.RunAll([]engine.Request{{ID: 1, Prompt: p, MaxTokens: 2, IgnoreEOS: true}})[1].Err)
+	require.Zero(t, ram.Stats().Blocks, "nothing was evicted")
+	assert.Equal(t, 4, e.Pool().FlushTiers(), "the prompt's four whole blocks")
+	assert.Zero(t, e.Pool().FlushTiers(), "the tier holds them now")
+	ram.Drain()
+	assert.Zero(t, ram.Stats().Blocks)
+	for _, h := range kvevents.BlockHashes(p, 4, "") {
+		assert.True(t, below.Has(h))
+	}
+
+	c.Tiers = []kvcache.Tier{below}
+	fresh, err := engine.New(m, c)
+	require.NoError(t, err)
+	defer fresh.Close()
+	r := fresh.RunAll([]engine.Request{{ID: 1, Prompt: p, MaxTokens: 2, IgnoreEOS: true}})[1]
+	require.NoError(t, r.Err)
+	assert.Equal(t, []int{16}, r.Promoted)
+}
