@@ -5,6 +5,7 @@
 // removes exactly that waste.
 //
 //	phase07_chunked bench --workload prefix_caching
+//	phase07_chunked chunking      # whole-prompt against chunked prefill: TTFT and ITL (docs/phase07.md)
 //	phase07_chunked generate --prompt 1,2,3 --max-tokens 8
 //	phase07_chunked logits --prompt 1,2,3
 //	phase07_chunked init-model --arch qwen3 --out /tmp/qwen3
