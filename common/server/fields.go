@@ -125,6 +125,8 @@ var llamaCompletionFields = fieldRules{
 	refused:  merged(llamaSamplers, map[string][]string{"echo": nil, "verbose": nil}),
 }
 
+var detokenizeFields = fieldRules{implemented: []string{"tokens"}}
+
 var tokenizeFields = fieldRules{
 	implemented: []string{"content", "add_special", "with_pieces"},
 	// Special tokens' texts are always read as the tokens (Tokenizer.Encode).
@@ -136,6 +138,7 @@ func (chatRequest) fieldRules() *fieldRules          { return &chatFields }
 func (applyTemplateRequest) fieldRules() *fieldRules { return &applyTemplateFields }
 func (llamaRequest) fieldRules() *fieldRules         { return &llamaCompletionFields }
 func (tokenizeRequest) fieldRules() *fieldRules      { return &tokenizeFields }
+func (detokenizeRequest) fieldRules() *fieldRules    { return &detokenizeFields }
 
 // fieldChecked is what a request body type implements to have decodeBody
 // refuse the fields it does not implement.

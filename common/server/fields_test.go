@@ -25,6 +25,7 @@ var endpointRules = []struct {
 	{"/v1/chat/completions", chatRequest{}, &chatFields, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 1}},
 	{"/completion", llamaRequest{}, &llamaCompletionFields, map[string]any{"prompt": []int{1, 2, 3}, "n_predict": 1}},
 	{"/tokenize", tokenizeRequest{}, &tokenizeFields, map[string]any{"content": "hi"}},
+	{"/detokenize", detokenizeRequest{}, &detokenizeFields, map[string]any{"tokens": []int{1, 2}}},
 	{"/apply-template", applyTemplateRequest{}, &applyTemplateFields, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}}},
 }
 

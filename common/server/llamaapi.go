@@ -161,10 +161,13 @@ func clip(raw json.RawMessage) string {
 // detokenize serves POST /detokenize: the text of the ids, special tokens
 // written out, as llama-server's does; written as it is made, as
 // /tokenize's answer is.
+// detokenizeRequest is a /detokenize body: llama-server's one field.
+type detokenizeRequest struct {
+	Tokens []int32 `json:"tokens"`
+}
+
 func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
-	var q struct {
-		Tokens []int32 `json:"tokens"`
-	}
+	var q detokenizeRequest
 	if e := decodeBody(w, r, h.opts.MaxBodyBytes, &q); e != nil {
 		writeError(w, e)
 		return
