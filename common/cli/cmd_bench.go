@@ -40,6 +40,9 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 	var rf runtimeFlags
 	rf.register(fs, v)
 	rf.trace.register(fs, stderr)
+	if v.PrefixCache != nil {
+		rf.tiers.register(fs)
+	}
 	var sf servingFlags
 	sf.register(fs, args, "")
 	var compare *bool
@@ -61,7 +64,13 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		if err := sf.wallClockOnly("-url"); err != nil {
 			return err
 		}
+		if rf.tiers.on() {
+			return fmt.Errorf("%s tier an engine in this process, and with -url the engine is the server's: give them to serve", rf.tiers.names())
+		}
 		return runBenchURL(hf, &rf, &sf, stdout, stderr)
+	}
+	if err := rf.checkTiers(v); err != nil {
+		return err
 	}
 	stop, err := rf.startProfiles()
 	if err != nil {
@@ -77,22 +86,39 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	base := cfg
+	base.PrefixCache = nil
+	dir, err := rf.dir()
+	if err != nil {
+		return err
+	}
+	// The cache's engine gets the tiers; benchOne verifies and shuts them
+	// down around its run.
+	tiers, err := rf.tiers.open(&cfg, dir, &m.Config, tierHasher, stderr, v.Name+" bench")
+	if err != nil {
+		return err
+	}
+	defer tiers.release()
 	configs := []namedConfig{{v.Name, cfg}}
 	if compare != nil && *compare {
-		base := cfg
-		base.PrefixCache = nil
 		configs = []namedConfig{{"baseline", base}, {v.Name, cfg}}
 	}
 	return sf.serve(m, configs, reqs, stdout, stderr)
 }
 
-// benchOne runs reqs through a fresh engine and returns the metrics.
+// benchOne runs reqs through a fresh engine and returns the metrics. Cache
+// tiers the flags built for cfg (tierFlags.open) are verified once the
+// engine exists and shut down after the run, before the engine closes.
 func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Request, clock workload.Clock, progress io.Writer) (*metrics.Run, error) {
 	e, err := engine.New(m, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
+	tiers := tierSetOf(cfg.Tiers)
+	if err := tiers.verify(e.Pool()); err != nil {
+		return nil, err
+	}
 	d := &driven{e: e, cached: map[int]int{}}
 	run, err := workload.Run(d, reqs, workload.RunOptions{Name: name, Progress: progress, Clock: clock})
 	if err != nil {
@@ -114,6 +140,9 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 	}
 	if c := e.Pool().Cache(); c != nil {
 		run.Engine.Evictions = c.Stats().Evicted
+	}
+	if err := tiers.shutdown(e.Pool()); err != nil {
+		return nil, err
 	}
 	return run, nil
 }

@@ -23,6 +23,9 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 	var rf runtimeFlags
 	rf.register(fs, v)
 	rf.trace.register(fs, stderr)
+	if v.PrefixCache != nil {
+		rf.tiers.register(fs)
+	}
 	prompt := fs.String("prompt", "", "prompt token ids, comma-separated (e.g. 1,2,3)")
 	maxTokens := fs.Int("max-tokens", 16, "tokens to generate")
 	temperature := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
@@ -47,7 +50,7 @@ func runGenerate(v Variant, args []string, stdout, stderr io.Writer) error {
 	case *n < 1 || *n > engine.MaxSamples:
 		return fmt.Errorf("-n must be in [1, %d], have %d", engine.MaxSamples, *n)
 	}
-	res, err := runOne(v, &rf, engine.Request{
+	res, err := runOne(v, &rf, stderr, "generate", engine.Request{
 		Prompt: ids, MaxTokens: *maxTokens, IgnoreEOS: *ignoreEOS, N: *n,
 		Sampling: engine.Sampling{Temperature: *temperature, TopP: *topP, Seed: uint64(*seed)},
 	})
@@ -71,6 +74,9 @@ func runLogits(v Variant, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(v, "logits", stderr)
 	var rf runtimeFlags
 	rf.register(fs, v)
+	if v.PrefixCache != nil {
+		rf.tiers.register(fs)
+	}
 	prompt := fs.String("prompt", "", "prompt token ids, comma-separated (e.g. 1,2,3)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -81,7 +87,7 @@ func runLogits(v Variant, args []string, stdout, stderr io.Writer) error {
 	}
 	// The logits the first output token is sampled from are the last
 	// prompt position's.
-	res, err := runOne(v, &rf, engine.Request{Prompt: ids, MaxTokens: 1, IgnoreEOS: true, KeepLogits: true})
+	res, err := runOne(v, &rf, stderr, "logits", engine.Request{Prompt: ids, MaxTokens: 1, IgnoreEOS: true, KeepLogits: true})
 	if err != nil {
 		return err
 	}
@@ -89,8 +95,14 @@ func runLogits(v Variant, args []string, stdout, stderr io.Writer) error {
 }
 
 // runOne loads the model, runs one request to completion and returns its
-// result, or the reason it was rejected or failed.
-func runOne(v Variant, rf *runtimeFlags, r engine.Request) (*engine.Result, error) {
+// result, or the reason it was rejected or failed. With cache tiers it
+// says on stderr where the prompt's cached tokens came from, and leaves
+// the cache on a disk tier at exit, so the next run of the same prompt
+// finds it there.
+func runOne(v Variant, rf *runtimeFlags, stderr io.Writer, command string, r engine.Request) (*engine.Result, error) {
+	if err := rf.checkTiers(v); err != nil {
+		return nil, err
+	}
 	stop, err := rf.startProfiles()
 	if err != nil {
 		return nil, err
@@ -105,14 +117,32 @@ func runOne(v Variant, rf *runtimeFlags, r engine.Request) (*engine.Result, erro
 	if err != nil {
 		return nil, err
 	}
+	dir, err := rf.dir()
+	if err != nil {
+		return nil, err
+	}
+	tiers, err := rf.tiers.open(&cfg, dir, &m.Config, tierHasher, stderr, v.Name+" "+command)
+	if err != nil {
+		return nil, err
+	}
+	defer tiers.release()
 	e, err := engine.New(m, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
+	if err := tiers.verify(e.Pool()); err != nil {
+		return nil, err
+	}
 	res := e.RunAll([]engine.Request{r})[r.ID]
 	if res.Err != nil {
 		return nil, res.Err
+	}
+	if tiers != nil {
+		fmt.Fprintf(stderr, "%s %s: %s\n", v.Name, command, tiers.cachedFrom(res.Cached, res.Promoted))
+	}
+	if err := tiers.shutdown(e.Pool()); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -44,6 +44,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	rf.register(flags, Variant{Name: v.Name})
 	var lf llamaServerFlags // serve_llama_flags.go
 	lf.register(flags, &rf)
+	rf.tiers.register(flags) // -cache-ram, llama-server's, and -cache-disk (tiers.go)
 	host := flags.String("host", "127.0.0.1", "address to listen on")
 	port := flags.Int("port", 8000, "port to listen on (0: any free port)")
 	name := flags.String("served-model-name", "", "model id in /v1/models and responses (default: the model directory's name, kvlab-builtin for the built-in model)")
@@ -94,6 +95,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	rf.noCache = prefixCaching == nil || !*prefixCaching
 	if err := lf.check(&rf); err != nil {
+		return err
+	}
+	if err := rf.tiers.check(!rf.noCache, "-prefix-caching"); err != nil {
 		return err
 	}
 	if len(lf.names) > 0 {
@@ -182,6 +186,14 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	if err := chatTmpl.apply(tok); err != nil {
 		return err
 	}
+	// The tiers name blocks as the observer below does, so a disk tier's
+	// files are found again by a server started with the same flags.
+	hasher := kvevents.NewHasher(hashAlgo, *hashSeed, *loraName)
+	tiers, err := rf.tiers.open(&cfg, dir, &m.Config, hasher, log, v.Name+" serve")
+	if err != nil {
+		return err
+	}
+	defer tiers.release()
 	e, err := engine.New(m, cfg)
 	if err != nil {
 		return err
@@ -201,8 +213,11 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	lf.apply(&opts)
 	opts.Defaults = sampleDefaults(flags, *temp, *seed, *nPredict)
 	var obs *kvcache.Observer
-	if publishEvents || *cacheDir != "" || *slotSavePath != "" {
-		obs = e.Pool().ObserveWith(kvevents.NewHasher(hashAlgo, *hashSeed, *loraName))
+	if publishEvents || *cacheDir != "" || *slotSavePath != "" || tiers != nil {
+		obs = e.Pool().ObserveWith(hasher)
+	}
+	if err := tiers.verify(e.Pool()); err != nil {
+		return err
 	}
 	if *cacheDir != "" {
 		if opts.CacheFile, err = openCacheFile(*cacheDir, dir, e.Pool(), obs, *hashSeed); err != nil {
@@ -304,6 +319,11 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			}
 		}
 		go func() { opts.KVEvents.Run(eventsCtx); close(eventsDone) }()
+	} else if obs != nil {
+		// An observer no one reads (for -cache-dir, the slots, the tiers)
+		// still queues every event: drop them as they come, or the queue
+		// grows for as long as the server runs.
+		go func() { discardEvents(eventsCtx, obs); close(eventsDone) }()
 	} else {
 		close(eventsDone)
 	}
@@ -351,6 +371,12 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			fmt.Fprintf(log, "%s serve: saved %d cached KV blocks to %s\n", v.Name, n, opts.CacheFile.Path)
 		}
 	}
+	// After the engine stopped, before the audit, which checks the tiers'
+	// books too: a disk tier keeps the cache for the next start.
+	if err := tiers.shutdown(e.Pool()); err != nil {
+		fmt.Fprintf(log, "%s serve: %v\n", v.Name, err)
+		saveErr = errors.Join(saveErr, err)
+	}
 	if err := e.Pool().Audit().Err(); err != nil {
 		return fmt.Errorf("after shutdown: %w", err)
 	}
@@ -360,6 +386,18 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	a := e.Pool().Allocator()
 	fmt.Fprintf(log, "%s serve: stopped; audit clean (%d of %d KV blocks free, the rest held by the prefix cache)\n", v.Name, a.NumFree(), a.Total())
 	return saveErr
+}
+
+// discardEvents drops obs's events as they are queued, until ctx is done.
+func discardEvents(ctx context.Context, obs *kvcache.Observer) {
+	for {
+		select {
+		case <-obs.Ready():
+			obs.Drain(false)
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // removeStaleTemps removes, and logs, the temporary files a save killed
@@ -386,7 +424,7 @@ func openCacheFile(cacheDir, modelDir string, pool *kvcache.Pool, obs *kvcache.O
 	}
 	return &server.CacheFile{
 		Path:     filepath.Join(cacheDir, server.CacheFileName),
-		Identity: server.CacheIdentity{Model: fp, BlockSize: pool.BlockSize(), Layers: pool.Layers(), KVDim: pool.KVDim(), DType: pool.DType().Name(), HashAlgo: h.Algo(), LoRA: h.LoRA()},
+		Identity: cacheIdentity(fp, pool, h), // a disk tier's too (tiers.go)
 		Pool:     pool,
 		Observer: obs,
 		Seed:     seed,

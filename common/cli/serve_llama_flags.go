@@ -12,7 +12,8 @@ import (
 
 // llamaServerFlags are the serve flags a llama-server user passes: the
 // ones this server implements (model aliases, API keys, the /metrics and
-// /slots switches, CORS), the ones that name what serve already does
+// /slots switches, CORS; --cache-ram is the host-memory tier of tiers.go,
+// and -cram its short form here), the ones that name what serve already does
 // (--ubatch-size is -max-batch-tokens, --swa-full the default), and the
 // ones it cannot honour, refused at start with the reason rather than
 // accepted and ignored.
@@ -26,7 +27,6 @@ type llamaServerFlags struct {
 	slots        bool
 	noSlots      bool
 	ui, noUI     bool
-	cacheRAM     int
 	swaFull      bool
 	contextShift bool
 	noCtxShift   bool
@@ -59,7 +59,7 @@ func (f *llamaServerFlags) register(fs *flag.FlagSet, rf *runtimeFlags) {
 	fs.BoolVar(&f.noCorsCreds, "no-cors-credentials", false, "the same as -cors-credentials=false")
 	fs.IntVar(&rf.eng.MaxBatchTokens, "ubatch-size", rf.eng.MaxBatchTokens, "llama-server's physical batch, the most tokens one forward pass takes: the same as -max-batch-tokens")
 	fs.IntVar(&rf.eng.MaxBatchTokens, "ub", rf.eng.MaxBatchTokens, "short for -ubatch-size")
-	fs.IntVar(&f.cacheRAM, "cache-ram", 0, "llama-server's host-memory prompt cache in MiB: only 0 (none) is accepted, serve has no such cache (its prefix cache is the KV pool's, -prefix-caching)")
+	fs.IntVar(&rf.tiers.ramMiB, "cram", 0, "short for -cache-ram")
 	fs.BoolVar(&f.swaFull, "swa-full", false, "llama-server's full-size sliding-window KV: accepted, it is serve's default (not with -window-free)")
 	fs.BoolVar(&f.contextShift, "context-shift", false, "llama-server's context shift: refused, not supported (a request that reaches the context limit finishes with length)")
 	fs.BoolVar(&f.noCtxShift, "no-context-shift", false, "accepted: serve never shifts the context")
@@ -71,8 +71,6 @@ func (f *llamaServerFlags) check(rf *runtimeFlags) error {
 	switch {
 	case f.contextShift:
 		return fmt.Errorf("-context-shift is not supported: requests past the context finish with length")
-	case f.cacheRAM != 0:
-		return fmt.Errorf("-cache-ram %d is not supported: serve has no host-memory prompt cache (its prefix cache lives in the KV pool: -prefix-caching, -blocks); only -cache-ram 0 is accepted", f.cacheRAM)
 	case f.swaFull && rf.eng.WindowFree:
 		return fmt.Errorf("-swa-full and -window-free contradict each other: -swa-full keeps every sliding-window block, -window-free gives them back")
 	}

@@ -13,16 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestServeRefusesLlamaServerFlagsItCannotHonour: -context-shift and a
-// -cache-ram other than 0 stop serve at start with the reason, before a
-// model is loaded; -swa-full with -window-free too.
+// TestServeRefusesLlamaServerFlagsItCannotHonour: -context-shift, and a
+// -cache-ram other than 0 without -prefix-caching (a host-memory tier
+// keeps what the prefix cache evicts), stop serve at start with the
+// reason, before a model is loaded; -swa-full with -window-free too.
 func TestServeRefusesLlamaServerFlagsItCannotHonour(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		says string
 	}{
 		{[]string{"-context-shift"}, "finish with length"},
-		{[]string{"-cache-ram", "8192"}, "no host-memory prompt cache"},
+		{[]string{"-cache-ram", "8192"}, "-cache-ram needs the prefix cache (-prefix-caching)"},
 		{[]string{"-swa-full", "-window-free"}, "contradict"},
 		{[]string{"-alias", " , "}, "names no model"},
 		{[]string{"-api-key", ","}, "has no key"},
@@ -35,8 +36,8 @@ func TestServeRefusesLlamaServerFlagsItCannotHonour(t *testing.T) {
 
 // TestServeLlamaServerFlags starts serve as a llama-server user would:
 // -alias with two names, keys from -api-key and -api-key-file, -metrics=false,
-// -no-slots, -no-ui, -strict-model-name, the CORS flags, and the flags that name what serve
-// does already (-ubatch-size, -cache-ram 0, -swa-full, -no-context-shift).
+// -no-slots, -no-ui, -strict-model-name, the CORS flags, -cache-ram 0 (no host-memory tier),
+// and the flags that name what serve does already (-ubatch-size, -swa-full, -no-context-shift).
 func TestServeLlamaServerFlags(t *testing.T) {
 	dir := smallModel(t, "llama")
 	keys := filepath.Join(t.TempDir(), "keys")

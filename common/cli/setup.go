@@ -40,6 +40,9 @@ type runtimeFlags struct {
 	kvDType kvDTypeFlags
 	// trace is -trace and -trace-dump, which only generate and bench register.
 	trace traceFlags
+	// tiers is -cache-ram, -cache-disk and -cache-disk-size, which serve,
+	// bench, generate and logits register (tiers.go).
+	tiers tierFlags
 	// cacheFlags builds the cache the variant's own flags chose (Variant.CacheFlags).
 	cacheFlags func() (CacheBuilder, error)
 }

@@ -71,6 +71,20 @@ func TestToServePrefersServesOwnName(t *testing.T) {
 	}
 }
 
+// TestToServePassesCacheRAM: llama-server's --cache-ram and its short
+// -cram reach serve's -cache-ram, the host-memory tier under the prefix
+// cache that every serve the shim starts has.
+func TestToServePassesCacheRAM(t *testing.T) {
+	help := parseHelp(fixedHelp + "  -cache-ram int\n    \tllama-server's host-memory cache, in MiB\n")
+	for _, args := range [][]string{{"--cache-ram", "100"}, {"-cram", "100"}, {"--cache-ram=100"}} {
+		argv, unmapped := toServe(args, help)
+		want := []string{"serve", "-prefix-caching", "-cache-ram", "100", "-metrics=false"}
+		if !reflect.DeepEqual(argv, want) || len(unmapped) > 0 {
+			t.Errorf("%q: got %q (unmapped %q), want %q", args, argv, unmapped, want)
+		}
+	}
+}
+
 // TestToServeGivesEachSlotItsShare: llama-server splits --ctx-size across an
 // explicit --parallel unless --kv-unified, and serves /metrics only with
 // --metrics; serve's -max-context is per request and its /metrics is on.
@@ -129,6 +143,7 @@ func TestServeStartsOnTheSuitesCommandLines(t *testing.T) {
 		"router":     "--host 127.0.0.1 --port 8080 --temp 0.8 --seed 42 --batch-size 16 --no-slots --ctx-size 1024 --parallel 1 --n-predict 16 --no-jinja",
 		"slot_save":  "--host 127.0.0.1 --port 8080 --temp 0.0 --seed 42 --batch-size 32 --slots --alias tinyllama-2 --ctx-size 512 --parallel 2 --n-predict 64 --slot-save-path " + dir + " --swa-full --no-jinja",
 		"metrics":    "--host 127.0.0.1 --port 8080 --metrics --slots --ctx-size 512 --parallel 1 --api-key k --timeout 5 --jinja --chat-template llama3",
+		"cache_ram":  "--host 127.0.0.1 --port 8080 --ctx-size 512 --parallel 2 --cache-ram 100 --kv-unified",
 	} {
 		t.Run(name, func(t *testing.T) {
 			argv, unmapped := toServe(strings.Fields(line), flags)
