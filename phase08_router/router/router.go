@@ -40,8 +40,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,10 +115,10 @@ type Router struct {
 	pendSeq  uint64       // numbers the attempts not yet relayed; guarded by mu
 }
 
-type route struct {
-	method string
-	serve  func(w http.ResponseWriter, r *http.Request)
-}
+type route map[string]func(w http.ResponseWriter, r *http.Request) // by method
+
+// allow lists the methods a route answers, for a 405's Allow header.
+func (rt route) allow() string { return strings.Join(slices.Sorted(maps.Keys(rt)), ", ") }
 
 // replica is one replica as the router sees it.
 type replica struct {
@@ -171,28 +173,30 @@ func New(opts Options) (*Router, error) {
 	}
 	rt.metrics = newRouterMetrics(rt.reg, rt)
 	rt.mux = map[string]route{
-		"/v1/completions":                   {http.MethodPost, rt.proxy},
-		"/v1/chat/completions":              {http.MethodPost, rt.proxy},
-		"/completion":                       {http.MethodPost, rt.proxy},
-		"/v1/models":                        {http.MethodGet, rt.anyReplica},
-		"/props":                            {http.MethodGet, rt.anyReplica},
-		"/tokenize":                         {http.MethodPost, rt.anyReplica},
-		"/detokenize":                       {http.MethodPost, rt.anyReplica},
-		"/apply-template":                   {http.MethodPost, rt.anyReplica},
-		"/v1/chat/completions/input_tokens": {http.MethodPost, rt.anyReplica},
-		"/health":                           {http.MethodGet, rt.health},
-		"/v1/health":                        {http.MethodGet, rt.health},
-		"/metrics":                          {http.MethodGet, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
+		"/v1/completions":                   {http.MethodPost: rt.proxy},
+		"/v1/chat/completions":              {http.MethodPost: rt.proxy},
+		"/completion":                       {http.MethodPost: rt.proxy},
+		"/v1/models":                        {http.MethodGet: rt.anyReplica},
+		"/props":                            {http.MethodGet: rt.anyReplica, http.MethodPost: rt.anyReplica},
+		"/lora-adapters":                    {http.MethodGet: rt.anyReplica, http.MethodPost: rt.anyReplica},
+		"/tokenize":                         {http.MethodPost: rt.anyReplica},
+		"/detokenize":                       {http.MethodPost: rt.anyReplica},
+		"/apply-template":                   {http.MethodPost: rt.anyReplica},
+		"/v1/chat/completions/input_tokens": {http.MethodPost: rt.anyReplica},
+		"/health":                           {http.MethodGet: rt.health},
+		"/v1/health":                        {http.MethodGet: rt.health},
+		"/metrics":                          {http.MethodGet: promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
 	}
 	// llama-server's other names of these endpoints are routed as the
 	// endpoint itself (canonicalPath), and its endpoints a replica answers
-	// with 501 (embeddings, reranking, infill, LoRA adapters) go to any
-	// replica, so a client gets the replica's own answer.
+	// with 501 or 400 (embeddings, reranking, infill, setting /props or
+	// LoRA adapters) go to any replica, so a client gets the replica's own
+	// answer.
 	for alias, path := range pathAliases {
 		rt.mux[alias] = rt.mux[path]
 	}
 	for _, path := range []string{"/embedding", "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/infill"} {
-		rt.mux[path] = route{http.MethodPost, rt.anyReplica}
+		rt.mux[path] = route{http.MethodPost: rt.anyReplica}
 	}
 	return rt, nil
 }
@@ -222,12 +226,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 		return
 	}
-	if r.Method != e.method {
-		w.Header().Set("Allow", e.method)
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; use "+e.method)
+	serve, ok := e[r.Method]
+	if !ok {
+		w.Header().Set("Allow", e.allow())
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; use "+e.allow())
 		return
 	}
-	e.serve(w, r)
+	serve(w, r)
 }
 
 // Run polls every replica's /health until ctx ends: a replica that fails
