@@ -37,6 +37,9 @@ test: ## run every test that proves behaviour (CPU only; no GPU, no downloads; a
 # failing input the fuzzer finds is written there.
 FUZZ_TARGETS := ./common/server/:FuzzCacheFileScan
 FUZZ_TARGETS += ./common/server/:FuzzPromptBody
+FUZZ_TARGETS += ./phase08_prefix/radix/:FuzzFastLanes
+FUZZ_TARGETS += ./phase08_hashcow/blockhash/:FuzzWalkFast
+FUZZ_TARGETS += ./phase08_compressed/trie/:FuzzMergingIsInvisible
 FUZZ_TIME    ?= 20s
 
 .PHONY: test-long
