@@ -32,7 +32,7 @@ import (
 // divergence is held above kvTokenMatch. Rows after a divergence are left
 // out, and so are follow-ups to an answer that parted: the texts differ
 // from there on. The test prints the measured figures that
-// docs/benchmarks.md quotes.
+// docs/benchmarks/kv-cache-16-bits.md quotes.
 func TestKVCacheDTypeParity(t *testing.T) {
 	totals := map[kernels.KVDType]*kvFigures{kernels.KVBF16: {}, kernels.KVF16: {}}
 	for _, arch := range model.BuiltinArchs {
@@ -165,9 +165,10 @@ func (f *kvFigures) reportAs(t *testing.T, run string, least float64, what strin
 }
 
 // kvLogitTolerance bounds ‖l16 − l32‖ / ‖l32‖ for one row of logits, with
-// room over what TestKVCacheDTypeParity measures (docs/benchmarks.md): a
-// bfloat16 value is rounded to 8 significant bits (relative error up to
-// 2⁻⁹), a float16 one to 11 (2⁻¹²), eight times finer.
+// room over what TestKVCacheDTypeParity measures
+// (docs/benchmarks/kv-cache-16-bits.md): a bfloat16 value is rounded to 8
+// significant bits (relative error up to 2⁻⁹), a float16 one to 11
+// (2⁻¹²), eight times finer.
 var kvLogitTolerance = map[kernels.KVDType]float64{kernels.KVBF16: 2e-2, kernels.KVF16: 3e-3}
 
 // kvTokenMatch is the least share of greedy tokens a 16-bit run must

@@ -23,9 +23,9 @@ func mapFile(f *os.File, size int64) ([]byte, error) {
 		return nil, fmt.Errorf("cannot map %d bytes", size)
 	}
 	// No madvise(MADV_WILLNEED): measured on a start-up, it made the first
-	// answer no sooner, warm or cold (docs/benchmarks.md, "Start-up with
-	// mapped weights"); the kernel's read-around already reads a cold file
-	// in large pieces.
+	// answer no sooner, warm or cold (docs/benchmarks/startup.md,
+	// "Start-up with mapped weights"); the kernel's read-around already
+	// reads a cold file in large pieces.
 	return unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 }
 

@@ -74,8 +74,8 @@ func rowQuads[X, W float32 | uint16](k rowKernel[X, W]) func(x *X, w *W, ldw, nb
 // quarters, each lane going down its own quarter one row a call, so that
 // the weights stream as four long runs of memory rather than as groups
 // of neighbouring rows, short runs the prefetchers must find again at
-// every group (docs/benchmarks.md, "Decode: one row against four weight
-// rows"). The last cols mod 4 rows go through one.
+// every group (docs/benchmarks/real-models.md, "Decode: one row against
+// four weight rows"). The last cols mod 4 rows go through one.
 func asmLanes[X, W float32 | uint16](k rowKernel[X, W], one func(x []X, w []W, nb int) float32) func(x []X, w []W, ld, nb int, dst []float32, cols int) {
 	g := groupLen[X]()
 	return func(x []X, w []W, ld, nb int, dst []float32, cols int) {

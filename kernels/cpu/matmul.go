@@ -124,7 +124,7 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 	// rows of x (both bf16), the jobs go down the rows of x under one
 	// block of weights, which then stays in the core's cache, instead of
 	// across every weight for each block of rows (BenchmarkMatMulTBF16Dot's
-	// Llama-3.2-1B shapes; docs/benchmarks.md, "bf16 products").
+	// Llama-3.2-1B shapes; docs/benchmarks/real-models.md, "bf16 products").
 	p.colMajor = p.dp && out > n
 	return p
 }
