@@ -141,6 +141,11 @@ phase08-pressure: ## experiment: six system prompts, a pool too small for them a
 phase08-order: ## experiment: first come first served against longest prefix first, with and without a starvation guard: hit rate and TTFT p99 (out/phase08-MODEL-order.svg)
 	$(GO) run ./phase08 order -clock step:50ms $(ARGS)
 
+# docs/phase09_tiers.md: cache tiers under the pool, on the virtual clock.
+.PHONY: phase09
+phase09: ## experiment: 64 conversations outgrow a pool of about 8: no tier, a RAM tier, RAM over disk, disk alone, against an unbounded pool (radix tree; ARGS=-design all); LLAMA_CPP_DIR=<llama.cpp build> adds llama-server with and without --cache-ram (out/phase09-MODEL-tiers.svg)
+	$(GO) run ./phase09_tiers -clock step:50ms $(if $(LLAMA_CPP_DIR),-llama-cpp "$(LLAMA_CPP_DIR)") $(ARGS)
+
 .PHONY: bench
 bench: ## shared cache + engine benchmarks of the three variants, compared with benchstat, then bench-scale at 10k and 100k blocks
 	@mkdir -p out/bench
