@@ -65,7 +65,7 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if rf.tiers.on() {
-			return fmt.Errorf("%s tier an engine in this process, and with -url the engine is the server's: give them to serve", rf.tiers.names())
+			return fmt.Errorf("%s %s an engine in this process, and with -url the engine is the server's: give %s to serve", rf.tiers.names(), rf.tiers.verb("tiers", "tier"), rf.tiers.verb("it", "them"))
 		}
 		return runBenchURL(hf, &rf, &sf, stdout, stderr)
 	}

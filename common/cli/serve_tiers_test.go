@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,10 +40,16 @@ func tierPrompt(first int) string {
 	return `{"prompt": [` + strings.Join(ids, ", ") + `], "max_tokens": 4, "temperature": 0, "ignore_eos": true, "return_token_ids": true}`
 }
 
-// TestServeRefusesTierFlagsItCannotHonour: a tier without a prefix cache,
-// a negative -cache-ram (llama-server's -1, no limit) and a disk tier of
-// no bytes stop serve at start with the reason, before a model is loaded.
+// TestServeRefusesTierFlagsItCannotHonour: serve -h lists the tier flags;
+// a tier without a prefix cache, a negative -cache-ram (llama-server's -1,
+// no limit) and a disk tier of no bytes stop serve at start with the
+// reason, before a model is loaded.
 func TestServeRefusesTierFlagsItCannotHonour(t *testing.T) {
+	var help syncBuffer
+	require.ErrorIs(t, Serve(context.Background(), cachedVariant, []string{"-h"}, nil, &help), flag.ErrHelp)
+	for _, f := range []string{"-cache-ram int", "-cram int", "-cache-disk string", "-cache-disk-size int"} {
+		assert.Contains(t, help.String(), "  "+f+"\n", "serve -h")
+	}
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string
@@ -117,7 +124,7 @@ func TestServeCacheDiskSurvivesARestart(t *testing.T) {
 		flags []string
 		log   string
 	}{
-		{"disk", nil, "from the pool into DISK, drained 0"},
+		{"disk", nil, "KV blocks from the pool into DISK; DISK holds 3 blocks"},
 		{"ram over disk", []string{"-cache-ram", "1"}, "from the pool into CPU, drained "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,4 +222,52 @@ func TestGenerateCacheDiskAcrossRuns(t *testing.T) {
 	code := Main(cachedVariant, []string{"generate", "-model", dir, "-prompt", "1,2", "-no-cache", "-cache-ram", "10"}, io.Discard, &e)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, e.String(), "-cache-ram needs the prefix cache (drop -no-cache)")
+}
+
+// TestServeFailsWhenTheTiersCannotBeFlushed: a -cache-disk whose tier
+// subdirectory is gone at shutdown (a file stands in the directory's
+// place) makes serve return the flush's error, so the process exits
+// non-zero, as a failed -cache-dir save does, instead of stopping as if
+// the cache were on the disk.
+func TestServeFailsWhenTheTiersCannotBeFlushed(t *testing.T) {
+	dir := smallModel(t, "llama")
+	cacheDisk := filepath.Join(t.TempDir(), "disk")
+	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-block-size", "4", "-prefix-caching", "-cache-disk", cacheDisk)
+	completion(t, url, tierPrompt(1))
+	require.NoError(t, os.RemoveAll(cacheDisk))
+	require.NoError(t, os.WriteFile(cacheDisk, []byte("not a directory"), 0o644))
+	stop()
+	err := <-done
+	require.Error(t, err, log.String())
+	assert.ErrorContains(t, err, "flushing the cache tiers")
+	assert.ErrorContains(t, err, "could not be written")
+}
+
+// TestBenchCacheDiskAcrossRuns: bench -compare on a pool that evicts
+// leaves the cache's blocks on -cache-disk at exit (the baseline, which
+// has no prefix cache, gets no tier), the next run starts with them
+// there, and both runs give the baseline's tokens. With -url the tiers
+// would be the server's, and are refused.
+func TestBenchCacheDiskAcrossRuns(t *testing.T) {
+	dir := smallModel(t, "llama")
+	cacheDisk := t.TempDir()
+	bench := func() string {
+		var o, e bytes.Buffer
+		code := Main(cachedVariant, []string{"bench", "-model", dir, "-block-size", "4", "-blocks", "32", "-requests", "6", "-prefix-len", "24",
+			"-suffix-min", "4", "-suffix-max", "8", "-clock", "step:5ms", "-quiet", "-compare", "-cache-ram", "1", "-cache-disk", cacheDisk}, &o, &e)
+		require.Equal(t, 0, code, e.String())
+		assert.Contains(t, o.String(), "generated exactly the baseline's tokens")
+		assert.Equal(t, 1, strings.Count(e.String(), "cache tiers under the prefix cache"), "only the cache's engine has tiers")
+		return e.String()
+	}
+	first := bench()
+	assert.Contains(t, first, ", 0 blocks there")
+	assert.Contains(t, first, "cache tiers: flushed ")
+	second := bench()
+	assert.NotContains(t, second, ", 0 blocks there", "the first run's blocks are on the disk")
+
+	var e bytes.Buffer
+	code := Main(cachedVariant, []string{"bench", "-url", "http://127.0.0.1:1", "-cache-ram", "10"}, io.Discard, &e)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, e.String(), "-cache-ram tiers an engine in this process")
 }

@@ -24,9 +24,10 @@ import (
 // phase08 and chunking do not, since each of their engines is a setting
 // held fixed.
 type tierFlags struct {
-	ramMiB  int
-	disk    string
-	diskMiB int
+	ramMiB     int
+	disk       string
+	diskMiB    int
+	registered bool // a command without the flags has nothing to check
 }
 
 // defaultDiskMiB is -cache-disk-size's default: 10 GiB, a size most
@@ -40,6 +41,7 @@ const defaultDiskMiB = 10240
 const tierFlushWait = time.Minute
 
 func (f *tierFlags) register(fs *flag.FlagSet) {
+	f.registered = true
 	fs.IntVar(&f.ramMiB, "cache-ram", 0, "llama-server's host-memory cache, in MiB: a tier under the prefix cache that keeps the KV blocks it evicts, least recently used out first, and copies them back for a prompt that starts with them (0: off). llama-server's default is 8192; here it is 0, because the KV pool's prefix cache is the cache of record and a host-memory copy an opt-in. Needs the prefix cache")
 	fs.StringVar(&f.disk, "cache-disk", "", "a tier on this directory under the prefix cache (under -cache-ram's when both are given): one file per KV block, in a subdirectory named by the model, the KV's shape and dtype and how blocks are hashed; at exit the cache is written there, so the next start on it finds the cache warm. Needs the prefix cache")
 	fs.IntVar(&f.diskMiB, "cache-disk-size", defaultDiskMiB, "with -cache-disk, the most MiB its block files take; beyond, the least recently used go")
@@ -47,6 +49,14 @@ func (f *tierFlags) register(fs *flag.FlagSet) {
 
 // on reports whether any tier was asked for.
 func (f *tierFlags) on() bool { return f.ramMiB != 0 || f.disk != "" }
+
+// verb is one or many, as one or both tier flags were given.
+func (f *tierFlags) verb(one, many string) string {
+	if f.ramMiB != 0 && f.disk != "" {
+		return many
+	}
+	return one
+}
 
 // names is the tier flags given, for an error message.
 func (f *tierFlags) names() string {
@@ -64,17 +74,16 @@ func (f *tierFlags) names() string {
 // and tiers without a prefix cache. cached says whether the run has one;
 // turnOn says how to turn it on ("-prefix-caching", "drop -no-cache").
 func (f *tierFlags) check(cached bool, turnOn string) error {
+	if !f.registered {
+		return nil
+	}
 	switch {
 	case f.ramMiB < 0:
 		return fmt.Errorf("-cache-ram must be ≥ 0 MiB (0: off), have %d: llama-server's -1, no limit, is not offered, a host-memory tier needs a budget", f.ramMiB)
 	case f.diskMiB <= 0:
 		return fmt.Errorf("-cache-disk-size must be > 0 MiB, have %d: a disk tier of no bytes keeps nothing (leave -cache-disk out for none)", f.diskMiB)
 	case f.on() && !cached:
-		verb := "needs"
-		if f.ramMiB != 0 && f.disk != "" {
-			verb = "need"
-		}
-		return fmt.Errorf("%s %s the prefix cache (%s): a tier keeps the blocks the prefix cache evicts, and without one nothing is cached", f.names(), verb, turnOn)
+		return fmt.Errorf("%s %s the prefix cache (%s): a tier keeps the blocks the prefix cache evicts, and without one nothing is cached", f.names(), f.verb("needs", "need"), turnOn)
 	}
 	if limit := memoryLimit(); limit > 0 && int64(f.ramMiB)<<20 > limit {
 		return fmt.Errorf("-cache-ram %d: more than half of this machine's %s of memory", f.ramMiB, byteSize(2*limit))
@@ -204,8 +213,8 @@ func (ts *tierSet) verify(pool *kvcache.Pool) error {
 // blocks go into the first tier (FlushTiers), the host tier's down to the
 // disk (Drain), and the disk tier's writer finishes, within tierFlushWait
 // (Close). Without a disk tier nothing outlives the process and nothing
-// is copied. It logs one line, and returns the error of a writer that did
-// not finish.
+// is copied. It logs one line, and returns an error when blocks were
+// left unwritten: the writer failed them, or did not finish in time.
 func (ts *tierSet) shutdown(pool *kvcache.Pool) error {
 	if ts == nil || ts.done {
 		return nil
@@ -217,17 +226,26 @@ func (ts *tierSet) shutdown(pool *kvcache.Pool) error {
 		fmt.Fprintf(ts.log, "%s: cache tiers: CPU held %d KV blocks (%s), which end with the process (-cache-disk keeps a cache for the next start)\n", ts.who, s.Blocks, byteSize(s.Bytes))
 		return nil
 	}
-	dropped := ts.disk.Stats().Dropped
+	before := ts.disk.Stats().Dropped
 	flushed := pool.FlushTiers()
-	first, drained := "DISK", 0
+	moved := fmt.Sprintf("flushed %d KV blocks from the pool into DISK", flushed)
 	if ts.ram != nil {
-		first, drained = "CPU", ts.ram.Stats().Blocks
+		// The first tier is host memory: Drain takes it down.
+		moved = fmt.Sprintf("flushed %d KV blocks from the pool into CPU, drained %d from CPU to DISK", flushed, ts.ram.Stats().Blocks)
 		ts.ram.Drain()
 	}
+	// A Put refuses at once what the disk tier never stores (a salted
+	// block, one over a full queue); what it drops after that, its writer
+	// failed to write (or Close gave up on).
+	queued := ts.disk.Stats().Dropped
 	err := ts.disk.Close()
 	s := ts.disk.Stats()
-	fmt.Fprintf(ts.log, "%s: cache tiers: flushed %d KV blocks from the pool into %s, drained %d from CPU to DISK; DISK holds %d blocks (%s) in %s, %d not written at shutdown (salted, or the writer stopped)\n",
-		ts.who, flushed, first, drained, s.Blocks, byteSize(s.Bytes), ts.disk.Dir(), s.Dropped-dropped)
+	failed := s.Dropped - queued
+	fmt.Fprintf(ts.log, "%s: cache tiers: %s; DISK holds %d blocks (%s) in %s; at shutdown %d refused (salted, or over the queue), %d failed to write\n",
+		ts.who, moved, s.Blocks, byteSize(s.Bytes), ts.disk.Dir(), queued-before, failed)
+	if err == nil && failed > 0 {
+		err = fmt.Errorf("%d KV blocks could not be written to %s", failed, ts.disk.Dir())
+	}
 	if err != nil {
 		return fmt.Errorf("flushing the cache tiers: %w", err)
 	}
