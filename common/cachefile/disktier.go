@@ -23,10 +23,9 @@ import (
 )
 
 // DiskTier is a kvcache.Tier on a directory under a byte budget, the store
-// for a --cache-disk DIR and --cache-disk-size MiB that serve does not
-// offer yet: under a RAMTier, as its Next,
-// it keeps what host memory evicts, and a server that restarts on the same
-// directory finds it warm.
+// behind --cache-disk DIR and --cache-disk-size MiB (common/cli/tiers.go):
+// under a RAMTier, as its Next, it keeps what host memory evicts, and a
+// server that restarts on the same directory finds it warm.
 //
 // Each block is one file, named by its hash, that is a cache file of this
 // package's format holding one record: the header (the identity, the hash
@@ -84,6 +83,7 @@ type DiskTier struct {
 	fileBytes   int64  // every block file's size
 	beforeWrite func(kvevents.Hash)
 
+	sink     func(kvevents.Event) // SetEventSink's; nil: no events
 	mu       sync.Mutex
 	lru      *list.List // of kvevents.Hash, files on disk, most recent first
 	byHash   map[kvevents.Hash]*list.Element
@@ -315,17 +315,34 @@ func (t *DiskTier) open(h kvevents.Hash) (*os.File, os.FileInfo, error) {
 // record's hash (the one its name says, and the hash of its tokens). It
 // returns the file's modification time.
 func (t *DiskTier) checkHead(h kvevents.Hash) (time.Time, error) {
+	mod, _, _, err := t.head(h)
+	return mod, err
+}
+
+// storedEvent is block h's BlockStored, from its file's record head.
+func (t *DiskTier) storedEvent(h kvevents.Hash) (kvevents.Event, bool) {
+	_, tokens, parent, err := t.head(h)
+	if err != nil {
+		return kvevents.Event{}, false
+	}
+	return kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{h}, ParentBlockHash: parent,
+		TokenIDs: tokens, BlockSize: len(tokens), Medium: t.Name()}, true
+}
+
+// head reads and checks block h's file's header and record head (checkHead)
+// and returns the file's time, the block's tokens and its parent.
+func (t *DiskTier) head(h kvevents.Hash) (time.Time, []int32, *kvevents.Hash, error) {
 	f, st, err := t.open(h)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, nil, err
 	}
 	defer f.Close()
 	head := make([]byte, len(t.lead)+t.id.HeadBytes())
 	if _, err := f.ReadAt(head, 0); err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, nil, err
 	}
 	if !bytes.Equal(head[:len(t.lead)], t.lead) {
-		return time.Time{}, errors.New("not a block file of this identity and seed")
+		return time.Time{}, nil, nil, errors.New("not a block file of this identity and seed")
 	}
 	rec := head[len(t.lead):]
 	var hash, parent kvevents.Hash
@@ -336,13 +353,14 @@ func (t *DiskTier) checkHead(h kvevents.Hash) (time.Time, error) {
 		tokens[j] = int32(binary.LittleEndian.Uint32(rec[65+4*j:]))
 	}
 	want := t.hasher.First(tokens, "")
+	var p *kvevents.Hash
 	if rec[32] == 1 {
-		want = t.hasher.Next(parent, tokens)
+		want, p = t.hasher.Next(parent, tokens), &parent
 	}
 	if hash != h || want != h {
-		return time.Time{}, errors.New("its record is not the block its name says")
+		return time.Time{}, nil, nil, errors.New("its record is not the block its name says")
 	}
-	return st.ModTime(), nil
+	return st.ModTime(), tokens, p, nil
 }
 
 // read reads block h's file and checks all of it: Scan, then the record's
@@ -422,7 +440,50 @@ func (t *DiskTier) Put(b kvcache.TierBlock) {
 		}
 		t.pending[b.Hash] = &b
 		t.queue = append(t.queue, b.Hash)
+		t.emitLocked(kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{b.Hash}, ParentBlockHash: b.Parent,
+			TokenIDs: b.Tokens, BlockSize: len(b.Tokens), Medium: t.Name()})
 		t.signal()
+	}
+}
+
+// SetEventSink implements kvcache.TierEvents: a block is announced on DISK
+// when Put queues it (Has finds it from then on) and removed when the tier
+// lets it go (evicted, refused, or a write that failed).
+func (t *DiskTier) SetEventSink(sink func(kvevents.Event)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sink = sink
+}
+
+// StoredEvents implements kvcache.TierEvents: a BlockStored per block held
+// or queued. A stored block's tokens and parent are read from its file's
+// record head (bounded work per file); a file that cannot be read is left
+// out, as Get would refuse it.
+func (t *DiskTier) StoredEvents() []kvevents.Event {
+	t.mu.Lock()
+	var out []kvevents.Event
+	for _, b := range t.pending {
+		out = append(out, kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{b.Hash}, ParentBlockHash: b.Parent,
+			TokenIDs: b.Tokens, BlockSize: len(b.Tokens), Medium: t.Name()})
+	}
+	var held []kvevents.Hash
+	for e := t.lru.Back(); e != nil; e = e.Prev() {
+		held = append(held, e.Value.(kvevents.Hash))
+	}
+	t.mu.Unlock()
+	for _, h := range held {
+		if ev, ok := t.storedEvent(h); ok {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// emitLocked hands ev to the sink, with t.mu held: the sink takes only
+// the observer's own short lock, and never calls back.
+func (t *DiskTier) emitLocked(ev kvevents.Event) {
+	if t.sink != nil {
+		t.sink(ev)
 	}
 }
 
@@ -540,8 +601,10 @@ func (t *DiskTier) AuditTier() error {
 }
 
 func (t *DiskTier) removeLocked(e *list.Element) {
-	delete(t.byHash, t.lru.Remove(e).(kvevents.Hash))
+	h := t.lru.Remove(e).(kvevents.Hash)
+	delete(t.byHash, h)
 	t.bytes -= t.fileBytes
+	t.emitLocked(kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{h}, Medium: t.Name()})
 }
 
 // makeRoomLocked drops the least recent blocks from the index until n more
@@ -597,6 +660,7 @@ func (t *DiskTier) Close() error {
 	n := len(t.queue)
 	for _, h := range t.queue {
 		delete(t.pending, h)
+		t.emitLocked(kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{h}, Medium: t.Name()})
 	}
 	t.queue = nil
 	t.stats.Dropped += n
@@ -678,6 +742,9 @@ func (t *DiskTier) store(b *kvcache.TierBlock) {
 	t.writing = false
 	delete(t.pending, b.Hash)
 	t.idleIfEmptyLocked()
+	if err != nil { // announced at Put, never stored
+		t.emitLocked(kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{b.Hash}, Medium: t.Name()})
+	}
 	switch {
 	case err == nil:
 		t.byHash[b.Hash] = t.lru.PushFront(b.Hash)

@@ -82,8 +82,9 @@ type Tier interface {
 // BlockStored when it takes a block, a BlockRemoved when it lets one go,
 // each with Medium set to its Name. AttachTiers wires it to the observer.
 type TierEvents interface {
-	// SetEventSink makes the tier call sink with each event. The tier
-	// calls it without holding its own lock; sink never blocks.
+	// SetEventSink makes the tier call sink with each event. sink takes
+	// only the observer's own short lock and never calls back, so a tier
+	// may call it holding its own lock.
 	SetEventSink(sink func(kvevents.Event))
 	// StoredEvents returns one BlockStored per block the tier holds, for
 	// the state a new subscriber starts from.
