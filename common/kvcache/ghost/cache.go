@@ -67,7 +67,6 @@ type cache struct {
 	tick  int64 // a logical clock, one tick per event that orders blocks
 
 	cached  int
-	hits    int64 // tokens every Match found, summed
 	evicted int64 // nodes dropped, whether or not that freed a block
 	// unadopted counts the nodes cached without adoption, over the
 	// ghost's life: how often the duplicate case arose.
@@ -122,9 +121,7 @@ func (c *cache) match(seq int, keys []uint64) int {
 	if n != none {
 		c.held[seq] = n
 	}
-	got := c.depthOf(n) * c.bs
-	c.hits += int64(got)
-	return got
+	return c.depthOf(n) * c.bs
 }
 
 // use records one more user of n.

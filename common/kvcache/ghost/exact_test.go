@@ -162,3 +162,44 @@ func lruAgainstRadix(t *testing.T, seed uint64) (matched, dups int) {
 	check("draining")
 	return matched, int(g.unadopted)
 }
+
+// TestGhostLRUIsTheHashIndexOneRequestAtATime checks that the hash index's
+// eviction is the radix tree's LRU when requests come one at a time: on
+// random prompts over shared prefixes, each matched, computed, committed
+// and released before the next, the LRU ghost finds exactly what the hash
+// index finds on every Match. With requests overlapping it is not the
+// same (TestGhostLRUAgainstTheOtherDesigns logs by how much on engine
+// traces): a block a running sequence computed twice stays its own, so
+// the index never evicts it where the tree drops it freeing nothing, the
+// index queues blocks in the order of their last use when it next looks,
+// not the order they became idle, and it may evict a block that is not a
+// leaf.
+func TestGhostLRUIsTheHashIndexOneRequestAtATime(t *testing.T) {
+	matches := 0
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 12))
+		bs := []int{1, 2, 4}[seed%3]
+		cfg := Config{Policies: []Policy{LRU()}, OnMatch: func(ev MatchEvent) {
+			if ev.Ghosts[0] != ev.Real {
+				t.Fatalf("seed %d: Match of sequence %d (%d tokens): the hash index found %d, the LRU ghost %d", seed, ev.Seq, ev.Tokens, ev.Real, ev.Ghosts[0])
+			}
+			if ev.Real > 0 {
+				matches++
+			}
+		}}
+		h := cachetest.NewHarness(t, func(a *kvcache.Allocator, bs int) kvcache.PrefixCache {
+			return NewTap(blockhash.PrefixCache(a, bs), bs, a.Total(), cfg)
+		}, 12+rng.IntN(40), bs)
+		bases := [][]int32{cachetest.Tokens(0, 40), cachetest.Tokens(5000, 17), cachetest.Tokens(9000, 6)}
+		for id := range 200 {
+			b := bases[rng.IntN(len(bases))]
+			p := cachetest.Join(b[:rng.IntN(len(b)+1)], cachetest.Tokens(20000+rng.IntN(6)*50, 1+rng.IntN(12)))
+			if h.StartSalted(id, cachetest.Salts[rng.IntN(len(cachetest.Salts))], p) >= 0 {
+				h.Finish(id)
+			}
+		}
+	}
+	if matches < 2000 {
+		t.Fatalf("only %d Matches found anything; the check needs more", matches)
+	}
+}

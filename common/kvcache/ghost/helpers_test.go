@@ -55,10 +55,10 @@ func (r *rig) use(salt string, prompt []int32) (real int, ghosts []int) {
 // fakeClock is a clock tests move by hand.
 type fakeClock struct{ at time.Duration }
 
-func (c *fakeClock) now() time.Time            { return time.Unix(1_000_000, 0).Add(c.at) }
-func (c *fakeClock) advance(d time.Duration)   { c.at += d }
-func prompt(base, blocks, bs int) []int32      { return cachetest.Tokens(base, blocks*bs) }
-func ghostOf(t *Tap, name string) *cache       { return t.ghosts[indexOf(t, name)] }
+func (c *fakeClock) now() time.Time          { return time.Unix(1_000_000, 0).Add(c.at) }
+func (c *fakeClock) advance(d time.Duration) { c.at += d }
+func prompt(base, blocks, bs int) []int32    { return cachetest.Tokens(base, blocks*bs) }
+func ghostOf(t *Tap, name string) *cache     { return t.ghosts[indexOf(t, name)] }
 func indexOf(t *Tap, name string) int {
 	for i, g := range t.ghosts {
 		if g.name == name {

@@ -10,9 +10,15 @@ import (
 
 // Report is what a Tap (or a Board of them) has counted: the real cache's
 // row first, then one per ghost in Config.Policies order.
+//
+// It counts admissions: a Match followed by an Insert, as every admission
+// that computes or commits anything is (readmissions after a preemption
+// included). A Match whose sequence is released before any Insert, an
+// admission the pool could not grow and gave back, is not counted; the
+// engine retries it later, and that Match counts.
 type Report struct {
-	Matches int64 // Match calls: admissions, and re-admissions after a preemption
-	Queried int64 // prompt tokens those Matches looked up
+	Matches int64 // admissions counted
+	Queried int64 // prompt tokens they looked up
 	Rows    []Row
 }
 

@@ -96,6 +96,14 @@ type Tap struct {
 type seqKeys struct {
 	salt string
 	keys []uint64
+	// pending says that the sequence's last Match is not counted yet:
+	// what it found (real, found) for a prompt of tokens is counted at
+	// its first Insert, and dropped if the sequence is released before
+	// one, an admission the pool could not grow and gave back at once.
+	pending bool
+	tokens  int
+	real    int
+	found   []int
 }
 
 var _ kvcache.PrefixCache = (*Tap)(nil)
@@ -143,14 +151,8 @@ func (t *Tap) Match(seq int, salt string, tokens []int32) ([]int32, int) {
 		g.ev.opened(seq, salt, tokens)
 		t.found[i] = g.match(seq, keys)
 	}
-	t.mu.Lock()
-	t.snap.Matches++
-	t.snap.Queried += int64(len(tokens))
-	t.snap.Rows[0].Hits += int64(matched)
-	for i, g := range t.ghosts {
-		t.snap.Rows[1+i].Hits = g.hits
-	}
-	t.mu.Unlock()
+	s.pending, s.tokens, s.real = true, len(tokens), matched
+	s.found = append(s.found[:0], t.found...)
 	if t.onMatch != nil {
 		t.onMatch(MatchEvent{Seq: seq, Salt: salt, Tokens: len(tokens), Real: matched, Ghosts: t.found})
 	}
@@ -172,7 +174,7 @@ func (t *Tap) Insert(seq int, salt string, tokens []int32, pages []int32, lent i
 	for _, g := range t.ghosts {
 		g.insert(seq, keys, len(pages))
 	}
-	t.publish()
+	t.publish(s)
 	return newLent
 }
 
@@ -184,7 +186,7 @@ func (t *Tap) Release(seq int) {
 	}
 	if s, ok := t.seqs[seq]; ok {
 		delete(t.seqs, seq)
-		s.keys = s.keys[:0]
+		s.keys, s.pending = s.keys[:0], false
 		t.spare = append(t.spare, s)
 	}
 }
@@ -196,7 +198,7 @@ func (t *Tap) Evict(n int) int {
 	for _, g := range t.ghosts {
 		g.evict(n)
 	}
-	t.publish()
+	t.publish(nil)
 	return freed
 }
 
@@ -241,7 +243,7 @@ func (t *Tap) open(seq int, salt string) *seqKeys {
 		}
 		t.seqs[seq] = s
 	}
-	s.salt, s.keys = salt, s.keys[:0]
+	s.salt, s.keys, s.pending = salt, s.keys[:0], false
 	return s
 }
 
@@ -257,14 +259,24 @@ func (t *Tap) keys(s *seqKeys, tokens []int32) []uint64 {
 	return s.keys
 }
 
-// publish copies the ghosts' counters into the report others read.
-func (t *Tap) publish() {
+// publish copies the counters into the report others read, counting s's
+// pending Match first, if any.
+func (t *Tap) publish(s *seqKeys) {
 	t.mu.Lock()
+	if s != nil && s.pending {
+		s.pending = false
+		t.snap.Matches++
+		t.snap.Queried += int64(s.tokens)
+		t.snap.Rows[0].Hits += int64(s.real)
+		for i, n := range s.found {
+			t.snap.Rows[1+i].Hits += int64(n)
+		}
+	}
 	t.snap.Rows[0].Evicted = int64(t.real.Stats().Evicted)
 	t.snap.Rows[0].Cached = t.real.Stats().Blocks
 	for i, g := range t.ghosts {
 		r := &t.snap.Rows[1+i]
-		r.Hits, r.Evicted, r.Cached = g.hits, g.evicted, g.cached
+		r.Evicted, r.Cached = g.evicted, g.cached
 	}
 	t.mu.Unlock()
 }
