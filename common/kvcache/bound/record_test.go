@@ -1,0 +1,122 @@
+package bound_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/bound"
+	"kvlab/common/kvcache/cachetest"
+	"kvlab/kernels/cpu"
+	"kvlab/phase08_compressed/trie"
+	"kvlab/phase08_hashcow/blockhash"
+	"kvlab/phase08_prefix/radix"
+)
+
+var designs = []struct {
+	name string
+	f    cachetest.Factory
+	tree bool // never holds a block without its parent
+}{
+	{"radix", radix.New, true},
+	{"blockhash", func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return blockhash.New(a, bs) }, false},
+	{"trie", func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return trie.New(a, bs, nil) }, true},
+	{"trie LRU", trie.WithPolicy(trie.LRU), true},
+}
+
+// Every design, driven the way an engine drives it (concurrent sequences,
+// chunked commits, forks, evictions, salts), hits no more than the bound at
+// its pool's capacity.
+func TestRecorderBoundsEveryDesign(t *testing.T) {
+	inputs := cachetest.OpsSeeds()
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 300 {
+		in := make([]byte, 256+r.IntN(257))
+		for i := range in {
+			in[i] = byte(r.IntN(256))
+		}
+		inputs = append(inputs, in)
+	}
+	for _, d := range designs {
+		t.Run(d.name, func(t *testing.T) {
+			hit, belowOptimal := 0, 0
+			for i, in := range inputs {
+				rec := bound.NewRecorder()
+				cachetest.Ops(t, rec.Wrap(d.f), in)
+				tr := rec.Trace()
+				c := rec.Capacity()
+				got, opt, inf := rec.Achieved(), tr.Optimal(c), tr.Infinite()
+				if got > opt || opt > inf {
+					t.Fatalf("input %d: achieved %d, optimal %d, infinite %d at %d blocks", i, got, opt, inf, c)
+				}
+				if lru, leaves := tr.LRU(c), tr.OptimalLeaves(c); lru > leaves || leaves > opt {
+					t.Fatalf("input %d: LRU %d, leaves %d, optimal %d", i, lru, leaves, opt)
+				}
+				if d.tree && got > tr.OptimalLeaves(c) {
+					t.Fatalf("input %d: a tree achieved %d, more than the leaves' rule %d", i, got, tr.OptimalLeaves(c))
+				}
+				if got > 0 {
+					hit++
+				}
+				if got < opt {
+					belowOptimal++
+				}
+			}
+			t.Logf("%d of %d hit, %d below", hit, len(inputs), belowOptimal)
+			if hit < len(inputs)/3 || belowOptimal == 0 {
+				t.Errorf("%d of %d inputs hit, %d below the optimum: the inputs do not exercise the bound", hit, len(inputs), belowOptimal)
+			}
+		})
+	}
+}
+
+// Served one after another, the second request's output takes room from
+// its arrival on; run as the engine runs it, its commit comes after the
+// third request has hit, and the cache can keep both. So a concurrent run
+// can beat FromRequests's optimum, and not the recorded trace's.
+func TestServedOneAfterAnotherIsNoBoundForOverlaps(t *testing.T) {
+	const y, p, x = 5, 6, 7
+	for _, d := range designs {
+		t.Run(d.name, func(t *testing.T) {
+			rec := bound.NewRecorder()
+			pool, err := kvcache.NewPool(cpu.New(), kvcache.Config{Layers: 1, KVDim: 1, Blocks: 2, BlockSize: 1, NewCache: rec.Wrap(d.f)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			step := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := func(id int, prompt []int32) {
+				_, err := pool.Open(id, "", prompt)
+				step(err)
+				step(pool.Grow(id, len(prompt)))
+				pool.Commit(id, prompt)
+			}
+			run(0, []int32{y})
+			pool.Release(0)
+			run(1, []int32{p}) // and it goes on decoding
+			run(2, []int32{y}) // hits y
+			pool.Release(2)
+			step(pool.Grow(1, 2)) // the first's output needs y's block
+			pool.Commit(1, []int32{p, x})
+			pool.Release(1)
+			run(3, []int32{p, x}) // hits p, x
+			pool.Release(3)
+
+			serial := bound.FromRequests(1, []bound.Request{
+				{Prompt: []int32{y}},
+				{Prompt: []int32{p}, Commit: []int32{p, x}},
+				{Prompt: []int32{y}},
+				{Prompt: []int32{p, x}},
+			})
+			got, opt, serialOpt := rec.Achieved(), rec.Trace().Optimal(2), serial.Optimal(2)
+			if got != 3 || opt != 3 || serialOpt != 2 {
+				t.Errorf("achieved %d, recorded optimum %d, served one after another %d; want 3, 3, 2", got, opt, serialOpt)
+			}
+		})
+	}
+}
