@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,4 +127,42 @@ func TestTiersExperimentClaims(t *testing.T) {
 		}
 		assert.Equal(t, -1, ram.diskBlk, "%s: the RAM row has no disk", d.Flag)
 	}
+}
+
+// TestTiersLlamaServerRows runs the small experiment with llama-server's
+// rows when LLAMA_CPP_DIR names a llama.cpp build (it is skipped
+// otherwise): both rows come back, every request answered, and the one
+// with a host-memory cache reuses prompt tokens.
+func TestTiersLlamaServerRows(t *testing.T) {
+	build := os.Getenv("LLAMA_CPP_DIR")
+	if build == "" {
+		t.Skip("LLAMA_CPP_DIR is not set: no llama.cpp build to run llama-server from")
+	}
+	dir := filepath.Join(t.TempDir(), "model")
+	require.NoError(t, model.WriteSynthetic(dir, heavyRows()))
+	args := []string{"-model", dir, "-clock", "step:50ms", "-quiet", "-plot", "", "-llama-cpp", build,
+		"-conversations", "16", "-turns", "3", "-prefix-len", "32", "-suffix-min", "8", "-suffix-max", "16",
+		"-min-tokens", "4", "-max-tokens", "8", "-rps", "4", "-block-size", "4", "-blocks", "48", "-max-batch-tokens", "32",
+		"-roomy-blocks", "1024", "-ram-blocks", "1024", "-small-ram-blocks", "24", "-disk-blocks", "1024"}
+	var stdout, stderr bytes.Buffer
+	code := cli.Tiers(Designs, args, &stdout, &stderr)
+	out := stdout.String()
+	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", stderr.String(), out)
+	t.Log("\n" + out)
+	rows := tableRows(t, out)
+	off, ok := rows["llama-server RAM 0 MiB"]
+	for _, l := range strings.Split(out, "\n") {
+		assert.LessOrEqual(t, utf8.RuneCountInString(l), 120, "%q", l)
+	}
+	require.True(t, ok, "no llama-server row without its cache in:\n%s", out)
+	var on tierRow
+	for name, r := range rows {
+		if strings.HasPrefix(name, "llama-server RAM ") && name != "llama-server RAM 0 MiB" {
+			on, ok = r, true
+		}
+	}
+	require.True(t, ok, "no llama-server row with its cache in:\n%s", out)
+	assert.Positive(t, on.hit, "llama-server's host-memory cache reuses prompt tokens")
+	assert.Positive(t, off.prefill)
+	assert.NotContains(t, out, "llama-server rows left out")
 }

@@ -246,16 +246,31 @@ func tiersExperiment(designs []TiersDesign, args []string, stdout, stderr io.Wri
 	var llamaNote string
 	if lf.dir != "" {
 		ramMiB := int((int64(*ramBlocks)*blockBytes + 1<<20 - 1) >> 20)
+		// llama-server's slots share one KV cache (-kvu) and fail a request
+		// that finds it full instead of waiting: it gets the small pool's
+		// tokens, or room for every slot's longest request if that is more.
+		// Every output has its fixed length, so the reference run's longest
+		// request is llama-server's too.
+		ctx, what := base.NumBlocks*base.BlockSize, "the small pool's tokens"
+		longest := 0
+		for _, q := range runs[0].Requests {
+			longest = max(longest, q.PromptLen+q.OutputLen)
+		}
+		if lf.slots*longest > ctx {
+			ctx, what = lf.slots*longest, fmt.Sprintf("%d slots × the longest request", lf.slots)
+		}
 		for j, cram := range []int{0, ramMiB} {
 			fmt.Fprintf(stderr, "[%d/%d] llama-server --cache-ram %d: %s, %d requests\n", len(setups)+j+1, total, cram, sf.name, len(reqs))
-			run, err := lf.run(dir, base, cram, reqs, sf.progress(stderr), stderr)
+			run, err := lf.run(dir, base, ctx, cram, reqs, sf.progress(stderr), stderr)
 			if err != nil {
 				return fmt.Errorf("llama-server --cache-ram %d: %w", cram, err)
 			}
 			rows = append(rows, tierRow{name: fmt.Sprintf("llama-server RAM %d MiB", cram), run: run, llama: true})
 		}
-		llamaNote = fmt.Sprintf("llama-server: --cache-ram MiB, the same weights (GGUF), KV %s, -c %d (the small pool's tokens), -np %d -kvu, -t %d;",
-			llamaKV(base.KVCacheDType), base.NumBlocks*base.BlockSize, lf.slots, lf.threads)
+		llamaNote = fmt.Sprintf("llama-server rows: --cache-ram as named, the same weights (GGUF), -c %d (%s),\n"+
+			"  -np %d -kvu -t %d, KV %s; p50/p99 are wall-clock TTFT at the client; its outputs are its own (other\n"+
+			"  arithmetic, and tokens that are not UTF-8 alone banned), so its later turns' prompts differ from this engine's",
+			ctx, what, lf.slots, lf.threads, llamaKV(base.KVCacheDType))
 	}
 
 	writeTiersTable(stdout, rows)
@@ -284,8 +299,6 @@ func tiersExperiment(designs []TiersDesign, args []string, stdout, stderr io.Wri
 	}
 	if llamaNote != "" {
 		fmt.Fprintln(stdout, llamaNote)
-		fmt.Fprintln(stdout, "  its p50/p99 are wall-clock TTFT at the client; its outputs are its own (other arithmetic, and tokens")
-		fmt.Fprintln(stdout, "  that are not UTF-8 alone banned), so its later turns' prompts differ from this engine's")
 	} else {
 		fmt.Fprintln(stdout, "llama-server rows left out: give -llama-cpp DIR, a llama.cpp build with bin/llama-server")
 		fmt.Fprintln(stdout, "  (make phase09 LLAMA_CPP_DIR=DIR)")
@@ -460,9 +473,9 @@ func llamaKV(dt kernels.KVDType) string {
 }
 
 // run serves reqs on a fresh llama-server over the model in dir, exported
-// to GGUF, with a KV cache of the small pool's tokens and a host-memory
-// prompt cache of cram MiB, and returns what the client saw.
-func (l *llamaTierFlags) run(dir string, base engine.Config, cram int, reqs []workload.Request, progress, log io.Writer) (*metrics.Run, error) {
+// to GGUF, with a KV cache of nctx tokens and a host-memory prompt cache of
+// cram MiB, and returns what the client saw.
+func (l *llamaTierFlags) run(dir string, base engine.Config, nctx, cram int, reqs []workload.Request, progress, log io.Writer) (*metrics.Run, error) {
 	bin, err := llamaServerIn(l.dir)
 	if err != nil {
 		return nil, err
@@ -489,7 +502,7 @@ func (l *llamaTierFlags) run(dir string, base engine.Config, cram int, reqs []wo
 		return nil, err
 	}
 	kv := llamaKV(base.KVCacheDType)
-	args := []string{"-m", path, "-c", strconv.Itoa(base.NumBlocks * base.BlockSize), "-np", strconv.Itoa(l.slots), "-kvu",
+	args := []string{"-m", path, "-c", strconv.Itoa(nctx), "-np", strconv.Itoa(l.slots), "-kvu",
 		"-t", strconv.Itoa(l.threads), "-tb", strconv.Itoa(l.threads), "-ctk", kv, "-ctv", kv,
 		"--cache-ram", strconv.Itoa(cram), "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--no-webui"}
 	fmt.Fprintf(log, "  %s %s\n", bin, strings.Join(args, " "))
