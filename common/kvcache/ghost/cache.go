@@ -71,6 +71,12 @@ type cache struct {
 	// unadopted counts the nodes cached without adoption, over the
 	// ghost's life: how often the duplicate case arose.
 	unadopted int64
+
+	// What the ghost's pool would hold besides its cache (see fit):
+	// lent sums the depth of every live sequence's held node (the pages
+	// the ghost lends), shared counts the cached nodes whose writer still
+	// holds the page (cached and private at once).
+	lent, shared int
 }
 
 func newCache(name string, bs int) *cache {
@@ -121,6 +127,7 @@ func (c *cache) match(seq int, keys []uint64) int {
 	if n != none {
 		c.held[seq] = n
 	}
+	c.lent += c.depthOf(n)
 	return c.depthOf(n) * c.bs
 }
 
@@ -158,6 +165,7 @@ func (c *cache) insert(seq int, keys []uint64, pages int) {
 		if adopt {
 			c.held[seq] = n
 			lent++
+			c.lent++
 		}
 	}
 }
@@ -192,6 +200,7 @@ func (c *cache) add(parent int32, key uint64, seq int, adopt bool) int32 {
 	c.nodes[n].owner = seq
 	c.owned[seq] = append(c.owned[seq], n)
 	c.unadopted++
+	c.shared++
 	c.ev.idle(n)
 	c.ev.enter(n)
 	return n
@@ -203,6 +212,7 @@ func (c *cache) add(parent int32, key uint64, seq int, adopt bool) int32 {
 func (c *cache) release(seq int) {
 	if n, ok := c.held[seq]; ok {
 		delete(c.held, seq)
+		c.lent -= c.depthOf(n)
 		for ; n != none; n = c.nodes[n].parent {
 			nd := &c.nodes[n]
 			nd.users--
@@ -221,6 +231,7 @@ func (c *cache) release(seq int) {
 		for _, n := range owned {
 			if nd := &c.nodes[n]; nd.live && nd.owner == seq {
 				nd.owner = noOwner
+				c.shared--
 			}
 		}
 		delete(c.owned, seq)
@@ -255,6 +266,9 @@ func (c *cache) drop(v int32) bool {
 	c.ev.leave(v)
 	c.ev.evicted(v)
 	freed := nd.owner == noOwner
+	if !freed {
+		c.shared-- // the page stays its writer's, no longer cached
+	}
 	delete(c.index, nd.key)
 	p := nd.parent
 	*nd = node{parent: none, owner: noOwner, prev: none, next: none}
@@ -269,6 +283,25 @@ func (c *cache) drop(v int32) bool {
 		}
 	}
 	return freed
+}
+
+// fit evicts, by the policy, what the ghost's pool could not hold: the
+// pool has capacity blocks, and besides the ghost's cache its live
+// sequences hold pages blocks in their page tables (as the last Insert of
+// each showed them), of which the ghost lends lent and shares the pages
+// of its unadopted blocks. The real cache's pressure reaches a ghost
+// through Evict; this is the rest of it, for a ghost that missed where the
+// real cache hit and so cached blocks the real pool never had to find
+// room for. The page counts lag behind decode steps, so fit never evicts
+// more than the ghost's pool would: a ghost in the real cache's state
+// never evicts here at all. capacity <= 0 turns it off.
+func (c *cache) fit(capacity, pages int) {
+	if capacity <= 0 {
+		return
+	}
+	if over := c.cached + pages - c.lent - c.shared - capacity; over > 0 {
+		c.evict(over)
+	}
 }
 
 // evictable returns how many nodes no sequence uses: what the real
@@ -308,10 +341,20 @@ func (c *cache) audit() error {
 	if live != c.cached || live != len(c.index) {
 		return fmt.Errorf("ghost %s: %d live nodes, %d counted, %d indexed", c.name, live, c.cached, len(c.index))
 	}
+	lent, shared := 0, 0
 	for _, n := range c.held {
+		lent += c.depthOf(n)
 		for ; n != none; n = c.nodes[n].parent {
 			users[n]++
 		}
+	}
+	for i := range c.nodes {
+		if nd := &c.nodes[i]; nd.live && nd.owner != noOwner {
+			shared++
+		}
+	}
+	if lent != c.lent || shared != c.shared {
+		return fmt.Errorf("ghost %s: lends %d pages and shares %d, a recount finds %d and %d", c.name, c.lent, c.shared, lent, shared)
 	}
 	for i := range c.nodes {
 		nd := &c.nodes[i]

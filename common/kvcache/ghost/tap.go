@@ -81,8 +81,10 @@ type Tap struct {
 	onMatch  func(MatchEvent)
 	realName string
 
-	seqs  map[int]*seqKeys
-	spare []*seqKeys
+	seqs     map[int]*seqKeys
+	spare    []*seqKeys
+	capacity int // the pool's blocks
+	pages    int // the live sequences' pages, summed (seqKeys.pages)
 	found []int // OnMatch's scratch
 
 	mu   sync.Mutex // guards snap
@@ -104,6 +106,8 @@ type seqKeys struct {
 	tokens  int
 	real    int
 	found   []int
+	// pages is the longest page table an Insert showed for the sequence.
+	pages int
 }
 
 var _ kvcache.PrefixCache = (*Tap)(nil)
@@ -120,7 +124,7 @@ func NewTap(real kvcache.PrefixCache, blockSize, capacity int, cfg Config) *Tap 
 		now = time.Now
 	}
 	e := env{capacity: capacity, now: now, start: now()}
-	t := &Tap{real: real, bs: blockSize, onMatch: cfg.OnMatch, realName: cfg.Real, seqs: map[int]*seqKeys{}}
+	t := &Tap{real: real, bs: blockSize, capacity: capacity, onMatch: cfg.OnMatch, realName: cfg.Real, seqs: map[int]*seqKeys{}}
 	if t.realName == "" {
 		t.realName = "real"
 	}
@@ -171,8 +175,13 @@ func (t *Tap) Insert(seq int, salt string, tokens []int32, pages []int32, lent i
 		s = t.open(seq, salt)
 	}
 	keys := t.keys(s, tokens)[:len(tokens)/t.bs]
+	if len(pages) > s.pages {
+		t.pages += len(pages) - s.pages
+		s.pages = len(pages)
+	}
 	for _, g := range t.ghosts {
 		g.insert(seq, keys, len(pages))
+		g.fit(t.capacity, t.pages)
 	}
 	t.publish(s)
 	return newLent
@@ -186,7 +195,8 @@ func (t *Tap) Release(seq int) {
 	}
 	if s, ok := t.seqs[seq]; ok {
 		delete(t.seqs, seq)
-		s.keys, s.pending = s.keys[:0], false
+		t.pages -= s.pages
+		s.keys, s.pending, s.pages = s.keys[:0], false, 0
 		t.spare = append(t.spare, s)
 	}
 }
