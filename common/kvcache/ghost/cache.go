@@ -56,7 +56,7 @@ type cache struct {
 	free  []int32
 	// index maps a chain key to its node. A key names a whole salted
 	// prefix, so there is no per-salt root: the salt is in every key.
-	index map[uint64]int32
+	index table
 	// held maps each sequence to the deepest node it uses; the nodes it
 	// uses are that node's path from the root.
 	held map[int]int32
@@ -80,7 +80,7 @@ type cache struct {
 }
 
 func newCache(name string, bs int) *cache {
-	return &cache{name: name, bs: bs, index: map[uint64]int32{}, held: map[int]int32{}, owned: map[int][]int32{}}
+	return &cache{name: name, bs: bs, index: newTable(), held: map[int]int32{}, owned: map[int][]int32{}}
 }
 
 // now advances the logical clock and returns it.
@@ -92,8 +92,8 @@ func (c *cache) now() int64 {
 // child returns the node under parent keyed key, or none. The parent check
 // guards against a key collision joining two chains.
 func (c *cache) child(parent int32, key uint64) int32 {
-	n, ok := c.index[key]
-	if !ok || c.nodes[n].parent != parent {
+	n := c.index.get(key)
+	if n == none || c.nodes[n].parent != parent {
 		return none
 	}
 	return n
@@ -190,7 +190,7 @@ func (c *cache) add(parent int32, key uint64, seq int, adopt bool) int32 {
 		depth = p.depth + 1
 	}
 	c.nodes[n] = node{key: key, parent: parent, depth: depth, owner: noOwner, live: true, prev: none, next: none}
-	c.index[key] = n
+	c.index.put(key, n)
 	c.cached++
 	c.ev.created(n, seq)
 	if adopt {
@@ -269,7 +269,7 @@ func (c *cache) drop(v int32) bool {
 	if !freed {
 		c.shared-- // the page stays its writer's, no longer cached
 	}
-	delete(c.index, nd.key)
+	c.index.delete(nd.key)
 	p := nd.parent
 	*nd = node{parent: none, owner: noOwner, prev: none, next: none}
 	c.free = append(c.free, v)
@@ -328,7 +328,7 @@ func (c *cache) audit() error {
 			continue
 		}
 		live++
-		if got, ok := c.index[nd.key]; !ok || got != int32(i) {
+		if c.index.get(nd.key) != int32(i) {
 			return fmt.Errorf("ghost %s: node %d is not indexed under its key", c.name, i)
 		}
 		if nd.parent != none {
@@ -338,8 +338,8 @@ func (c *cache) audit() error {
 			kids[nd.parent]++
 		}
 	}
-	if live != c.cached || live != len(c.index) {
-		return fmt.Errorf("ghost %s: %d live nodes, %d counted, %d indexed", c.name, live, c.cached, len(c.index))
+	if live != c.cached || live != c.index.len() {
+		return fmt.Errorf("ghost %s: %d live nodes, %d counted, %d indexed", c.name, live, c.cached, c.index.len())
 	}
 	lent, shared := 0, 0
 	for _, n := range c.held {

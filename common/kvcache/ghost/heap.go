@@ -171,6 +171,7 @@ func (l *list) remove(n int32) {
 type keyList struct {
 	at         map[uint64]*keyEntry
 	head, tail *keyEntry // head: least recent
+	spare      *keyEntry // entries removed, for the next pushBack
 }
 
 type keyEntry struct {
@@ -186,7 +187,13 @@ func (l *keyList) has(k uint64) bool { _, ok := l.at[k]; return ok }
 
 // pushBack adds k as the most recent; k must not be in the list.
 func (l *keyList) pushBack(k uint64) {
-	e := &keyEntry{key: k, prev: l.tail}
+	e := l.spare
+	if e != nil {
+		l.spare = e.next
+		*e = keyEntry{key: k, prev: l.tail}
+	} else {
+		e = &keyEntry{key: k, prev: l.tail}
+	}
 	if l.tail != nil {
 		l.tail.next = e
 	} else {
@@ -213,6 +220,8 @@ func (l *keyList) remove(k uint64) {
 		l.tail = e.prev
 	}
 	delete(l.at, k)
+	*e = keyEntry{next: l.spare}
+	l.spare = e
 }
 
 // popFront drops the least recent key.

@@ -48,7 +48,8 @@ func (r *Report) rates() {
 }
 
 // nameWidth is the widest cache name Table prints; longer ones are cut.
-const nameWidth = 32
+// With it, a line of the largest counts is 112 columns.
+const nameWidth = 28
 
 // Table formats the report as a text table of at most 120 columns: one line
 // per cache with its hit tokens, hit rate, hit tokens against the real
@@ -56,7 +57,7 @@ const nameWidth = 32
 func (r Report) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d matches, %d prompt tokens looked up\n", r.Matches, r.Queried)
-	fmt.Fprintf(&b, "%-*s %12s %9s %12s %10s %8s\n", nameWidth, "cache", "hit tokens", "hit rate", "vs real", "evicted", "cached")
+	fmt.Fprintf(&b, "%-*s %19s %9s %20s %19s %12s\n", nameWidth, "cache", "hit tokens", "hit rate", "vs real", "evicted", "cached")
 	var real int64
 	if len(r.Rows) > 0 {
 		real = r.Rows[0].Hits
@@ -66,7 +67,7 @@ func (r Report) Table() string {
 		if i > 0 {
 			vs = fmt.Sprintf("%+d", row.Hits-real)
 		}
-		fmt.Fprintf(&b, "%-*s %12d %8.1f%% %12s %10d %8d\n", nameWidth, clip(row.Name, nameWidth), row.Hits, 100*row.HitRate, vs, row.Evicted, row.Cached)
+		fmt.Fprintf(&b, "%-*s %19d %8.1f%% %20s %19d %12d\n", nameWidth, clip(row.Name, nameWidth), row.Hits, 100*row.HitRate, vs, row.Evicted, row.Cached)
 	}
 	return b.String()
 }

@@ -7,18 +7,24 @@
 // into ghost caches, each with its own eviction policy (LRU, LFU, SLRU, ARC,
 // TensorRT-LLM's priorities): metadata only, salted block chain keys with
 // the counts, recency and frequency the policies rank by, and no KV, no
-// allocator. A ghost feels the real cache's pressure: when the pool asks the
-// real cache to Evict(n), each ghost frees n blocks of its own by its own
-// policy, among the blocks no live sequence uses as the ghost tracks them
-// through Match, Insert and Release. Each Match counts the tokens every
-// ghost would have found next to what the real cache found.
+// allocator. Each Match counts the tokens every ghost would have found next
+// to what the real cache found.
 //
-// A ghost runs the radix tree's bookkeeping, so its LRU ghost makes the
+// A ghost feels the real cache's pressure. When the pool asks the real
+// cache to Evict(n), each ghost frees n blocks of its own by its own
+// policy, among the blocks no live sequence uses as the ghost tracks them
+// through Match, Insert and Release. A ghost that missed where the real
+// cache hit caches blocks the real pool never had to find room for; it
+// makes that room itself, so that it never holds more than its pool could
+// (cache.fit).
+//
+// A ghost runs the radix tree's bookkeeping, so the LRU ghost makes the
 // radix tree's every decision and reports exactly its hits
-// (TestGhostLRUIsTheRadixTree). What a ghost reports is what its policy
-// would have hit on the traffic the real cache shaped: the requests, their
-// order and their timing are the real run's, and no ghost can change which
-// request the scheduler admits next or which one a full pool preempts.
+// (TestGhostLRUIsTheRadixTree, TestGhostLRUIsTheRadixTreeOnEngineTraces).
+// What a ghost reports is what its policy would have hit on the traffic
+// the real cache shaped: the requests, their order and their timing are
+// the real run's, and no ghost can change which request the scheduler
+// admits next or which one a full pool preempts.
 //
 // The seam does not show everything a pool does: a forked sample's
 // references and the tiers' promotions pass it by. A ghost counts only
@@ -83,9 +89,9 @@ type Tap struct {
 
 	seqs     map[int]*seqKeys
 	spare    []*seqKeys
-	capacity int // the pool's blocks
-	pages    int // the live sequences' pages, summed (seqKeys.pages)
-	found []int // OnMatch's scratch
+	capacity int   // the pool's blocks
+	pages    int   // the live sequences' pages, summed (seqKeys.pages)
+	found    []int // OnMatch's scratch
 
 	mu   sync.Mutex // guards snap
 	snap Report
