@@ -131,11 +131,14 @@ func TestARCAdaptsBackToFrequency(t *testing.T) {
 		}
 	}
 	high := arc.p
-	require.Greater(t, high, 0.0)
-	for i := range 3 {
-		r.use("", prompt(10000*(i+1), 2, bs))
+	require.Equal(t, 4.0, high, "X1 and X2 came back from B1, two blocks each")
+	ys := [][]int32{prompt(10000, 2, bs), prompt(20000, 2, bs), prompt(30000, 2, bs)}
+	for _, y := range ys {
+		r.use("", y)
 	}
-	require.Positive(t, arc.b2.len(), "the Ys' evictions took from T2")
+	g := ghostOf(r.tap, "ARC")
+	require.Equal(t, []int{8, 8, 8}, cachedOf(r, g, ys...), "T1 may hold p blocks: the Ys stay")
+	require.Equal(t, []int{0, 0, 0, 8}, cachedOf(r, g, xs...), "their evictions took T2's oldest, the Xs")
 	for _, x := range xs[:3] {
 		r.use("", x)
 	}
@@ -265,8 +268,15 @@ func TestPriorityMatchOverridesAndClears(t *testing.T) {
 
 	r.use("", h) // the same request again: 80 for a second
 	require.Equal(t, []int8{80, 80}, priorities(g))
+	r.clock.advance(2 * time.Second)
 	cur = Retention{} // a request with no rule for these blocks
 	r.use("", h)
+	require.Equal(t, []int8{DefaultPriority, DefaultPriority}, priorities(g), "lapsed before this Match took the blocks, though nothing evicted since")
+
+	cur = timed
+	r.use("", h)
+	cur = Retention{}
+	r.use("", h) // at once, before the second is up
 	r.clock.advance(time.Hour)
 	g.ev.victim()
 	require.Equal(t, []int8{80, 80}, priorities(g), "the Match cleared the duration: the priority never lapses")

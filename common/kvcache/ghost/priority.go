@@ -70,6 +70,12 @@ type RetentionFunc func(salt string, prompt []int32) Retention
 //
 // What it leaves out: the secondary (host) memory and offloading by
 // priority, partial block reuse, and the transfer modes.
+//
+// It is not the compressed trie's trie.Priority, which takes nothing from
+// the request: that one ranks a leaf by its last use times the number of
+// sequences that used it (LastUse × Refs), a recency weighted by
+// popularity, over compressed leaves it trims a block at a time. With no
+// retention this policy is LRU by release time instead.
 func Priority(retention RetentionFunc) Policy {
 	return Policy{Name: "priority", build: func(c *cache, env env) evictor {
 		e := &priorityEvictor{c: c, env: env, retention: retention, seqs: map[int]seqRetention{}}

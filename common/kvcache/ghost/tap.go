@@ -288,8 +288,8 @@ func (t *Tap) publish(s *seqKeys) {
 			t.snap.Rows[1+i].Hits += int64(n)
 		}
 	}
-	t.snap.Rows[0].Evicted = int64(t.real.Stats().Evicted)
-	t.snap.Rows[0].Cached = t.real.Stats().Blocks
+	rs := t.real.Stats()
+	t.snap.Rows[0].Evicted, t.snap.Rows[0].Cached = int64(rs.Evicted), rs.Blocks
 	for i, g := range t.ghosts {
 		r := &t.snap.Rows[1+i]
 		r.Evicted, r.Cached = g.evicted, g.cached
