@@ -20,7 +20,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build every runnable into bin/
-	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS)) ./phase08_router ./phase08_leak
+	$(GO) build -o $(BIN)/ ./phase07_chunked ./phase08 $(addprefix ./,$(VARIANTS)) ./phase08_router ./phase08_leak ./phase09_tiers
 
 .PHONY: test
 # The experiments that measure rather than prove (internal/testgate):

@@ -62,7 +62,7 @@ func tierRun(t *testing.T, m *model.Model, dt kernels.KVDType, build cli.CacheBu
 	var ram *kvcache.RAMTier
 	if tier {
 		ram = kvcache.NewRAMTier(64<<20, nil)
-		cfg.Tiers = []kvcache.Tier{ram}
+		cfg.Tiers, cfg.TiersAlwaysPromote = []kvcache.Tier{ram}, true // counts independent of timing
 	}
 	e, err := engine.New(m, cfg)
 	require.NoError(t, err)

@@ -46,6 +46,11 @@ type Config struct {
 	// prompt whose prefix they hold copies it back instead of computing
 	// it. They need a prefix cache, and belong to one engine.
 	Tiers []kvcache.Tier
+	// TiersAlwaysPromote turns off the rule that skips a tier while
+	// copying a block from it costs more than computing it
+	// (kvcache.Pool.SetTierCostRule): for tests and experiments whose
+	// counts must not depend on the machine's timing.
+	TiersAlwaysPromote bool
 	// Commit chooses when a prompt's KV is offered to the prefix cache:
 	// after every prefill chunk (the default) or only once the whole prompt
 	// is computed. See CommitEveryChunk.

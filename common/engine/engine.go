@@ -106,6 +106,7 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 			pool.Close()
 			return nil, err
 		}
+		pool.SetTierCostRule(!cfg.TiersAlwaysPromote)
 	}
 	e := &Engine{
 		cfg:   cfg,

@@ -114,7 +114,7 @@ type sequence struct {
 	// tokens each cache tier gave (Output.Promoted).
 	firstCached   int
 	firstPromoted []int
-	phase       phase
+	phase         phase
 	// admitted orders running sequences: preemption picks the youngest.
 	admitted int
 	// preempted counts how often the sequence lost its KV to preemption.

@@ -15,15 +15,17 @@ type tiering struct {
 	scratch []float32 // one block's K and V rows, for AppendBlock
 
 	// The promotion rule: a tier is skipped while copying a block from it
-	// takes longer than computing a block's worth of prompt rows. Both
-	// are measured, as moving averages (ewma): promote[i] is tier i's
-	// nanoseconds per promoted block, prefill the forward pass's
-	// nanoseconds per row (NotePrefill). Until both are known every tier
-	// is used; a skipped tier is tried again every probeEvery skips, so
-	// its cost is measured again as things change.
-	promote []float64
-	prefill float64
-	skips   []int
+	// takes longer than computing a block's worth of prompt rows. Both are
+	// measured: promote[i] holds tier i's latest times per promoted block,
+	// prefill the forward pass's latest times per row (NotePrefill), and
+	// the rule compares their medians, which one slow moment (a thread
+	// descheduled, a collection) does not move. Until both are measured
+	// every tier is used; a skipped tier is tried again every probeEvery
+	// skips, so its cost is measured again as things change.
+	promote  []window
+	prefill  window
+	skips    []int
+	costRule bool // false: promote whatever it costs (SetTierCostRule)
 
 	stats    TierCounters
 	promoted map[int][]int // per open sequence: tokens promoted from each tier
@@ -36,23 +38,35 @@ type TierCounters struct {
 	Promoted    []int // blocks copied back, per tier
 	Skipped     []int // promotions skipped by the cost rule, per tier
 	Mismatched  int   // blocks found under a hash whose tokens differ (never promoted)
-	// What the promotion rule weighs: per tier, the moving average of a
-	// promoted block's time (0 until one is promoted), and the forward
-	// pass's time per row.
+	// What the promotion rule weighs: per tier, the median of a promoted
+	// block's latest times (0 until one is promoted), and of the forward
+	// pass's latest times per row.
 	PromoteNanos       []float64
 	PrefillNanosPerRow float64
 }
 
-const (
-	probeEvery = 64
-	ewmaWeight = 0.1
-)
+const probeEvery = 16
 
-func ewma(avg, x float64) float64 {
-	if avg == 0 {
-		return x
+// window keeps the latest samples of a time, for their median.
+type window struct {
+	xs   [15]float64
+	n, i int // samples held, next slot
+}
+
+func (w *window) add(x float64) {
+	w.xs[w.i] = x
+	w.i = (w.i + 1) % len(w.xs)
+	w.n = min(w.n+1, len(w.xs))
+}
+
+// median is the samples' median, 0 before any.
+func (w *window) median() float64 {
+	if w.n == 0 {
+		return 0
 	}
-	return avg + ewmaWeight*(x-avg)
+	s := slices.Clone(w.xs[:w.n])
+	slices.Sort(s)
+	return s[w.n/2]
 }
 
 // AttachTiers puts tiers under the prefix cache, fastest first: blocks the
@@ -80,7 +94,7 @@ func (p *Pool) AttachTiers(tiers ...Tier) error {
 	}
 	p.tiers = &tiering{
 		tiers: tiers, scratch: make([]float32, 2*p.blockSize*p.KVDim()),
-		promote: make([]float64, len(tiers)), skips: make([]int, len(tiers)),
+		promote: make([]window, len(tiers)), skips: make([]int, len(tiers)), costRule: true,
 		stats:    TierCounters{Promoted: make([]int, len(tiers)), Skipped: make([]int, len(tiers))},
 		promoted: make(map[int][]int),
 	}
@@ -109,7 +123,11 @@ func (p *Pool) TierCounters() TierCounters {
 	}
 	c := p.tiers.stats
 	c.Promoted, c.Skipped = slices.Clone(c.Promoted), slices.Clone(c.Skipped)
-	c.PromoteNanos, c.PrefillNanosPerRow = slices.Clone(p.tiers.promote), p.tiers.prefill
+	c.PromoteNanos = make([]float64, len(p.tiers.promote))
+	for i := range p.tiers.promote {
+		c.PromoteNanos[i] = p.tiers.promote[i].median()
+	}
+	c.PrefillNanosPerRow = p.tiers.prefill.median()
 	return c
 }
 
@@ -122,13 +140,23 @@ func (p *Pool) PromotedTokens(id int) []int {
 	return p.tiers.promoted[id]
 }
 
+// SetTierCostRule turns the promotion rule on (the default) or off. Off,
+// every block a tier holds is promoted whatever it costs: what a test or
+// an experiment that counts promotions needs to be the same on every
+// machine.
+func (p *Pool) SetTierCostRule(on bool) {
+	if p.tiers != nil {
+		p.tiers.costRule = on
+	}
+}
+
 // NotePrefill tells the promotion rule that a forward pass over rows rows
 // took d. The engine calls it after each step that computed prompt rows.
 func (p *Pool) NotePrefill(rows int, d time.Duration) {
 	if p.tiers == nil || rows <= 0 {
 		return
 	}
-	p.tiers.prefill = ewma(p.tiers.prefill, float64(d.Nanoseconds())/float64(rows))
+	p.tiers.prefill.add(float64(d.Nanoseconds()) / float64(rows))
 }
 
 // demote copies block b, which holds e's KV and which the allocator has
@@ -161,7 +189,11 @@ func (p *Pool) promote(id int, s *seqPages, prompt []int32, cached int) int {
 	t := p.tiers
 	bs := p.blockSize
 	if cached%bs != 0 || !p.tiersHoldAny() {
-		return 0 // a match that ends inside a block (the compressed trie's) goes no further
+		// A match that ends inside a block goes no further: the next
+		// block's page is lent, not the sequence's to fill. No design here
+		// returns one (every Match is block-aligned); the check keeps a
+		// promotion from landing a page off if one did.
+		return 0
 	}
 	hs := p.obs.extend(nil, s.salt, prompt, cached/bs)
 	from := make([]int, len(t.tiers))
@@ -191,7 +223,7 @@ func (p *Pool) promote(id int, s *seqPages, prompt []int32, cached int) int {
 				continue
 			}
 			s.pages = append(s.pages, pages[0])
-			t.promote[ti] = ewma(t.promote[ti], float64(time.Since(start).Nanoseconds()))
+			t.promote[ti].add(float64(time.Since(start).Nanoseconds()))
 			t.stats.Promoted[ti]++
 			from[ti] += bs
 			added += bs
@@ -213,7 +245,11 @@ func (p *Pool) promote(id int, s *seqPages, prompt []int32, cached int) int {
 
 // skip applies the promotion rule to tier ti for a block of bs rows.
 func (t *tiering) skip(ti, bs int) bool {
-	if t.promote[ti] == 0 || t.prefill == 0 || t.promote[ti] <= float64(bs)*t.prefill {
+	if !t.costRule {
+		return false
+	}
+	copyNs, rowNs := t.promote[ti].median(), t.prefill.median()
+	if copyNs == 0 || rowNs == 0 || copyNs <= float64(bs)*rowNs {
 		return false
 	}
 	t.skips[ti]++

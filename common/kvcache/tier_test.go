@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -176,4 +177,68 @@ func TestFlushTiersCopiesTheCache(t *testing.T) {
 	r := fresh.RunAll([]engine.Request{{ID: 1, Prompt: p, MaxTokens: 2, IgnoreEOS: true}})[1]
 	require.NoError(t, r.Err)
 	assert.Equal(t, []int{16}, r.Promoted)
+}
+
+// TestPromotionRuleWeighsMedians: the rule that skips a tier compares the
+// median of its latest copy times with the median of the forward's latest
+// times per row, so one slow copy does not make a cheap tier look dear,
+// while a tier that is dear on most copies is skipped; and with the rule
+// off every block is promoted.
+func TestPromotionRuleWeighsMedians(t *testing.T) {
+	m := modeltest.Load(t, "llama", 7)
+	c := engine.DefaultConfig()
+	c.BlockSize, c.NumBlocks, c.MaxBatchTokens, c.MaxRunning = 4, 12, 32, 1
+	slow := &slowTier{RAMTier: kvcache.NewRAMTier(64<<20, nil), delay: 20 * time.Millisecond}
+	c.PrefixCache, c.Tiers = designs[0].new, []kvcache.Tier{slow}
+	e, err := engine.New(m, c)
+	require.NoError(t, err)
+	defer e.Close()
+	id := 0
+	run := func(p []int32) engine.Result {
+		id++
+		r := e.RunAll([]engine.Request{{ID: id, Prompt: p, MaxTokens: 1, IgnoreEOS: true}})[id]
+		require.NoError(t, r.Err)
+		return *r
+	}
+	p := slices.Repeat([]int32{3, 1, 4, 1}, 4)
+	// promoted serves p, whose blocks the tier holds, and pushes them out
+	// of the pool again with a prompt of as many blocks as the pool.
+	promoted := func() int {
+		r := run(p)
+		run(slices.Repeat([]int32{9}, 44))
+		return slices.Max(append([]int{0}, r.Promoted...))
+	}
+	run(p)
+	run(slices.Repeat([]int32{9}, 44))
+	for i := range 12 { // cheap copies, one of them very slow
+		if i == 6 {
+			slow.slowGets = 1
+		}
+		assert.Positive(t, promoted(), "round %d: a cheap tier is used", i)
+	}
+	slow.slowGets = 1 << 30 // now every copy costs more than computing
+	skipped := 0
+	for range 20 {
+		if promoted() == 0 {
+			skipped++
+		}
+	}
+	assert.Positive(t, skipped, "a dear tier is skipped once most copies are dear")
+	e.Pool().SetTierCostRule(false)
+	assert.Positive(t, promoted(), "with the rule off, promoted whatever it costs")
+}
+
+// slowTier is a RAM tier whose next slowGets Gets take delay each.
+type slowTier struct {
+	*kvcache.RAMTier
+	delay    time.Duration
+	slowGets int
+}
+
+func (s *slowTier) Get(h kvevents.Hash) (kvcache.TierBlock, bool) {
+	if s.slowGets > 0 {
+		s.slowGets--
+		time.Sleep(s.delay)
+	}
+	return s.RAMTier.Get(h)
 }

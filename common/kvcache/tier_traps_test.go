@@ -39,7 +39,9 @@ func trapEngine(t *testing.T, m *model.Model, tiers ...kvcache.Tier) *engine.Eng
 	c.BlockSize, c.NumBlocks, c.MaxBatchTokens, c.MaxRunning = trapBlock, 12, 32, 1
 	c.Audit = true
 	if len(tiers) > 0 {
-		c.PrefixCache, c.Tiers = designs[0].new, tiers
+		// Promote whatever it costs: the counts below must not depend on
+		// how busy the machine is.
+		c.PrefixCache, c.Tiers, c.TiersAlwaysPromote = designs[0].new, tiers, true
 	}
 	e, err := engine.New(m, c)
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ func TestTierHitsAreReported(t *testing.T) {
 	tm := loadTestModel(t)
 	cfg := engineConfig(true)
 	cfg.NumBlocks, cfg.MaxRunning = 24, 2 // 96 tokens: one 40-token prompt at a time stays cached
-	cfg.Tiers = []kvcache.Tier{kvcache.NewRAMTier(16<<20, nil)}
+	cfg.Tiers, cfg.TiersAlwaysPromote = []kvcache.Tier{kvcache.NewRAMTier(16<<20, nil)}, true
 	ts := startServer(t, tm, cfg, Options{PrefixCaching: true})
 	a := prompt(40, 1)
 	for _, p := range [][]int32{a, prompt(40, 2), prompt(40, 3)} { // b and c push a's blocks out
