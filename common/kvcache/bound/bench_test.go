@@ -41,8 +41,8 @@ func run10k() []bound.Request {
 }
 
 // BenchmarkReport: recording the run (interning every block), then the
-// optimum at the default pool's 1,024 blocks of 16 tokens and the infinite
-// cache's hits.
+// optimum, the leaves' rule at the default pool's 1,024 blocks of 16
+// tokens, and the infinite cache's hits.
 func BenchmarkReport(b *testing.B) {
 	reqs := run10k()
 	b.ResetTimer()
@@ -58,5 +58,20 @@ func BenchmarkOptimal(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		_ = tr.Optimal(1024)
+	}
+}
+
+// On a run shaped like the phase-8 workloads, trees lose nothing to the
+// bound: the leaves' rule reaches the optimum, so the optimum is what a
+// tree design could reach.
+func TestTreesReachTheBound(t *testing.T) {
+	tr := bound.FromRequests(16, run10k())
+	for _, c := range []int{256, 1024} {
+		if leaves, opt := tr.OptimalLeaves(c), tr.Optimal(c); leaves != opt {
+			t.Errorf("%d blocks: leaves' rule %d, optimal %d", c, leaves, opt)
+		}
+		if lru, opt := tr.LRU(c), tr.Optimal(c); lru >= opt {
+			t.Errorf("%d blocks: LRU %d, optimal %d: the run puts no pressure on the cache", c, lru, opt)
+		}
 	}
 }

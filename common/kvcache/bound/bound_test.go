@@ -82,7 +82,7 @@ func TestServedOneAfterAnother(t *testing.T) {
 }
 
 func TestReportFitsANarrowColumn(t *testing.T) {
-	r := Report{BlockSize: 16, Capacity: 4096, Lookups: 10000, PromptTokens: 999_999_999, Achieved: 123_456_789, Optimal: 223_456_789, Infinite: 999_999_999}
+	r := Report{BlockSize: 16, Capacity: 4096, Lookups: 10000, PromptTokens: 999_999_999, Achieved: 123_456_789, Optimal: 223_456_789, Leaves: 223_456_789, Infinite: 999_999_999}
 	s := r.String()
 	for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
 		if n := len([]rune(line)); n > 32 {
@@ -93,6 +93,13 @@ func TestReportFitsANarrowColumn(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)
 		}
+	}
+	if strings.Contains(s, "tree rule") {
+		t.Errorf("a tree rule row where the rule reaches the optimum:\n%s", s)
+	}
+	r.Leaves = 1
+	if s := r.String(); !strings.Contains(s, "tree rule") {
+		t.Errorf("no tree rule row where the rule falls short:\n%s", s)
 	}
 	if (Report{}).Rate(5) != 0 {
 		t.Error("a rate over no prompt tokens is not 0")

@@ -71,11 +71,9 @@ func (t *Trace) Optimal(capacity int) int {
 }
 
 // OptimalLeaves returns the hit tokens of the farthest-next-use rule
-// restricted to leaves, the schedule of a tree that never holds a block
-// without its parent. It reaches no more than Optimal, and less when the
-// tree must keep a parent for a child's sake while the parent would come
-// back for free before it is looked up (the package comment has the case);
-// it is a schedule a tree can follow, not a proven optimum for trees.
+// restricted to leaves: a schedule of a tree, which never holds a block
+// without its parent. The best a tree can do lies between it and Optimal;
+// the rule is not that best (the package comment has a case).
 func (t *Trace) OptimalLeaves(capacity int) int {
 	hits, _ := t.farthest(capacity, true)
 	return hits

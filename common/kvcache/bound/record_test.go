@@ -16,12 +16,11 @@ import (
 var designs = []struct {
 	name string
 	f    cachetest.Factory
-	tree bool // never holds a block without its parent
 }{
-	{"radix", radix.New, true},
-	{"blockhash", func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return blockhash.New(a, bs) }, false},
-	{"trie", func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return trie.New(a, bs, nil) }, true},
-	{"trie LRU", trie.WithPolicy(trie.LRU), true},
+	{"radix", radix.New},
+	{"blockhash", func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return blockhash.New(a, bs) }},
+	{"trie", func(a *kvcache.Allocator, bs int) kvcache.PrefixCache { return trie.New(a, bs, nil) }},
+	{"trie LRU", trie.WithPolicy(trie.LRU)},
 }
 
 // Every design, driven the way an engine drives it (concurrent sequences,
@@ -52,9 +51,6 @@ func TestRecorderBoundsEveryDesign(t *testing.T) {
 				if lru, leaves := tr.LRU(c), tr.OptimalLeaves(c); lru > leaves || leaves > opt {
 					t.Fatalf("input %d: LRU %d, leaves %d, optimal %d", i, lru, leaves, opt)
 				}
-				if d.tree && got > tr.OptimalLeaves(c) {
-					t.Fatalf("input %d: a tree achieved %d, more than the leaves' rule %d", i, got, tr.OptimalLeaves(c))
-				}
 				if got > 0 {
 					hit++
 				}
@@ -62,7 +58,6 @@ func TestRecorderBoundsEveryDesign(t *testing.T) {
 					belowOptimal++
 				}
 			}
-			t.Logf("%d of %d hit, %d below", hit, len(inputs), belowOptimal)
 			if hit < len(inputs)/3 || belowOptimal == 0 {
 				t.Errorf("%d of %d inputs hit, %d below the optimum: the inputs do not exercise the bound", hit, len(inputs), belowOptimal)
 			}
@@ -118,5 +113,37 @@ func TestServedOneAfterAnotherIsNoBoundForOverlaps(t *testing.T) {
 				t.Errorf("achieved %d, recorded optimum %d, served one after another %d; want 3, 3, 2", got, opt, serialOpt)
 			}
 		})
+	}
+}
+
+// A sequence matched again after a preemption finds its own KV: the engine
+// does not count that as a hit, and neither does the recorder.
+func TestRecorderCountsASequencesFirstLookupOnly(t *testing.T) {
+	rec := bound.NewRecorder()
+	pool, err := kvcache.NewPool(cpu.New(), kvcache.Config{Layers: 1, KVDim: 1, Blocks: 8, BlockSize: 2, NewCache: rec.Wrap(radix.New)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	prompt := []int32{1, 2, 3, 4, 5}
+	for range 2 { // admitted, computed and committed, preempted, admitted again
+		if _, err := pool.Open(1, "", prompt); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Grow(1, len(prompt)); err != nil {
+			t.Fatal(err)
+		}
+		pool.Commit(1, prompt)
+		pool.Release(1)
+	}
+	if _, err := pool.Open(2, "", prompt); err != nil {
+		t.Fatal(err)
+	}
+	tr := rec.Trace()
+	if rec.Achieved() != 4 || tr.Lookups() != 2 || tr.PromptTokens() != 10 {
+		t.Errorf("achieved %d in %d lookups of %d tokens; want 4 (the second sequence's) in 2 of 10", rec.Achieved(), tr.Lookups(), tr.PromptTokens())
+	}
+	if r := rec.Report(); r.Capacity != 8 || r.BlockSize != 2 || r.Optimal != 4 || r.Infinite != 4 {
+		t.Errorf("report %+v", r)
 	}
 }
