@@ -36,6 +36,7 @@
 package ghost
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"sync"
@@ -85,7 +86,6 @@ type Tap struct {
 	bs       int
 	ghosts   []*cache
 	onMatch  func(MatchEvent)
-	realName string
 
 	seqs     map[int]*seqKeys
 	spare    []*seqKeys
@@ -119,8 +119,9 @@ type seqKeys struct {
 var _ kvcache.PrefixCache = (*Tap)(nil)
 
 // NewTap wraps real, a cache of blockSize-token blocks over a pool of
-// capacity blocks (ARC's and SLRU's sizes), with one ghost per policy of
-// cfg.
+// capacity blocks, with one ghost per policy of cfg. The capacity sizes
+// ARC and SLRU and bounds what a ghost holds (0: no bound, and no room for
+// ARC's histories or SLRU's protected segment).
 func NewTap(real kvcache.PrefixCache, blockSize, capacity int, cfg Config) *Tap {
 	if blockSize <= 0 {
 		panic(fmt.Sprintf("ghost: block size must be positive, have %d", blockSize))
@@ -130,12 +131,9 @@ func NewTap(real kvcache.PrefixCache, blockSize, capacity int, cfg Config) *Tap 
 		now = time.Now
 	}
 	e := env{capacity: capacity, now: now, start: now()}
-	t := &Tap{real: real, bs: blockSize, capacity: capacity, onMatch: cfg.OnMatch, realName: cfg.Real, seqs: map[int]*seqKeys{}}
-	if t.realName == "" {
-		t.realName = "real"
-	}
+	t := &Tap{real: real, bs: blockSize, capacity: capacity, onMatch: cfg.OnMatch, seqs: map[int]*seqKeys{}}
 	t.snap.Rows = make([]Row, 1+len(cfg.Policies))
-	t.snap.Rows[0].Name = t.realName
+	t.snap.Rows[0].Name = cmp.Or(cfg.Real, "real")
 	for i, p := range cfg.Policies {
 		if p.build == nil {
 			panic("ghost: a Policy must come from LRU, LFU, SLRU, ARC or Priority")
