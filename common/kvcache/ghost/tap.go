@@ -82,10 +82,10 @@ type MatchEvent struct {
 // for the one goroutine that drives the pool; only Report may be called
 // from others.
 type Tap struct {
-	real     kvcache.PrefixCache
-	bs       int
-	ghosts   []*cache
-	onMatch  func(MatchEvent)
+	real    kvcache.PrefixCache
+	bs      int
+	ghosts  []*cache
+	onMatch func(MatchEvent)
 
 	seqs     map[int]*seqKeys
 	spare    []*seqKeys
