@@ -291,7 +291,7 @@ func tiersExperiment(designs []TiersDesign, args []string, stdout, stderr io.Wri
 	fmt.Fprintln(stdout, "counted: hit % (prompt tokens found in the pool or a tier), prefill (prompt tokens computed),")
 	fmt.Fprintln(stdout, "  vs ref % (of the first row's prefill), RAM/disk blk (blocks promoted from each tier),")
 	fmt.Fprintln(stdout, "  skip (promotions the cost rule skipped: it weighs measured times, so skips can differ between runs)")
-	fmt.Fprintln(stdout, "measured on this machine, moving averages: RAM/disk µs (a promoted block: read, checks, copy into the pool),")
+	fmt.Fprintln(stdout, "measured on this machine, medians of the latest 15: RAM/disk µs (a promoted block: read, checks, copy into the pool),")
 	fmt.Fprintln(stdout, "  comp µs (a block's prompt rows in the forward); the cost rule skips a tier while its µs passes comp µs")
 	fmt.Fprintln(stdout, sf.clockNote()+"; p50/p99: TTFT")
 	if newClockIsStep(sf.clock) {
@@ -351,7 +351,7 @@ func pickDesigns(designs []TiersDesign, which string) ([]TiersDesign, error) {
 }
 
 // tierNumbers are the per-medium columns of a row: blocks promoted, the
-// moving average of a promoted block's time, and the promotions skipped.
+// median of a promoted block's latest times, and the promotions skipped.
 type tierNumbers struct {
 	hit             float64
 	prefill         int

@@ -19,8 +19,8 @@ type tiering struct {
 	// measured: promote[i] holds tier i's latest times per promoted block,
 	// prefill the forward pass's latest times per row (NotePrefill), and
 	// the rule compares their medians, which one slow moment (a thread
-	// descheduled, a collection) does not move. Until both are measured
-	// every tier is used; a skipped tier is tried again every probeEvery
+	// descheduled, a collection) does not move. Until both have been
+	// measured minSamples times every tier is used; a skipped tier is tried again every probeEvery
 	// skips, so its cost is measured again as things change.
 	promote  []window
 	prefill  window
@@ -45,7 +45,10 @@ type TierCounters struct {
 	PrefillNanosPerRow float64
 }
 
-const probeEvery = 16
+const (
+	probeEvery = 16
+	minSamples = 5 // of each time, before the rule may skip a tier
+)
 
 // window keeps the latest samples of a time, for their median.
 type window struct {
@@ -248,8 +251,11 @@ func (t *tiering) skip(ti, bs int) bool {
 	if !t.costRule {
 		return false
 	}
+	if t.promote[ti].n < minSamples || t.prefill.n < minSamples {
+		return false // too few to tell a tier's cost from a slow first copy
+	}
 	copyNs, rowNs := t.promote[ti].median(), t.prefill.median()
-	if copyNs == 0 || rowNs == 0 || copyNs <= float64(bs)*rowNs {
+	if copyNs <= float64(bs)*rowNs {
 		return false
 	}
 	t.skips[ti]++
