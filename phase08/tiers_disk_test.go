@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,45 +77,28 @@ func diskTierRun(t *testing.T, m *model.Model, dt kernels.KVDType, build cli.Cac
 	out.diskAtStart = disk.Stats().Blocks
 	block := kvcache.TierBlock{KV: make([]byte, id.KVBytes()), Tokens: make([]int32, cfg.BlockSize)}
 	ram := kvcache.NewRAMTier(8*block.Size(), disk)
-	cfg.Tiers = []kvcache.Tier{ram, disk}
+	cfg.Tiers, cfg.TiersAlwaysPromote = []kvcache.Tier{ram, disk}, true // counts independent of timing
 	e, err := engine.New(m, cfg)
 	require.NoError(t, err)
 	defer e.Close()
 
-	vocab := int32(m.Config.VocabSize)
-	const convs, rounds = 12, 3
-	history := make([][]int32, convs)
-	for c := range history {
-		for j := range 48 {
-			history[c] = append(history[c], int32(5+97*c+13*j)%vocab)
-		}
-	}
 	// warm: the conversations whose first block the disk tier held when
 	// it opened. Their first visit finds the rest of the prefix nowhere
 	// else: no two conversations share a block.
 	hasher := kvevents.NewHasher(id.HashAlgo, kvevents.DefaultHashSeed, id.LoRA)
-	warm := make([]bool, convs)
-	for c := range warm {
-		warm[c] = disk.Has(hasher.First(history[c][:cfg.BlockSize], ""))
+	var warm []bool
+	for _, p := range tierPrefixes(int32(m.Config.VocabSize)) {
+		warm = append(warm, disk.Has(hasher.First(p[:cfg.BlockSize], "")))
 	}
 	seenWarm := false
-	rng := rand.New(rand.NewPCG(1, 2))
-	reqID := 0
-	for r := range rounds {
-		for _, c := range rng.Perm(convs) {
-			p := append(slices.Clone(history[c]), int32(3+7*r+c)%vocab, int32(11+r)%vocab)
-			before := e.Pool().TierCounters().Promoted[1]
-			res := e.RunAll([]engine.Request{{ID: reqID, Prompt: p, MaxTokens: 4, IgnoreEOS: true, KeepLogits: true}})
-			require.NoError(t, res[reqID].Err, "request %d", reqID)
-			out.results = append(out.results, *res[reqID])
-			if warm[c] && !seenWarm {
-				seenWarm = true
-				out.firstWarm = e.Pool().TierCounters().Promoted[1] - before
-			}
-			history[c] = append(p, res[reqID].Tokens...)
-			reqID++
+	out.results = serveConversations(t, e, int32(m.Config.VocabSize), func(c int, _ []int32) func(engine.Result) {
+		if seenWarm || !warm[c] {
+			return nil
 		}
-	}
+		seenWarm = true
+		before := e.Pool().TierCounters().Promoted[1]
+		return func(engine.Result) { out.firstWarm = e.Pool().TierCounters().Promoted[1] - before }
+	})
 	out.stats = e.Stats()
 	out.counters = e.Pool().TierCounters()
 	require.NoError(t, disk.Close())

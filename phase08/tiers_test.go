@@ -68,28 +68,54 @@ func tierRun(t *testing.T, m *model.Model, dt kernels.KVDType, build cli.CacheBu
 	require.NoError(t, err)
 	defer e.Close()
 
-	vocab := int32(m.Config.VocabSize)
-	const convs, rounds = 12, 3
-	history := make([][]int32, convs)
-	for c := range history {
-		for j := range 48 {
-			history[c] = append(history[c], int32(5+97*c+13*j)%vocab)
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
 	var out tierResult
+	out.results = serveConversations(t, e, int32(m.Config.VocabSize), nil)
+	out.stats = e.Stats()
+	out.counters = e.Pool().TierCounters()
+	return out
+}
+
+// tierConvs and tierRounds shape serveConversations' workload.
+const tierConvs, tierRounds = 12, 3
+
+// serveConversations serves, on e, tierConvs conversations, each on its
+// own 48-token prefix, in tierRounds rounds that revisit them in a
+// shuffled order, each turn 4 tokens long. before, if set, is called
+// before each request with its conversation and prompt, and returns what
+// to call once the request is done.
+func serveConversations(t *testing.T, e *engine.Engine, vocab int32, before func(conv int, prompt []int32) func(engine.Result)) []engine.Result {
+	t.Helper()
+	history := tierPrefixes(vocab)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var out []engine.Result
 	id := 0
-	for r := range rounds {
-		for _, c := range rng.Perm(convs) {
+	for r := range tierRounds {
+		for _, c := range rng.Perm(tierConvs) {
 			p := append(slices.Clone(history[c]), int32(3+7*r+c)%vocab, int32(11+r)%vocab)
+			var after func(engine.Result)
+			if before != nil {
+				after = before(c, p)
+			}
 			res := e.RunAll([]engine.Request{{ID: id, Prompt: p, MaxTokens: 4, IgnoreEOS: true, KeepLogits: true}})
 			require.NoError(t, res[id].Err, "request %d", id)
-			out.results = append(out.results, *res[id])
+			out = append(out, *res[id])
+			if after != nil {
+				after(*res[id])
+			}
 			history[c] = append(p, res[id].Tokens...)
 			id++
 		}
 	}
-	out.stats = e.Stats()
-	out.counters = e.Pool().TierCounters()
+	return out
+}
+
+// tierPrefixes are serveConversations' conversations' prefixes.
+func tierPrefixes(vocab int32) [][]int32 {
+	out := make([][]int32, tierConvs)
+	for c := range out {
+		for j := range 48 {
+			out[c] = append(out[c], int32(5+97*c+13*j)%vocab)
+		}
+	}
 	return out
 }
