@@ -180,23 +180,7 @@ func TestWalkFastAgreesWithWalk(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := cachetest.NewHarness(t, checkedWalks(t, c.opts...), 4*len(long)/c.bs+8, c.bs)
-			for i, p := range c.cached {
-				salt := ""
-				if i < len(c.salts) {
-					salt = c.salts[i]
-				}
-				if h.StartSalted(i, salt, p) < 0 {
-					t.Fatalf("the pool could not hold prompt %d", i)
-				}
-				h.Finish(i)
-			}
-			if got := h.Pool.MatchLen(c.salt, c.query); got != c.want {
-				t.Fatalf("MatchLen: %d tokens; want %d", got, c.want)
-			}
-			if got := h.AdmitSalted(100, c.salt, c.query); got != c.want {
-				t.Fatalf("Match: %d tokens; want %d", got, c.want)
-			}
-			h.Release(100)
+			h.RequireFinds(c.cached, c.salts, c.salt, c.query, c.want)
 		})
 	}
 }

@@ -321,3 +321,29 @@ func Join(parts ...[]int32) []int32 {
 
 // floorBlocks rounds n down to a multiple of bs.
 func floorBlocks(n, bs int) int { return n / bs * bs }
+
+// RequireFinds serves each of cached to its end, under salts[i] (no salt
+// past the end of salts), then checks that MatchLen and a Match of query
+// under salt both find want tokens. Table tests of a design's lookup, its
+// plain and fast forms alike, state their cases this way.
+func (h *Harness) RequireFinds(cached [][]int32, salts []string, salt string, query []int32, want int) {
+	h.T.Helper()
+	for i, p := range cached {
+		s := ""
+		if i < len(salts) {
+			s = salts[i]
+		}
+		if h.StartSalted(i, s, p) < 0 {
+			h.T.Fatalf("the pool could not hold prompt %d", i)
+		}
+		h.Finish(i)
+	}
+	if got := h.Pool.MatchLen(salt, query); got != want {
+		h.T.Fatalf("MatchLen: %d tokens; want %d", got, want)
+	}
+	id := len(cached) + 100
+	if got := h.AdmitSalted(id, salt, query); got != want {
+		h.T.Fatalf("Match: %d tokens; want %d", got, want)
+	}
+	h.Release(id)
+}
