@@ -19,6 +19,7 @@ import (
 	"kvlab/common/engine"
 	"kvlab/common/httpx"
 	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/ghost"
 	"kvlab/common/kvevents"
 	"kvlab/common/server"
 	"kvlab/common/tokenizer"
@@ -57,6 +58,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	limits := httpx.DefaultLimits() // -header-timeout, -timeout, -idle-timeout, -max-conns
 	limits.Register(flags)
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
+	ghosts := flags.Bool("ghosts", false, "with -prefix-caching, run rival eviction policies (LRU, LFU, SLRU, ARC, TensorRT-LLM-style priority) as metadata-only ghost caches on the same traffic and report what each would have hit on /metrics (kvlab:ghost_*)")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
 	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
 	kvTopic := flags.String("kv-events-topic", "", "ZeroMQ topic (default kv@<-kv-events-advertise>@<served model name>, the form llm-d's indexer parses)")
@@ -161,6 +163,13 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	if err != nil {
 		return err
 	}
+	var board *ghost.Board
+	if *ghosts {
+		if cfg.PrefixCache == nil {
+			return errors.New("-ghosts runs rival policies beside the prefix cache: it needs -prefix-caching")
+		}
+		cfg.PrefixCache, board = ghost.Wrap(cfg.PrefixCache, ghost.Config{Policies: ghost.Standard(nil)})
+	}
 	// The fairness rule: one request's samples may hold at most half of
 	// the running slots, so other requests are admitted beside it.
 	if half := max(1, cfg.RunningSlots()/2); *maxN < 1 || *maxN > min(half, engine.MaxSamples) {
@@ -212,6 +221,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	opts.Verbose = chatTmpl.verbose
 	lf.apply(&opts)
 	opts.Defaults = sampleDefaults(flags, *temp, *seed, *nPredict)
+	if board != nil {
+		opts.Ghosts = board.Report
+	}
 	var obs *kvcache.Observer
 	if publishEvents || *cacheDir != "" || *slotSavePath != "" || tiers != nil {
 		obs = e.Pool().ObserveWith(hasher)

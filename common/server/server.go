@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache/ghost"
 	"kvlab/common/tokenizer"
 )
 
@@ -80,6 +81,9 @@ type Options struct {
 	NoMetrics bool
 	// NoSlots answers GET /slots with llama-server's 501 (--no-slots).
 	NoSlots bool
+	// Ghosts, when set, reports the ghost caches run beside the prefix
+	// cache (common/kvcache/ghost), for /metrics' kvlab:ghost_* series.
+	Ghosts func() ghost.Report
 	// NoUI answers GET / with a 404 (llama-server's --no-ui) instead of
 	// the home page (home.go).
 	NoUI bool
@@ -207,6 +211,9 @@ func New(es *engine.Server, opts Options) *Handler {
 	h.metrics = newMetrics(h.reg, es)
 	opts.KVEvents.register(h.reg)        // kvevents_metrics.go
 	h.llama = newLlamaMetrics(h.reg, es) // llamametrics.go
+	if opts.Ghosts != nil {
+		h.reg.MustRegister(ghostCollector{opts.Ghosts}) // ghost_metrics.go
+	}
 	h.mux = map[string]route{
 		"/v1/completions":                   {http.MethodPost: h.counted(h.completions)},
 		"/v1/chat/completions":              {http.MethodPost: h.counted(h.chatCompletions)},
