@@ -4,8 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 
 	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/bound"
 )
 
 // Compare runs the baseline engine and every variant in one process on the
@@ -63,13 +65,39 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	configs := []namedConfig{{"baseline", base}}
+	var recs []*bound.Recorder // each design's run, for the bound on its hit rate
 	for _, v := range variants {
 		c := base
 		c.PrefixCache = v.PrefixCache
 		if share > 0 {
 			c.PrefixCache = kvcache.ShareCapped(v.PrefixCache, share)
 		}
+		rec := bound.NewRecorder()
+		c.PrefixCache = rec.Wrap(c.PrefixCache) // outermost: it records what the pool asks
+		recs = append(recs, rec)
 		configs = append(configs, namedConfig{v.Name, c})
 	}
-	return sf.serve(m, configs, reqs, stdout, stderr)
+	if err := sf.serve(m, configs, reqs, stdout, stderr); err != nil {
+		return err
+	}
+	writeBounds(stdout, variants, recs)
+	return nil
+}
+
+// writeBounds prints, for each design's run, its hit rate beside the best
+// any eviction schedule could have reached at its pool's size and an
+// infinite cache's (common/kvcache/bound, computed from what the run's
+// pool asked its cache); for a tree, where the best lies between the
+// leaves' rule and the optimum, both when they differ.
+func writeBounds(w io.Writer, variants []Variant, recs []*bound.Recorder) {
+	pct := func(r bound.Report, hits int) string { return strconv.FormatFloat(100*r.Rate(hits), 'f', 1, 64) }
+	fmt.Fprintln(w, "hit % achieved / optimal / infinite (the best any eviction could reach at the pool's size, common/kvcache/bound):")
+	for i, rec := range recs {
+		r := rec.Report()
+		optimal := pct(r, r.Optimal)
+		if r.Leaves < r.Optimal {
+			optimal = pct(r, r.Leaves) + "–" + optimal
+		}
+		fmt.Fprintf(w, "  %s: %s / %s / %s\n", variants[i].Name, pct(r, r.Achieved), optimal, pct(r, r.Infinite))
+	}
 }
