@@ -221,32 +221,5 @@ func longPrompts(t *testing.T, data []byte) {
 	hashes := []HashFunc{MapHash, threeBits, parentOnly, tokensOnly}
 	opts := []Option{WithHash(hashes[rng.IntN(len(hashes))])}
 	h := cachetest.NewHarness(t, checkedWalks(t, opts...), 4*40+8, bs)
-	var prompts [][]int32
-	for id := range 6 {
-		var p []int32
-		if len(prompts) > 0 && rng.IntN(2) == 0 {
-			p = slices.Clone(prompts[rng.IntN(len(prompts))])
-			p = p[:rng.IntN(len(p)+1)]
-		}
-		for range rng.IntN(20 * bs) {
-			p = append(p, int32(1+rng.IntN(3)))
-		}
-		p = p[:min(len(p), 40*bs)]
-		if len(p) == 0 {
-			continue
-		}
-		if i := rng.IntN(len(p)); rng.IntN(2) == 0 {
-			p[i] = int32(1 + rng.IntN(3)) // perhaps a change, perhaps not
-		}
-		salt := cachetest.Salts[rng.IntN(2)]
-		if h.StartSalted(id, salt, p) < 0 {
-			continue // the pool is full of live sequences' blocks
-		}
-		h.Pool.MatchLen(cachetest.Salts[rng.IntN(3)], p)
-		h.Finish(id)
-		prompts = append(prompts, p)
-		if rng.IntN(3) == 0 {
-			h.Cache.Evict(rng.IntN(8))
-		}
-	}
+	h.ServeRandomPrompts(rng, 6, func(r *rand.Rand) bool { return r.IntN(2) == 0 })
 }

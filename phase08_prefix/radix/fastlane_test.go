@@ -197,34 +197,7 @@ func longTreePrompts(t *testing.T, data []byte) {
 	rng := rand.New(rand.NewChaCha8(seed))
 	bs := []int{1, 2, 4, 16, 17}[rng.IntN(5)]
 	h := cachetest.NewHarness(t, checkedTrees(t, rng.IntN(2) == 0), 4*40+8, bs)
-	var prompts [][]int32
-	for id := range 8 {
-		var p []int32
-		if len(prompts) > 0 && rng.IntN(3) > 0 {
-			p = slices.Clone(prompts[rng.IntN(len(prompts))])
-			p = p[:rng.IntN(len(p)+1)]
-		}
-		for range rng.IntN(20 * bs) {
-			p = append(p, int32(1+rng.IntN(3)))
-		}
-		p = p[:min(len(p), 40*bs)]
-		if len(p) == 0 {
-			continue
-		}
-		if i := rng.IntN(len(p)); rng.IntN(2) == 0 {
-			p[i] = int32(1 + rng.IntN(3)) // perhaps a change, perhaps not
-		}
-		salt := cachetest.Salts[rng.IntN(2)]
-		if h.StartSalted(id, salt, p) < 0 {
-			continue // the pool is full of live sequences' blocks
-		}
-		h.Pool.MatchLen(cachetest.Salts[rng.IntN(3)], p)
-		h.Finish(id)
-		prompts = append(prompts, p)
-		if rng.IntN(3) == 0 {
-			h.Cache.Evict(rng.IntN(8))
-		}
-	}
+	prompts := h.ServeRandomPrompts(rng, 8, func(r *rand.Rand) bool { return r.IntN(3) > 0 })
 	tr := h.Cache.(checkedTree).Tree
 	for b := range tr.alloc.Total() {
 		if !tr.Contains(int32(b)) || len(prompts) == 0 {

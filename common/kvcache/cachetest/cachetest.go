@@ -21,6 +21,7 @@ package cachetest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -346,4 +347,46 @@ func (h *Harness) RequireFinds(cached [][]int32, salts []string, salt string, qu
 		h.T.Fatalf("Match: %d tokens; want %d", got, want)
 	}
 	h.Release(id)
+}
+
+// ServeRandomPrompts serves n prompts drawn from rng, as the designs' fuzz
+// targets of their fast paths do: each a random run of three token values,
+// often a prefix of an earlier prompt (when reuse says so), at most 40
+// blocks, with one token perhaps changed; each under one of two salts, a
+// MatchLen under one of three, served to its end, and now and then a few
+// blocks evicted. Whatever checks the cache carries (a wrapper comparing
+// its plain and fast forms) run on every call. It returns the prompts
+// served, in order.
+func (h *Harness) ServeRandomPrompts(rng *rand.Rand, n int, reuse func(*rand.Rand) bool) [][]int32 {
+	h.T.Helper()
+	bs := h.BlockSize
+	var prompts [][]int32
+	for id := range n {
+		var p []int32
+		if len(prompts) > 0 && reuse(rng) {
+			p = slices.Clone(prompts[rng.IntN(len(prompts))])
+			p = p[:rng.IntN(len(p)+1)]
+		}
+		for range rng.IntN(20 * bs) {
+			p = append(p, int32(1+rng.IntN(3)))
+		}
+		p = p[:min(len(p), 40*bs)]
+		if len(p) == 0 {
+			continue
+		}
+		if i := rng.IntN(len(p)); rng.IntN(2) == 0 {
+			p[i] = int32(1 + rng.IntN(3)) // perhaps a change, perhaps not
+		}
+		salt := Salts[rng.IntN(2)]
+		if h.StartSalted(id, salt, p) < 0 {
+			continue // the pool is full of live sequences' blocks
+		}
+		h.Pool.MatchLen(Salts[rng.IntN(3)], p)
+		h.Finish(id)
+		prompts = append(prompts, p)
+		if rng.IntN(3) == 0 {
+			h.Cache.Evict(rng.IntN(8))
+		}
+	}
+	return prompts
 }
