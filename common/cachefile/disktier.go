@@ -325,8 +325,7 @@ func (t *DiskTier) storedEvent(h kvevents.Hash) (kvevents.Event, bool) {
 	if err != nil {
 		return kvevents.Event{}, false
 	}
-	return kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{h}, ParentBlockHash: parent,
-		TokenIDs: tokens, BlockSize: len(tokens), Medium: t.Name()}, true
+	return kvcache.StoredEvent(&kvcache.TierBlock{Hash: h, Parent: parent, Tokens: tokens}, t.Name()), true
 }
 
 // head reads and checks block h's file's header and record head (checkHead)
@@ -440,8 +439,7 @@ func (t *DiskTier) Put(b kvcache.TierBlock) {
 		}
 		t.pending[b.Hash] = &b
 		t.queue = append(t.queue, b.Hash)
-		t.emitLocked(kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{b.Hash}, ParentBlockHash: b.Parent,
-			TokenIDs: b.Tokens, BlockSize: len(b.Tokens), Medium: t.Name()})
+		t.emitLocked(kvcache.StoredEvent(&b, t.Name()))
 		t.signal()
 	}
 }
@@ -463,8 +461,7 @@ func (t *DiskTier) StoredEvents() []kvevents.Event {
 	t.mu.Lock()
 	var out []kvevents.Event
 	for _, b := range t.pending {
-		out = append(out, kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{b.Hash}, ParentBlockHash: b.Parent,
-			TokenIDs: b.Tokens, BlockSize: len(b.Tokens), Medium: t.Name()})
+		out = append(out, kvcache.StoredEvent(b, t.Name()))
 	}
 	var held []kvevents.Hash
 	for e := t.lru.Back(); e != nil; e = e.Prev() {
@@ -604,7 +601,7 @@ func (t *DiskTier) removeLocked(e *list.Element) {
 	h := t.lru.Remove(e).(kvevents.Hash)
 	delete(t.byHash, h)
 	t.bytes -= t.fileBytes
-	t.emitLocked(kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{h}, Medium: t.Name()})
+	t.emitLocked(kvcache.RemovedEvent(h, t.Name()))
 }
 
 // makeRoomLocked drops the least recent blocks from the index until n more
@@ -660,7 +657,7 @@ func (t *DiskTier) Close() error {
 	n := len(t.queue)
 	for _, h := range t.queue {
 		delete(t.pending, h)
-		t.emitLocked(kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{h}, Medium: t.Name()})
+		t.emitLocked(kvcache.RemovedEvent(h, t.Name()))
 	}
 	t.queue = nil
 	t.stats.Dropped += n
@@ -743,7 +740,7 @@ func (t *DiskTier) store(b *kvcache.TierBlock) {
 	delete(t.pending, b.Hash)
 	t.idleIfEmptyLocked()
 	if err != nil { // announced at Put, never stored
-		t.emitLocked(kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{b.Hash}, Medium: t.Name()})
+		t.emitLocked(kvcache.RemovedEvent(b.Hash, t.Name()))
 	}
 	switch {
 	case err == nil:

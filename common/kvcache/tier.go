@@ -91,10 +91,15 @@ type TierEvents interface {
 	StoredEvents() []kvevents.Event
 }
 
-// storedEvent is b's BlockStored in medium.
-func storedEvent(b *TierBlock, medium string) kvevents.Event {
+// StoredEvent is b's BlockStored in medium, as a tier announces it.
+func StoredEvent(b *TierBlock, medium string) kvevents.Event {
 	return kvevents.Event{Type: kvevents.BlockStored, BlockHashes: []kvevents.Hash{b.Hash}, ParentBlockHash: b.Parent,
 		TokenIDs: b.Tokens, BlockSize: len(b.Tokens), Medium: medium}
+}
+
+// RemovedEvent is block h's BlockRemoved in medium.
+func RemovedEvent(h kvevents.Hash, medium string) kvevents.Event {
+	return kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{h}, Medium: medium}
 }
 
 // TierStats are the counters of one tier.

@@ -53,7 +53,7 @@ func (t *RAMTier) Put(b TierBlock) {
 		sink := t.sink
 		t.mu.Unlock()
 		if had && sink != nil {
-			sink(removedEvent(b.Hash, t.Name()))
+			sink(RemovedEvent(b.Hash, t.Name()))
 		}
 		t.passOn([]TierBlock{b})
 		return
@@ -74,17 +74,13 @@ func (t *RAMTier) Put(b TierBlock) {
 	// may take its time.
 	if sink != nil {
 		for _, o := range out {
-			sink(removedEvent(o.Hash, t.Name()))
+			sink(RemovedEvent(o.Hash, t.Name()))
 		}
 		if !had {
-			sink(storedEvent(&b, t.Name()))
+			sink(StoredEvent(&b, t.Name()))
 		}
 	}
 	t.passOn(out)
-}
-
-func removedEvent(h kvevents.Hash, medium string) kvevents.Event {
-	return kvevents.Event{Type: kvevents.BlockRemoved, BlockHashes: []kvevents.Hash{h}, Medium: medium}
 }
 
 // SetEventSink implements TierEvents.
@@ -100,7 +96,7 @@ func (t *RAMTier) StoredEvents() []kvevents.Event {
 	defer t.mu.Unlock()
 	out := make([]kvevents.Event, 0, t.lru.Len())
 	for e := t.lru.Back(); e != nil; e = e.Prev() {
-		out = append(out, storedEvent(e.Value.(*TierBlock), t.Name()))
+		out = append(out, StoredEvent(e.Value.(*TierBlock), t.Name()))
 	}
 	return out
 }
@@ -136,7 +132,7 @@ func (t *RAMTier) Get(h kvevents.Hash) (TierBlock, bool) {
 		sink := t.sink
 		t.mu.Unlock()
 		if sink != nil {
-			sink(removedEvent(h, t.Name()))
+			sink(RemovedEvent(h, t.Name()))
 		}
 		return TierBlock{}, false
 	}
@@ -204,7 +200,7 @@ func (t *RAMTier) Drain() {
 	t.mu.Unlock()
 	if sink != nil {
 		for _, b := range out {
-			sink(removedEvent(b.Hash, t.Name()))
+			sink(RemovedEvent(b.Hash, t.Name()))
 		}
 	}
 	t.passOn(out)
