@@ -427,12 +427,11 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // byTier splits a request's cached prompt tokens by where they were found:
 // promoted[i] came from the engine's cache tier i, the rest from the pool.
 func (h *Handler) byTier(cached int, promoted []int) map[string]int {
-	tiers := h.es.Snapshot().Tiers
 	out := make(map[string]int, len(promoted)+1)
 	pool := cached
 	for i, n := range promoted {
-		if i < len(tiers) {
-			out[tiers[i].Name] += n
+		if i < len(h.tierNames) {
+			out[h.tierNames[i]] += n
 			pool -= n
 		}
 	}

@@ -156,12 +156,15 @@ type Handler struct {
 	stopIDs map[int32]bool // end-of-turn tokens of the tokenizer
 	ids     atomic.Int64   // engine request ids handed out
 	created int64          // unix time the handler was made (for /v1/models)
-	mux     map[string]route
-	metrics *metrics
-	llama   *llamaMetrics // llama-server's llamacpp:* series (llamametrics.go)
-	reg     *prometheus.Registry
-	slots   *slotTable
-	text    chan struct{} // one token per /tokenize or /detokenize being served (textgate.go)
+	// tierNames are the engine's cache tiers' names, in order: the tiers
+	// are fixed when the engine is built.
+	tierNames []string
+	mux       map[string]route
+	metrics   *metrics
+	llama     *llamaMetrics // llama-server's llamacpp:* series (llamametrics.go)
+	reg       *prometheus.Registry
+	slots     *slotTable
+	text      chan struct{} // one token per /tokenize or /detokenize being served (textgate.go)
 }
 
 // route is a path's handlers by method.
@@ -211,6 +214,9 @@ func New(es *engine.Server, opts Options) *Handler {
 	h.metrics = newMetrics(h.reg, es)
 	opts.KVEvents.register(h.reg)        // kvevents_metrics.go
 	h.llama = newLlamaMetrics(h.reg, es) // llamametrics.go
+	for _, t := range es.Snapshot().Tiers {
+		h.tierNames = append(h.tierNames, t.Name)
+	}
 	if opts.Ghosts != nil {
 		h.reg.MustRegister(ghostCollector{opts.Ghosts}) // ghost_metrics.go
 	}
