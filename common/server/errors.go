@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // apiError is an error in OpenAI's shape:
@@ -73,6 +74,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 	case len(body) == 0:
 		return errInvalidJSON("", "empty request body; want a JSON object")
 	}
+	// JSON is UTF-8 (RFC 8259). encoding/json would replace each bad byte
+	// with U+FFFD, three bytes that tokenize to as many tokens, so a body
+	// could cost three times its size; llama-server's parser refuses it.
+	if !utf8.Valid(body) {
+		return errInvalidJSON("", "the request body is not UTF-8: a bad byte at offset %d", firstInvalidUTF8(body))
+	}
 	if nl, ok := v.(nestingLimits); ok {
 		if e := checkBodyNesting(body, nl.nestingLimits()); e != nil {
 			return e
@@ -97,6 +104,19 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 		return errInvalidJSON("", "malformed JSON: %v", err)
 	}
 	return nil
+}
+
+// firstInvalidUTF8 is the offset of the first byte of body that does not
+// start a valid UTF-8 sequence, or len(body) if there is none.
+func firstInvalidUTF8(body []byte) int {
+	for i := 0; i < len(body); {
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(body)
 }
 
 // jsonKind names a Go kind the way a JSON client thinks of it.

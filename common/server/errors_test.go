@@ -30,6 +30,7 @@ func TestBadInputGetsAnOpenAIError(t *testing.T) {
 	}{
 		{"malformed JSON", "/v1/completions", `{"prompt": [1, 2`, 400, "", "malformed JSON"},
 		{"empty body", "/v1/completions", ``, 400, "", "empty request body"},
+		{"body not UTF-8", "/v1/completions", "{\"prompt\": \"caf\xe9\"}", 400, "", "not UTF-8: a bad byte at offset 15"},
 		{"wrong type", "/v1/completions", `{"prompt": [1, 2], "max_tokens": "ten"}`, 400, "max_tokens", "must be an integer"},
 		{"prompt of the wrong type", "/v1/completions", `{"prompt": {"a": 1}}`, 400, "prompt", "prompt must be"},
 		{"no prompt", "/v1/completions", `{"max_tokens": 3}`, 400, "prompt", "required"},
