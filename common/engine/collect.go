@@ -1,5 +1,7 @@
 package engine
 
+import "kvlab/common/kvcache/misses"
+
 // Result is everything one request produced.
 type Result struct {
 	// Tokens and Logits are sample 0's tokens, and the logits each was
@@ -15,6 +17,8 @@ type Result struct {
 	// cache tier gave.
 	Cached   int
 	Promoted []int
+	// Misses is the request's Output.Misses: why the rest were computed.
+	Misses misses.Reasons
 }
 
 // RunAll submits reqs, steps until every one of them is finished, and
@@ -42,7 +46,7 @@ func (e *Engine) collect(res map[int]*Result, outs []Output) {
 		if r == nil {
 			continue
 		}
-		r.Cached, r.Promoted = o.Cached, o.Promoted
+		r.Cached, r.Promoted, r.Misses = o.Cached, o.Promoted, o.Misses
 		if o.Err != nil {
 			r.Err = o.Err
 		} else {

@@ -18,6 +18,7 @@ import (
 	"slices"
 
 	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/misses"
 	"kvlab/common/model"
 )
 
@@ -41,6 +42,7 @@ type Engine struct {
 	pending   []Output     // events produced outside a forward (failures)
 	batch     batchBuffers // reused step assembly
 	stats     Stats
+	misses    *misses.Ledger // why computed prompt tokens were not cached
 	// admissions numbers admissions so preemption can find the youngest.
 	admissions int
 	tr         Tracer // nil: no trace (SetTracer)
@@ -68,6 +70,9 @@ type Stats struct {
 	// With WindowFree, the most local-layer blocks held at once (the
 	// local layers' storage; PeakBlocks counts the global layers').
 	PeakLocalBlocks int
+	// Misses sums the requests' Output.Misses: why each computed prompt
+	// token was not reused.
+	Misses misses.Reasons
 	// EndBlocks and EndLocalBlocks sum, over finished sequences, the blocks
 	// each held at its end: its page table (blocks lent by a prefix cache
 	// included) and, with WindowFree, its local entries not given back.
@@ -112,6 +117,9 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 		cfg:   cfg,
 		model: m,
 		pool:  pool,
+		// Remember a bounded number of blocks: past the cap misses count
+		// as cold (misses.Ledger).
+		misses: misses.New(cfg.BlockSize, 1<<16),
 		// One sequence can never hold more than the whole pool: a context
 		// the pool cannot hold would let a request run, preempt the others
 		// and fail after its tokens were sent.
@@ -284,7 +292,7 @@ func (e *Engine) ended(out []Output, s *sequence, reason string, err error) []Ou
 		}
 	}
 	for _, i := range samples {
-		out = append(out, Output{ID: s.req.ID, Sample: i, Index: s.generated(), Done: true, Reason: reason, Err: err, Cached: s.firstCached, Promoted: s.firstPromoted})
+		out = append(out, Output{ID: s.req.ID, Sample: i, Index: s.generated(), Done: true, Reason: reason, Err: err, Cached: s.firstCached, Promoted: s.firstPromoted, Misses: s.misses})
 	}
 	return out
 }

@@ -1,5 +1,7 @@
 package engine
 
+import "kvlab/common/kvcache/misses"
+
 // Request is one generation job submitted to the engine.
 type Request struct {
 	// ID names the request in outputs; it must be unique among live requests.
@@ -74,6 +76,11 @@ type Output struct {
 	// the Cached tokens were copied back from it; the rest were in the
 	// pool. Nil without tiers.
 	Promoted []int
+	// Misses says why each of the prompt's other tokens was computed:
+	// Cold, Evicted, Salt and Partial sum to len(Prompt) - Cached;
+	// Preempted counts the tokens computed again after preemptions, on
+	// top of them.
+	Misses misses.Reasons
 }
 
 // phase is where a request is in its life.
@@ -114,6 +121,7 @@ type sequence struct {
 	// tokens each cache tier gave (Output.Promoted).
 	firstCached   int
 	firstPromoted []int
+	misses        misses.Reasons // Output.Misses
 	phase         phase
 	// admitted orders running sequences: preemption picks the youngest.
 	admitted int

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"kvlab/common/kvcache/misses"
 	"kvlab/common/model"
 	"kvlab/kernels"
 )
@@ -129,6 +130,9 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 			// Prompt complete: offer its KV to the prefix cache now, so
 			// requests arriving during this one's decode can reuse it.
 			e.pool.Commit(s.key, s.tokens[:s.computed])
+			if s.preempted == 0 {
+				e.misses.Stored(misses.Keys(s.tokens[:s.computed], s.req.CacheSalt, e.pool.BlockSize()))
+			}
 			s.phase = decoding
 			if !s.forked && s.req.samples() > 1 {
 				group = append(group, e.fork(s)...)
@@ -160,7 +164,7 @@ func (e *Engine) fork(s *sequence) []*sequence {
 		e.admissions++
 		c := &sequence{
 			req: s.req, key: e.keys, sample: i, forked: true,
-			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached, firstCached: s.firstCached, firstPromoted: s.firstPromoted,
+			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached, firstCached: s.firstCached, firstPromoted: s.firstPromoted, misses: s.misses,
 			phase: decoding, admitted: e.admissions,
 		}
 		c.req.Sampling.Seed += uint64(i)
@@ -182,7 +186,7 @@ func (e *Engine) fork(s *sequence) []*sequence {
 
 // emit appends tok to s, reports it, and retires s if it is done.
 func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Output {
-	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.firstCached, Promoted: s.firstPromoted}
+	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.firstCached, Promoted: s.firstPromoted, Misses: s.misses}
 	s.tokens = append(s.tokens, tok)
 	if s.req.KeepLogits { // allGreedy made sure row is on the host (for TopProbs too)
 		o.Logits = append([]float32(nil), row...)

@@ -84,8 +84,9 @@ func (l *Ledger) Removed(salted uint64, step int64, by int) {
 // tokens were reused, and of the rest the first preempted ones were
 // computed before a preemption. It is O(prompt blocks). It does not store
 // the prompt's blocks; the caller does so once they are committed. A block
-// still held but not reused (another sequence computing it at the same
-// time) counts as cold.
+// stored under this salt and not reused counts as evicted even when no
+// Removed reported it: the cache let it go (EvictedAt then stays unknown,
+// 0 and -1), or rarely another sequence was computing it at the same time.
 func (l *Ledger) Admit(prompt []int32, salt string, cached, preempted int) Reasons {
 	r := Reasons{EvictedBy: -1}
 	keys := Keys(prompt, salt, l.blockSize)
@@ -107,9 +108,9 @@ func (l *Ledger) Admit(prompt []int32, salt string, cached, preempted int) Reaso
 		ev, seen := l.salted[k.Salted]
 		_, other := l.plain[k.Plain]
 		switch {
-		case seen && ev != nil:
+		case seen:
 			r.Evicted += n
-			if ev.step >= r.EvictedAt {
+			if ev != nil && ev.step >= r.EvictedAt {
 				r.EvictedAt, r.EvictedBy = ev.step, ev.by
 			}
 		case !seen && other:
