@@ -113,13 +113,18 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 		}
 		pool.SetTierCostRule(!cfg.TiersAlwaysPromote)
 	}
+	// Without a prefix cache nothing could be reused, so no token missed:
+	// the ledger stays nil. It remembers a bounded number of blocks; past
+	// the cap misses count as cold (misses.Ledger).
+	var ledger *misses.Ledger
+	if cfg.PrefixCache != nil {
+		ledger = misses.New(cfg.BlockSize, 1<<16)
+	}
 	e := &Engine{
-		cfg:   cfg,
-		model: m,
-		pool:  pool,
-		// Remember a bounded number of blocks: past the cap misses count
-		// as cold (misses.Ledger).
-		misses: misses.New(cfg.BlockSize, 1<<16),
+		misses: ledger,
+		cfg:    cfg,
+		model:  m,
+		pool:   pool,
 		// One sequence can never hold more than the whole pool: a context
 		// the pool cannot hold would let a request run, preempt the others
 		// and fail after its tokens were sent.

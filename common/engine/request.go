@@ -79,7 +79,7 @@ type Output struct {
 	// Misses says why each of the prompt's other tokens was computed:
 	// Cold, Evicted, Salt and Partial sum to len(Prompt) - Cached;
 	// Preempted counts the tokens computed again after preemptions, on
-	// top of them.
+	// top of them. Zero without a prefix cache: nothing could be reused.
 	Misses misses.Reasons
 }
 

@@ -130,7 +130,7 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 			// Prompt complete: offer its KV to the prefix cache now, so
 			// requests arriving during this one's decode can reuse it.
 			e.pool.Commit(s.key, s.tokens[:s.computed])
-			if s.preempted == 0 {
+			if s.preempted == 0 && e.misses != nil {
 				e.misses.Stored(misses.Keys(s.tokens[:s.computed], s.req.CacheSalt, e.pool.BlockSize()))
 			}
 			s.phase = decoding

@@ -171,9 +171,11 @@ func (e *Engine) admit(s *sequence) bool {
 		}
 		e.stats.QueriedTokens += len(s.tokens)
 		e.stats.CachedTokens += s.cached
-		s.misses = e.misses.Admit(s.tokens, s.req.CacheSalt, s.cached, 0)
-		e.stats.Misses.Add(s.misses)
-	} else {
+		if e.misses != nil {
+			s.misses = e.misses.Admit(s.tokens, s.req.CacheSalt, s.cached, 0)
+			e.stats.Misses.Add(s.misses)
+		}
+	} else if e.misses != nil {
 		// Everything not lent again is recomputed: tokens the sequence
 		// had computed before it lost its KV.
 		n := max(0, len(s.tokens)-1-s.cached)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache/misses"
 	"kvlab/common/kvevents"
 	"kvlab/common/tokenizer"
 )
@@ -76,7 +77,8 @@ type genResult struct {
 	// cachedByTier splits cached by where the KV was found: the pool
 	// (kvevents.Medium) and each cache tier by its name; nil without tiers.
 	cachedByTier map[string]int
-	completion   int // tokens generated, all samples
+	misses       misses.Reasons // why the other prompt tokens were computed
+	completion   int            // tokens generated, all samples
 	samples      []sampleOut
 	slot         int // the llama-server slot it ran in
 	start        time.Time
@@ -203,7 +205,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 			}
 			continue // ended early by a stop string or token
 		}
-		res.cached = o.Cached
+		res.cached, res.misses = o.Cached, o.Misses
 		if o.Promoted != nil && res.cachedByTier == nil {
 			res.cachedByTier = h.byTier(o.Cached, o.Promoted)
 		}

@@ -70,12 +70,17 @@ type usage struct {
 		// KV pool ("GPU", as vLLM names it) and each cache tier ("CPU",
 		// "DISK"); absent without tiers.
 		CachedByTier map[string]int `json:"cached_tokens_by_tier,omitempty"`
+		// MissByReason says why the other prompt tokens were computed
+		// (misses.Reasons: cold, evicted, salt, partial, preempted);
+		// absent when all were cached.
+		MissByReason map[string]int `json:"miss_tokens_by_reason,omitempty"`
 	} `json:"prompt_tokens_details"`
 }
 
 func newUsage(r *genResult) *usage {
 	u := &usage{PromptTokens: r.promptTokens, CompletionTokens: r.completion, TotalTokens: r.promptTokens + r.completion}
 	u.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CachedByTier = r.cached, r.cachedByTier
+	u.PromptTokensDetails.MissByReason = r.misses.ByName()
 	return u
 }
 

@@ -150,16 +150,31 @@ func TestModelsHealthAndMetrics(t *testing.T) {
 	assert.True(t, models.Data[0].PrefixCaching)
 
 	p := prompt(16, 10)
+	var misses []map[string]int
 	for range 2 {
 		status, raw := post(t, ts.url+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 3, "temperature": 0, "ignore_eos": true})
 		require.Equal(t, http.StatusOK, status, string(raw))
+		var u struct {
+			Usage struct {
+				PromptTokensDetails struct {
+					MissByReason map[string]int `json:"miss_tokens_by_reason"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &u))
+		misses = append(misses, u.Usage.PromptTokensDetails.MissByReason)
 	}
+	// The first request computed its whole prompt, never seen before; the
+	// second missed nothing, and usage leaves the field out.
+	assert.Equal(t, []map[string]int{{"cold": 16}, nil}, misses)
 	m := get("/metrics")
 	for _, line := range []string{
 		"kvlab:prompt_tokens_total 32",
 		"kvlab:generation_tokens_total 6",
 		"kvlab:prefix_cache_queries_total 32",
 		"kvlab:prefix_cache_hits_total 16", // the second request found all 4 blocks
+		`kvlab:prefix_cache_miss_tokens_total{reason="cold"} 16`,
+		`kvlab:prefix_cache_miss_tokens_total{reason="salt"} 0`,
 		"kvlab:num_requests_running 0",
 		"kvlab:kv_blocks_capacity 512",
 		`kvlab:request_success_total{finished_reason="length"} 2`,

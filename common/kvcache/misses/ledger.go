@@ -122,3 +122,21 @@ func (l *Ledger) Admit(prompt []int32, salt string, cached, preempted int) Reaso
 	}
 	return r
 }
+
+// Names are the reasons' names, as /metrics and the API's usage spell them.
+var Names = []string{"cold", "evicted", "salt", "partial", "preempted"}
+
+// ByName returns the non-zero reasons by name, nil when none: the API
+// leaves the field out then.
+func (r Reasons) ByName() map[string]int {
+	var m map[string]int
+	for i, v := range []int{r.Cold, r.Evicted, r.Salt, r.Partial, r.Preempted} {
+		if v != 0 {
+			if m == nil {
+				m = map[string]int{}
+			}
+			m[Names[i]] = v
+		}
+	}
+	return m
+}

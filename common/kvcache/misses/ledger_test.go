@@ -100,3 +100,10 @@ func TestReasonsAdd(t *testing.T) {
 	assert.Equal(t, Reasons{Cold: 1, Evicted: 3, Salt: 3, Partial: 4, Preempted: 5, EvictedAt: 5, EvictedBy: 1}, tot)
 	assert.Equal(t, 16, tot.Total())
 }
+
+// TestReasonsByName checks zero reasons are left out, and none is nil.
+func TestReasonsByName(t *testing.T) {
+	assert.Nil(t, Reasons{EvictedBy: -1}.ByName())
+	assert.Equal(t, map[string]int{"cold": 1, "preempted": 2}, Reasons{Cold: 1, Preempted: 2}.ByName())
+	assert.Equal(t, map[string]int{"evicted": 1, "salt": 2, "partial": 3}, Reasons{Evicted: 1, Salt: 2, Partial: 3}.ByName())
+}
