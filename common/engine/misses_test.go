@@ -77,3 +77,34 @@ func TestEveryMissedPromptTokenHasAReason(t *testing.T) {
 		})
 	}
 }
+
+// TestPreemptedTokensAreCountedAsRecompute runs more requests than a tiny
+// pool holds, on each design, and checks recompute after preemption is
+// counted, while the other reasons still sum to each request's computed
+// prompt tokens.
+func TestPreemptedTokensAreCountedAsRecompute(t *testing.T) {
+	m := loadTestModel(t, "llama")
+	for name, pc := range missDesigns {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			var reqs []Request
+			for i := range 8 {
+				reqs = append(reqs, Request{ID: i, Prompt: randomPrompt(rng, 10+rng.IntN(10), m.Config.VocabSize), MaxTokens: 12, IgnoreEOS: true})
+			}
+			c := testConfig()
+			c.PrefixCache = pc
+			c.NumBlocks = 14
+			e := newTestEngine(t, m, c)
+			res := e.RunAll(reqs)
+			require.Positive(t, e.Stats().Preemptions)
+			var pre int
+			for _, r := range reqs {
+				mi := res[r.ID].Misses
+				require.Equal(t, len(r.Prompt)-res[r.ID].Cached, mi.Cold+mi.Evicted+mi.Salt+mi.Partial, "request %d: %+v", r.ID, mi)
+				pre += mi.Preempted
+			}
+			require.Positive(t, pre)
+			require.Equal(t, e.Stats().Misses.Preempted, pre)
+		})
+	}
+}
