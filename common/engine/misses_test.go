@@ -2,12 +2,14 @@ package engine
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvcache/misses"
+	"kvlab/common/workload"
 	"kvlab/phase08_compressed/trie"
 	"kvlab/phase08_hashcow/blockhash"
 	"kvlab/phase08_prefix/radix"
@@ -19,18 +21,19 @@ var missDesigns = map[string]func(a *kvcache.Allocator, blockSize int) kvcache.P
 }
 
 // checkMisses runs reqs one after another and checks every request's
-// reasons cover exactly its computed prompt tokens; it returns the totals.
-func checkMisses(t *testing.T, e *Engine, reqs []Request) misses.Reasons {
+// reasons cover exactly its computed prompt tokens; it returns the totals
+// and the last request's tokens.
+func checkMisses(t *testing.T, e *Engine, reqs []Request) (tot misses.Reasons, last []int32) {
 	t.Helper()
-	var tot misses.Reasons
 	for _, r := range reqs {
 		res := e.RunAll([]Request{r})[r.ID]
 		require.NoError(t, res.Err)
+		last = res.Tokens
 		m := res.Misses
 		require.Equal(t, len(r.Prompt)-res.Cached, m.Cold+m.Evicted+m.Salt+m.Partial, "request %d: %+v", r.ID, m)
 		tot.Add(m)
 	}
-	return tot
+	return tot, last
 }
 
 // TestEveryMissedPromptTokenHasAReason runs, on each design, prompts that
@@ -48,7 +51,7 @@ func TestEveryMissedPromptTokenHasAReason(t *testing.T) {
 			e := newTestEngine(t, m, c)
 			p := randomPrompt(rng, 18, vocab) // 4 blocks and a tail of 2
 
-			tot := checkMisses(t, e, []Request{
+			tot, _ := checkMisses(t, e, []Request{
 				{ID: 1, Prompt: p, MaxTokens: 1},
 				{ID: 2, Prompt: p, MaxTokens: 1},
 				{ID: 3, Prompt: p, MaxTokens: 1, CacheSalt: "b"},
@@ -65,7 +68,7 @@ func TestEveryMissedPromptTokenHasAReason(t *testing.T) {
 				fill = append(fill, Request{ID: 10 + i, Prompt: randomPrompt(rng, 64, vocab), MaxTokens: 1})
 			}
 			checkMisses(t, e, fill)
-			again := checkMisses(t, e, []Request{{ID: 4, Prompt: q, MaxTokens: 1}})
+			again, _ := checkMisses(t, e, []Request{{ID: 4, Prompt: q, MaxTokens: 1}})
 			if name == "trie" {
 				// The trie's eviction policy keeps q's path here: q hits,
 				// nothing to attribute.
@@ -106,5 +109,50 @@ func TestPreemptedTokensAreCountedAsRecompute(t *testing.T) {
 			require.Positive(t, pre)
 			require.Equal(t, e.Stats().Misses.Preempted, pre)
 		})
+	}
+}
+
+// TestEveryWorkloadsMissesAddUp runs each built-in workload's prompts on
+// each design, then the same prompts for a second tenant, and checks every
+// request's reasons sum to its computed prompt tokens, that suffixes not a
+// multiple of the block size give partial, and that the second tenant's
+// misses are salt, as the first tenant computed those blocks.
+func TestEveryWorkloadsMissesAddUp(t *testing.T) {
+	m := loadTestModel(t, "llama")
+	for _, wl := range workload.Names() {
+		p := workload.DefaultParams(wl)
+		p.Requests, p.PrefixLen, p.SuffixMin, p.SuffixMax = 6, 16, 3, 9
+		p.OutputMin, p.OutputMax = 2, 4
+		p.Conversations, p.Turns, p.LongPrompts, p.LongLen = 2, 2, 1, 32
+		wreqs, err := workload.Generate(wl, p)
+		require.NoError(t, err, wl)
+		for name, pc := range missDesigns {
+			t.Run(wl+"/"+name, func(t *testing.T) {
+				c := testConfig()
+				c.PrefixCache = pc
+				e := newTestEngine(t, m, c)
+				// A follow-up resends the previous turn's prompt and answer.
+				prompts := map[int][]int32{}
+				var first misses.Reasons
+				var again []Request
+				for _, r := range wreqs {
+					prompt := r.Prompt
+					if f := r.FollowUp; f != nil {
+						prompt = append(slices.Clone(prompts[f.Prev]), f.UserTokens...)
+					}
+					req := Request{ID: r.ID, Prompt: prompt, MaxTokens: r.MaxTokens, IgnoreEOS: true}
+					m, out := checkMisses(t, e, []Request{req})
+					first.Add(m)
+					prompts[r.ID] = append(slices.Clone(prompt), out...)
+					req.ID, req.CacheSalt = len(wreqs)+r.ID, "t2"
+					again = append(again, req)
+				}
+				require.Positive(t, first.Cold, "%+v", first)
+				require.Positive(t, first.Partial, "%+v", first)
+				second, _ := checkMisses(t, e, again)
+				require.Positive(t, second.Salt, "%+v", second)
+				require.Zero(t, second.Cold, "every block was computed by the first tenant: %+v", second)
+			})
+		}
 	}
 }
