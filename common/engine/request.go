@@ -122,7 +122,10 @@ type sequence struct {
 	firstCached   int
 	firstPromoted []int
 	misses        misses.Reasons // Output.Misses
-	phase         phase
+	// missKeys are the prompt's block keys from its first admission, kept
+	// until the prompt is committed and the ledger stores them; nil after.
+	missKeys []misses.Key
+	phase    phase
 	// admitted orders running sequences: preemption picks the youngest.
 	admitted int
 	// preempted counts how often the sequence lost its KV to preemption.

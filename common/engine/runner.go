@@ -3,7 +3,6 @@ package engine
 import (
 	"time"
 
-	"kvlab/common/kvcache/misses"
 	"kvlab/common/model"
 	"kvlab/kernels"
 )
@@ -130,8 +129,9 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 			// Prompt complete: offer its KV to the prefix cache now, so
 			// requests arriving during this one's decode can reuse it.
 			e.pool.Commit(s.key, s.tokens[:s.computed])
-			if s.preempted == 0 && e.misses != nil {
-				e.misses.Stored(misses.Keys(s.tokens[:s.computed], s.req.CacheSalt, e.pool.BlockSize()))
+			if s.preempted == 0 && s.missKeys != nil {
+				e.misses.Stored(s.missKeys) // the prompt's blocks, hashed at admission
+				s.missKeys = nil
 			}
 			s.phase = decoding
 			if !s.forked && s.req.samples() > 1 {

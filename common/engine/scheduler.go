@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"kvlab/common/kvcache"
+	"kvlab/common/kvcache/misses"
 )
 
 // work is one sequence's share of a step: n tokens starting at s.computed.
@@ -172,7 +173,8 @@ func (e *Engine) admit(s *sequence) bool {
 		e.stats.QueriedTokens += len(s.tokens)
 		e.stats.CachedTokens += s.cached
 		if e.misses != nil {
-			s.misses = e.misses.Admit(s.tokens, s.req.CacheSalt, s.cached, 0)
+			s.missKeys = misses.Keys(s.tokens, s.req.CacheSalt, e.pool.BlockSize())
+			s.misses = e.misses.AdmitKeys(s.missKeys, len(s.tokens), s.cached, 0)
 			e.stats.Misses.Add(s.misses)
 		}
 	} else if e.misses != nil {

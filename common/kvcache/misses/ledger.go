@@ -88,19 +88,25 @@ func (l *Ledger) Removed(salted uint64, step int64, by int) {
 // Removed reported it: the cache let it go (EvictedAt then stays unknown,
 // 0 and -1), or rarely another sequence was computing it at the same time.
 func (l *Ledger) Admit(prompt []int32, salt string, cached, preempted int) Reasons {
+	return l.AdmitKeys(Keys(prompt, salt, l.blockSize), len(prompt), cached, preempted)
+}
+
+// AdmitKeys is Admit for a prompt of n tokens whose whole blocks' keys the
+// caller already holds: the engine keeps them to store the same blocks at
+// commit, so the prompt is hashed once.
+func (l *Ledger) AdmitKeys(keys []Key, n, cached, preempted int) Reasons {
 	r := Reasons{EvictedBy: -1}
-	keys := Keys(prompt, salt, l.blockSize)
 	whole := len(keys) * l.blockSize
-	for pos := cached; pos < len(prompt); {
-		end := min(len(prompt), (pos/l.blockSize+1)*l.blockSize)
-		n := end - pos
-		if p := min(n, max(0, cached+preempted-pos)); p > 0 {
+	for pos := cached; pos < n; {
+		end := min(n, (pos/l.blockSize+1)*l.blockSize)
+		m := end - pos
+		if p := min(m, max(0, cached+preempted-pos)); p > 0 {
 			r.Preempted += p
 			pos += p
 			continue
 		}
 		if pos >= whole {
-			r.Partial += n
+			r.Partial += m
 			pos = end
 			continue
 		}
@@ -109,14 +115,14 @@ func (l *Ledger) Admit(prompt []int32, salt string, cached, preempted int) Reaso
 		_, other := l.plain[k.Plain]
 		switch {
 		case seen:
-			r.Evicted += n
+			r.Evicted += m
 			if ev != nil && ev.step >= r.EvictedAt {
 				r.EvictedAt, r.EvictedBy = ev.step, ev.by
 			}
 		case !seen && other:
-			r.Salt += n
+			r.Salt += m
 		default:
-			r.Cold += n
+			r.Cold += m
 		}
 		pos = end
 	}
