@@ -19,8 +19,7 @@ var missTokens = prometheus.NewDesc("kvlab:prefix_cache_miss_tokens_total", "Pro
 func (c missCollector) Describe(ch chan<- *prometheus.Desc) { ch <- missTokens }
 
 func (c missCollector) Collect(ch chan<- prometheus.Metric) {
-	r := c.snap().Stats.Misses
-	for i, v := range []int{r.Cold, r.Evicted, r.Salt, r.Partial, r.Preempted} {
+	for i, v := range c.snap().Stats.Misses.Counts() {
 		ch <- prometheus.MustNewConstMetric(missTokens, prometheus.CounterValue, float64(v), misses.Names[i])
 	}
 }

@@ -132,11 +132,14 @@ func (l *Ledger) AdmitKeys(keys []Key, n, cached, preempted int) Reasons {
 // Names are the reasons' names, as /metrics and the API's usage spell them.
 var Names = []string{"cold", "evicted", "salt", "partial", "preempted"}
 
+// Counts returns the reasons' counts in the order of Names.
+func (r Reasons) Counts() [5]int { return [5]int{r.Cold, r.Evicted, r.Salt, r.Partial, r.Preempted} }
+
 // ByName returns the non-zero reasons by name, nil when none: the API
 // leaves the field out then.
 func (r Reasons) ByName() map[string]int {
 	var m map[string]int
-	for i, v := range []int{r.Cold, r.Evicted, r.Salt, r.Partial, r.Preempted} {
+	for i, v := range r.Counts() {
 		if v != 0 {
 			if m == nil {
 				m = map[string]int{}
