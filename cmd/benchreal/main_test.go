@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +79,10 @@ func TestServingPercentiles(t *testing.T) {
 	assert.Equal(t, 1.0, s.OutputTokensPerSec)
 }
 
-// The parameter counts of the three real models, norms aside, as their
-// model cards give them (Llama-3.2-1B 1,235,814,400; Qwen3-0.6B
-// 596,049,920; Gemma-3-1B 999,885,952 with the norms).
+// The parameter counts of the real models, norms aside, as their model
+// cards give them (Llama-3.2-1B 1,235,814,400; Qwen3-0.6B 596,049,920;
+// Gemma-3-1B 999,885,952 with the norms; Llama-3.2-3B 3,212,749,824;
+// Qwen3-4B 4,022,468,096, both with the norms, their safetensors' totals).
 func TestWeightsOfTheRealShapes(t *testing.T) {
 	norms := func(c *model.Config) float64 {
 		per := 2 * c.HiddenSize
@@ -92,7 +94,8 @@ func TestWeightsOfTheRealShapes(t *testing.T) {
 		}
 		return float64(c.NumHiddenLayers*per + c.HiddenSize)
 	}
-	for name, want := range map[string]float64{"llama3.2-1b-bf16": 1235814400, "qwen3-0.6b-bf16": 596049920, "gemma3-1b-bf16": 999885952} {
+	for name, want := range map[string]float64{"llama3.2-1b-bf16": 1235814400, "qwen3-0.6b-bf16": 596049920, "gemma3-1b-bf16": 999885952,
+		"llama3.2-3b-bf16": 3212749824, "qwen3-4b-bf16": 4022468096} {
 		sh, err := shapeFor(name, false)
 		require.NoError(t, err)
 		c, err := sh.opts.Config()
@@ -103,7 +106,7 @@ func TestWeightsOfTheRealShapes(t *testing.T) {
 	sh, err := shapeFor("llama3.2-1b-f32", false)
 	require.NoError(t, err)
 	assert.Equal(t, "f32", sh.opts.DType)
-	_, err = shapeFor("llama3.2-3b-bf16", false)
+	_, err = shapeFor("llama3.2-8b-bf16", false)
 	assert.ErrorContains(t, err, "unknown model")
 }
 
@@ -319,4 +322,18 @@ func TestServingEstimate(t *testing.T) {
 	assert.InDelta(t, 6.0/3+4*b.stepTime, b.serveEst, 1e-12)
 	assert.Equal(t, 9.0, b.serveWall)
 	assert.Equal(t, decodeBytes(cfg, 4, 2, 3, 2)*1000, b.decodeRate)
+}
+
+// Every model -models accepts has a small form of the same architecture
+// and dtype, so `-small` checks the whole pipeline for it.
+func TestEveryShapeHasASmallForm(t *testing.T) {
+	for _, name := range append(slices.Clone(shapeNames), largeShapeNames...) {
+		big, err := shapeFor(name, false)
+		require.NoError(t, err, name)
+		small, err := shapeFor(name, true)
+		require.NoError(t, err, name)
+		assert.Equal(t, big.opts.Arch, small.opts.Arch, name)
+		assert.Equal(t, big.opts.DType, small.opts.DType, name)
+		assert.Less(t, small.opts.Hidden*small.opts.Vocab, big.opts.Hidden*big.opts.Vocab/100, name)
+	}
 }
