@@ -178,7 +178,7 @@ func CheckView(h *Harness) kvcache.View {
 	if v.Truncated != 0 || v.BlockSize != h.BlockSize || v.Design == "" {
 		h.T.Fatalf("view: design %q, block size %d, truncated %d; want a name, %d, 0", v.Design, v.BlockSize, v.Truncated, h.BlockSize)
 	}
-	at := map[int]int{}  // ID → index
+	at := map[int]int{} // ID → index
 	path := [][]int32{} // index → tokens from its root
 	salt := []string{}  // index → its root's salt
 	seen := map[int32]bool{}
