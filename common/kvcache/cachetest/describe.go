@@ -252,13 +252,13 @@ func CheckView(h *Harness) kvcache.View {
 			h.T.Fatalf("node %d (salt %q): MatchLen of its %d-token path is %d", n.ID, salt[i], len(path[i]), got)
 		}
 	}
-	// And what MatchLen finds for each open prompt is the deepest path of
-	// the view it starts with.
+	// And what MatchLen finds for each open prompt is the longest run of
+	// whole blocks it shares with a path of the view.
 	for id, prompt := range h.prompts {
 		deepest := 0
 		for i := range v.Nodes {
-			if reach[i] && salt[i] == h.salts[id] && len(path[i]) <= len(prompt) && slices.Equal(path[i], prompt[:len(path[i])]) {
-				deepest = max(deepest, len(path[i]))
+			if reach[i] && salt[i] == h.salts[id] {
+				deepest = max(deepest, floorBlocks(commonPrefix(path[i], prompt), h.BlockSize))
 			}
 		}
 		if got := h.Pool.MatchLen(h.salts[id], prompt); got != deepest {
