@@ -75,6 +75,9 @@ func describeOps(seed uint64) []describeOp {
 	next := 0
 	for range 200 {
 		op := describeOp{kind: rng.IntN(6)}
+		if len(live) >= 4 && (op.kind == 0 || op.kind == 3) {
+			op.kind = 2 // keep room in the pool: most steps cache, evict and match
+		}
 		if op.kind == 0 || len(live) == 0 {
 			base := bases[rng.IntN(len(bases))]
 			op = describeOp{kind: 0, id: next, salt: salts[rng.IntN(len(salts))],
