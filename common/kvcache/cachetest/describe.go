@@ -27,6 +27,20 @@ import (
 // settle) is seen by Describe as it is.
 func DescribeIsConsistent(t *testing.T, f Factory) {
 	t.Helper()
+	describeIsConsistent(t, f, true)
+}
+
+// DescribeIsWellFormed is DescribeIsConsistent without the check of the
+// eviction order: for a view whose EvictRank is documented as close to,
+// not exactly, Evict's order (ShareCapped in front of the trie, whose
+// nodes leave a block at a time).
+func DescribeIsWellFormed(t *testing.T, f Factory) {
+	t.Helper()
+	describeIsConsistent(t, f, false)
+}
+
+func describeIsConsistent(t *testing.T, f Factory, order bool) {
+	t.Helper()
 	for seed := range uint64(4) {
 		ops := describeOps(seed)
 		with := runDescribeOps(t, f, ops, func(h *Harness, step int) {
@@ -51,7 +65,7 @@ func DescribeIsConsistent(t *testing.T, f Factory) {
 			}
 			t.Fatalf("seed %d: Describe changed the cache: %d steps with it, %d without", seed, len(with), len(without))
 		}
-		for k := 10; k < len(ops); k += 23 {
+		for k := 10; order && k < len(ops); k += 23 {
 			runDescribeOps(t, f, ops, nil, k)
 		}
 	}
