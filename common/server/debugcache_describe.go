@@ -7,13 +7,10 @@ import (
 )
 
 // describeCache is c's structure, at most max nodes, and whether c can
-// show it at all (it implements kvcache.Describer).
+// show it at all: kvcache.DescribeCache, which sees through the wrappers
+// serve puts around a design (the ghosts' tap, the bound recorder).
 func describeCache(c kvcache.PrefixCache, max int) (kvcache.View, bool) {
-	d, ok := c.(kvcache.Describer)
-	if !ok {
-		return kvcache.View{}, false
-	}
-	return d.Describe(max), true
+	return kvcache.DescribeCache(c, max)
 }
 
 // designName names c's design for an error: its Go type.
