@@ -66,7 +66,6 @@ func nodePixels(t *testing.T, shot []byte) int {
 
 func near(a, b int) bool { return a-b <= 4 && b-a <= 4 }
 
-
 func TestBrowserDebugCacheDrawsLive(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
