@@ -97,14 +97,21 @@ func TestBrowserDebugCacheDrawsLive(t *testing.T) {
 		require.NoError(t, err)
 		return n
 	}
-	// caughtUp waits until the page has drawn the server's current view,
-	// and returns its screenshot.
+	// seqDrawn is the seq of the view the page drew last.
+	seqDrawn := func() int {
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`seq`))
+		require.NoError(t, err)
+		return n
+	}
+	// caughtUp waits until the engine has released every sequence and the
+	// page has drawn the server's view of that, and returns its
+	// screenshot.
 	caughtUp := func(what string) (debugDoc, []byte) {
 		t.Helper()
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			d := getDebugDoc(t, url)
-			if n := drawn(); n == len(d.View.Nodes) {
+			d := quietDebugDoc(t, url)
+			if n := drawn(); n == len(d.View.Nodes) && d.Seq == uint64(seqDrawn()) {
 				shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 				require.NoError(t, err)
 				if shots != "" {
