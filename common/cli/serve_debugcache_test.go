@@ -212,3 +212,42 @@ func TestServeDebugCacheIsOffByDefault(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "-debug-cache-max-nodes")
 }
+
+// TestServeDebugCacheShowsTheTiers: with -cache-ram, /debug/cache.json
+// lists the tier with /metrics' counts: the blocks the pool evicted went
+// there, and the prompt sent again was served from it.
+func TestServeDebugCacheShowsTheTiers(t *testing.T) {
+	dir := smallModel(t, "llama")
+	url, stop, done, log := startServe(t, cachedVariant, "-model", dir, "-block-size", "4", "-blocks", "8", "-prefix-caching", "-cache-ram", "1", "-debug-cache")
+	for _, p := range []int{1, 101, 151, 201, 1} {
+		completion(t, url, tierPrompt(p))
+	}
+	resp, err := testClient.Get(url + "/debug/cache.json")
+	require.NoError(t, err)
+	var d struct {
+		Tiers []struct {
+			Name     string
+			Blocks   int
+			Puts     int
+			Hits     int
+			Promoted int
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&d))
+	resp.Body.Close()
+	require.Len(t, d.Tiers, 1)
+	tier := d.Tiers[0]
+	assert.Equal(t, "CPU", tier.Name)
+	resp, err = testClient.Get(url + "/metrics")
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Positive(t, tier.Hits, "the first prompt came back from host memory")
+	assert.Equal(t, metricValue(t, string(page), `kvlab:tier_hits_total{tier="CPU"}`), float64(tier.Hits))
+	assert.Equal(t, metricValue(t, string(page), `kvlab:tier_puts_total{tier="CPU"}`), float64(tier.Puts))
+	assert.Equal(t, metricValue(t, string(page), `kvlab:tier_blocks{tier="CPU"}`), float64(tier.Blocks))
+	assert.Equal(t, tier.Hits, tier.Promoted, "one tier: every promotion came from it")
+	stop()
+	require.NoError(t, <-done, log.String())
+}

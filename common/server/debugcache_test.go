@@ -411,3 +411,26 @@ func TestDebugCacheCloseEndsStreams(t *testing.T) {
 	status, _ := get(t, ts.url+"/debug/cache/events")
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 }
+
+// TestDebugCacheBusyLoopIs503: when the engine's loop does not take the
+// view within Timeout, the JSON is a 503 at once (with Retry-After), not a
+// request held for as long as the loop is busy; once the loop is free the
+// view is served again.
+func TestDebugCacheBusyLoopIs503(t *testing.T) {
+	d := &DebugCache{Timeout: 100 * time.Millisecond}
+	ts := startDebugServer(t, recordedRadix, d, Options{})
+	release, held := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = ts.es.Do(func(*engine.Engine) error { close(held); <-release; return nil })
+	}()
+	<-held
+	start := time.Now()
+	resp, err := testClient.Get(ts.url + "/debug/cache.json")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.Less(t, time.Since(start), 5*time.Second)
+	close(release)
+	getDebugJSON(t, ts.url)
+}
