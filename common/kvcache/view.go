@@ -42,8 +42,10 @@ type ViewNode struct {
 	// Users is how many live sequences the cache lent this node to: while
 	// it is above 0 the node cannot be evicted.
 	Users int `json:"users"`
-	// EvictRank is the node's place in the eviction order: 0 goes first.
-	// -1: not evictable now (in use, or an inner node that must wait for
-	// its children).
+	// EvictRank is the node's place in the eviction order: 0 goes first,
+	// as Evict(1), called again and again, would free the nodes' blocks
+	// (an idle inner node after its children). -1: Evict frees none of its
+	// blocks now, however many it is asked for (in use, or above a node
+	// in use).
 	EvictRank int `json:"evict_rank"`
 }

@@ -231,8 +231,8 @@ func CheckView(h *Harness) kvcache.View {
 				h.T.Fatalf("node %d: block %d refs %d, the allocator counts %d", n.ID, b, n.Refs[j], a.Refs(b))
 			}
 		}
-		if n.Users < 0 || n.Users > a.Refs(n.Blocks[0]) && n.Refs[0] > 1 {
-			h.T.Fatalf("node %d: %d users", n.ID, n.Users)
+		if n.Users < 0 || n.Users > h.Pool.Live() {
+			h.T.Fatalf("node %d: %d users, with %d sequences live", n.ID, n.Users, h.Pool.Live())
 		}
 		if n.EvictRank >= 0 {
 			ranks = append(ranks, n.EvictRank)
