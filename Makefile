@@ -75,6 +75,24 @@ test-arm64: ## the arm64 build's tests (kernels/cpu's NEON kernels against the G
 	  (cd $$p && KVLAB_KERNEL_SET=neon $(QEMU_ARM64) "$$d/$$(echo $$p | tr / _).test" -test.short) || exit 1; \
 	done
 
+.PHONY: test-browser debug-screenshots
+# serve's /debug/cache page in headless Chromium (Debian's chromium,
+# installed here when missing; $$CHROMIUM names another binary): the page
+# must draw each view the server streams, without a reload. Not in `make
+# test`, which needs no browser.
+CHROMIUM ?= /usr/bin/chromium
+
+test-browser: ## serve's /debug/cache page in headless Chromium (chromedp; installs Debian's chromium when missing): live redraws over SSE, checked on screenshots
+	@[ -x "$(CHROMIUM)" ] || command -v chromium >/dev/null || { \
+	  echo "== installing chromium (Debian)"; \
+	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	CHROMIUM=$(CHROMIUM) KVLAB_SCREENSHOT_DIR=$(KVLAB_SCREENSHOT_DIR) $(GOTEST) -tags browser -run Browser -count=1 ./common/cli/
+
+debug-screenshots: ## regenerate docs/img/debug-cache-*.png: the browser test's scripted workload (a shared system prompt, a second tenant, evictions) on serve -debug-cache
+	$(MAKE) test-browser KVLAB_SCREENSHOT_DIR=$(CURDIR)/docs/img
+
 .PHONY: soak
 soak: ## two minutes of hostile HTTP load on `phase08_prefix serve --prefix-caching`: outcomes, TTFT, RSS, goroutines, audit
 	$(GO) run ./tests/soak -duration 2m $(ARGS)

@@ -59,6 +59,8 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	limits.Register(flags)
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
 	ghosts := flags.Bool("ghosts", false, "with -prefix-caching, run rival eviction policies (LRU, LFU, SLRU, ARC, TensorRT-LLM-style priority) as metadata-only ghost caches on the same traffic and report what each would have hit on /metrics (kvlab:ghost_*)")
+	debugCache := flags.Bool("debug-cache", false, "serve the prefix cache drawn live at GET /debug/cache, as JSON at /debug/cache.json and as server-sent events at /debug/cache/events (docs/debug_cache.md)")
+	debugMaxNodes := flags.Int("debug-cache-max-nodes", server.DefaultDebugCacheMaxNodes, "with -debug-cache, the most cache nodes one view carries (the walk runs on the engine's loop); the rest are counted as left out")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
 	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
 	kvTopic := flags.String("kv-events-topic", "", "ZeroMQ topic (default kv@<-kv-events-advertise>@<served model name>, the form llm-d's indexer parses)")
@@ -149,6 +151,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		if f.v <= 0 {
 			return fmt.Errorf("%s must be > 0, have %d", f.name, f.v)
 		}
+	}
+	if *debugMaxNodes < 1 {
+		return fmt.Errorf("-debug-cache-max-nodes must be at least 1, have %d", *debugMaxNodes)
 	}
 	if *kvWriteTimeout <= 0 {
 		return fmt.Errorf("-kv-events-write-timeout must be > 0, have %v", *kvWriteTimeout)
@@ -273,6 +278,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	if publishEvents {
 		opts.KVEvents = server.NewKVEvents(obs)
 	}
+	if *debugCache {
+		opts.DebugCache = &server.DebugCache{MaxNodes: *debugMaxNodes}
+	}
 	h := server.New(es, opts)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
@@ -296,6 +304,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			pub.Close()
 		}
 	}()
+	if opts.DebugCache != nil {
+		srv.RegisterOnShutdown(opts.DebugCache.Close) // open pages must not hold the shutdown up
+	}
 	if opts.KVEvents != nil {
 		srv.RegisterOnShutdown(opts.KVEvents.Close) // open streams must not hold the shutdown up
 		if *kvEndpoint != "" {

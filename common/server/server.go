@@ -104,6 +104,9 @@ type Options struct {
 	PrefixCaching bool
 	// KVEvents, when set, serves GET /v1/kv_events (kvevents.go).
 	KVEvents *KVEvents
+	// DebugCache, when set, serves GET /debug/cache, the prefix cache
+	// drawn live, with its JSON and event stream (debugcache.go).
+	DebugCache *DebugCache
 	// CacheFile, when set, serves POST /cache/save (persist.go).
 	CacheFile *CacheFile
 	// Slots is the number of llama-server slots (--parallel); 0 means 1.
@@ -239,6 +242,9 @@ func New(es *engine.Server, opts Options) *Handler {
 		"/index.html":                       {http.MethodGet: h.home},
 	}
 	h.addLlamaRoutes() // routes.go: llama-server's other paths
+	if opts.DebugCache != nil {
+		opts.DebugCache.bind(h) // debugcache.go: /debug/cache
+	}
 	return h
 }
 
