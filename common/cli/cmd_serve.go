@@ -31,6 +31,10 @@ func runServe(v Variant, args []string, stdout, stderr io.Writer) error {
 	return Serve(ctx, v, args, nil, stderr)
 }
 
+// serveBuilt, when set (by tests), is handed the engine server Serve just
+// built, before it serves: a test reaches the engine through its Do.
+var serveBuilt func(*engine.Server)
+
 // Serve runs the HTTP server the args describe until ctx is done (the
 // serve command cancels it on SIGINT or SIGTERM), then shuts down
 // gracefully: it stops accepting connections, lets requests in flight
@@ -59,6 +63,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	limits.Register(flags)
 	grace := flags.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may run before they are cancelled")
 	ghosts := flags.Bool("ghosts", false, "with -prefix-caching, run rival eviction policies (LRU, LFU, SLRU, ARC, TensorRT-LLM-style priority) as metadata-only ghost caches on the same traffic and report what each would have hit on /metrics (kvlab:ghost_*)")
+	verifyHits := flags.Int("verify-hits", 0, "with -prefix-caching, recompute one in N prefix-cache hits from scratch off the engine's goroutine and compare the KV bit for bit; a block that differs is logged, counted (kvlab:prefix_cache_verify_failures_total) and forgotten (0: off)")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
 	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
 	kvTopic := flags.String("kv-events-topic", "", "ZeroMQ topic (default kv@<-kv-events-advertise>@<served model name>, the form llm-d's indexer parses)")
@@ -170,6 +175,10 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		}
 		cfg.PrefixCache, board = ghost.Wrap(cfg.PrefixCache, ghost.Config{Policies: ghost.Standard(nil)})
 	}
+	if cfg.VerifyHits = *verifyHits; *verifyHits < 0 || (*verifyHits > 0 && cfg.PrefixCache == nil) {
+		return fmt.Errorf("-verify-hits checks prefix-cache hits: it needs -prefix-caching and N ≥ 0, have %d", *verifyHits)
+	}
+	cfg.VerifyLog = log
 	// The fairness rule: one request's samples may hold at most half of
 	// the running slots, so other requests are admitted beside it.
 	if half := max(1, cfg.RunningSlots()/2); *maxN < 1 || *maxN > min(half, engine.MaxSamples) {
@@ -209,6 +218,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	defer e.Close()
 	es := engine.NewServerWith(e, engine.Limits{MaxUnread: *maxUnread, MaxWaiting: *maxQueue})
+	if serveBuilt != nil {
+		serveBuilt(es)
+	}
 	if *name == "" {
 		*name = filepath.Base(dir)
 		if rf.modelDir == "" {
