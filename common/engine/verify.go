@@ -23,13 +23,17 @@ import (
 //
 // What is compared, and why it is exact. The recompute goes the way the
 // engine computes an uncached prompt: a paged forward (not Local) from
-// position 0, in chunks of MaxBatchTokens, into a private pool of the same
-// dtype and block size, so every value is rounded where the engine rounds
-// it (WriteKV, before attention reads it back). Batch-invariant kernels
-// make a row's value independent of how the rows are cut into steps, which
-// is what TestTieredCacheIsExact and the other cached-versus-uncached tests
-// rely on; a Local forward would not do, since AttendLocal reads the fresh
-// float32 keys rather than the cache's rounded ones. Then:
+// position 0, in chunks of MaxBatchTokens (which also bounds the clone's
+// scratch), into a private pool of the same dtype and block size, so every
+// value is rounded where the engine rounds it (WriteKV, before attention
+// reads it back). Batch-invariant kernels make a row's value independent
+// of how the rows are cut into steps, which is what TestTieredCacheIsExact
+// and the other cached-versus-uncached tests rely on. (A Local forward
+// would agree too: WriteKV overwrites a 16-bit pool's k and v rows with
+// their rounded values, so AttendLocal sees what Attend sees; the
+// verifier takes the paged path because it is the one the cached blocks
+// were written by.) TestVerifyHitsFindsCleanBlocksClean proves it on
+// clean blocks: no failure on any design, KV dtype or chunk size. Then:
 //
 //   - the KV of each matched block, every layer, is compared byte for
 //     byte with the copy taken at admission (AppendBlock: what the pool
