@@ -87,8 +87,9 @@ type verifier struct {
 	every   int
 	hits    int // whole-block hits seen at first admission
 	jobs    chan *verifyJob
-	results chan verifyResult
-	busy    int // jobs handed over whose result has not been drained
+	results chan verifyResult // room for every job out, so the verifier never waits
+	done    chan struct{}     // closed when the verifier goroutine has ended
+	busy    int               // jobs handed over whose result has not been drained
 	m       *model.Model
 	cfg     kvcache.Config
 	chunk   int
@@ -104,6 +105,7 @@ func newVerifier(e *Engine) *verifier {
 		every:   e.cfg.VerifyHits,
 		jobs:    make(chan *verifyJob, verifyQueue),
 		results: make(chan verifyResult, verifyQueue+1),
+		done:    make(chan struct{}),
 		m:       e.model.Clone(),
 		cfg: kvcache.Config{Layers: mc.NumHiddenLayers, KVDim: mc.NumKeyValueHeads * mc.HeadDim,
 			BlockSize: e.cfg.BlockSize, DType: e.cfg.KVCacheDType},
@@ -114,6 +116,7 @@ func newVerifier(e *Engine) *verifier {
 }
 
 func (v *verifier) loop() {
+	defer close(v.done)
 	defer v.m.CloseScratch()
 	for j := range v.jobs {
 		v.results <- v.check(j)
@@ -227,10 +230,20 @@ func (e *Engine) verifyLog(format string, args ...any) {
 	}
 }
 
-// closeVerifier stops the verifier goroutine once its job is done.
+// closeVerifier stops the verifier goroutine and waits for it: queued
+// jobs are dropped, the one running finishes (at most one forward of a
+// prefix), so nothing still reads the weights when the caller closes the
+// model.
 func (e *Engine) closeVerifier() {
-	if e.verify != nil {
+	if v := e.verify; v != nil {
+		for len(v.jobs) > 0 {
+			select {
+			case <-v.jobs:
+			default:
+			}
+		}
 		close(e.verify.jobs)
+		<-e.verify.done
 		e.verify = nil
 	}
 }

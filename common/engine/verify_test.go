@@ -149,3 +149,26 @@ func TestVerifyHitsFindsCleanBlocksClean(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWaitsForTheVerifier: Close returns only once the verifier
+// goroutine has ended, so a caller may close the model right after it
+// (serve does) without a recompute still reading the weights.
+func TestCloseWaitsForTheVerifier(t *testing.T) {
+	m := loadTestModel(t, model.ArchLlama)
+	c := testConfig()
+	c.PrefixCache, c.VerifyHits = missDesigns["radix"], 1
+	e, err := New(m, c)
+	require.NoError(t, err)
+	prompt := randomPrompt(rand.New(rand.NewPCG(1, 2)), 40, m.Config.VocabSize)
+	e.RunAll([]Request{{ID: 1, Prompt: prompt, MaxTokens: 1}})
+	require.NoError(t, e.Submit(Request{ID: 2, Prompt: prompt, MaxTokens: 1}))
+	e.Step() // admits request 2: its hit goes to the verifier
+	v := e.verify
+	require.Equal(t, 1, v.busy)
+	e.Close()
+	select {
+	case <-v.done:
+	default:
+		t.Fatal("Close returned while the verifier goroutine was still running")
+	}
+}
