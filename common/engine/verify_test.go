@@ -172,3 +172,36 @@ func TestCloseWaitsForTheVerifier(t *testing.T) {
 		t.Fatal("Close returned while the verifier goroutine was still running")
 	}
 }
+
+// TestVerifyHitsSkipsWhenTheVerifierIsBusy: hits admitted together beyond
+// the verifier's queue are skipped and counted, never waited for; every
+// hit is either checked or skipped. VerifyHits without a prefix cache, or
+// below 0, is refused naming the field.
+func TestVerifyHitsSkipsWhenTheVerifierIsBusy(t *testing.T) {
+	m := loadTestModel(t, model.ArchLlama)
+	c := testConfig()
+	c.PrefixCache, c.VerifyHits = missDesigns["trie"], 1
+	e := newTestEngine(t, m, c)
+	rng := rand.New(rand.NewPCG(8, 8))
+	system := randomPrompt(rng, 32, m.Config.VocabSize)
+	e.RunAll([]Request{{ID: 0, Prompt: system, MaxTokens: 1}})
+	var reqs []Request
+	for i := 1; i <= 10; i++ {
+		reqs = append(reqs, Request{ID: i, Prompt: append(append([]int32(nil), system...), randomPrompt(rng, 3, m.Config.VocabSize)...), MaxTokens: 2, IgnoreEOS: true})
+	}
+	for _, r := range e.RunAll(reqs) {
+		require.NoError(t, r.Err)
+	}
+	st := e.Stats()
+	require.Positive(t, st.VerifySkipped, "%+v", st)
+	require.Zero(t, st.VerifyFailed)
+	require.Equal(t, 10, st.VerifyChecked+st.VerifySkipped)
+
+	for _, bad := range []Config{func() Config { c := testConfig(); c.VerifyHits = 1; return c }(), func() Config { c := testConfig(); c.VerifyHits = -1; return c }()} {
+		_, err := New(m, bad)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "VerifyHits", ce.Field)
+		require.Contains(t, err.Error(), "hit verification")
+	}
+}
