@@ -4,16 +4,21 @@ import "slices"
 
 // Forget drops the cached prefix tokens under salt, from its last whole
 // block down, with every node below it (kvcache.Forgetter); the blocks
-// before it and its siblings stay cached.
+// before it and its siblings stay cached. It returns how many nodes left
+// the tree's index.
 //
 // Under the tree-refcount contract a sequence reading a node's block holds
 // no reference of its own: the node's is what keeps the block alive. So
-// Forget removes, deepest first, only the nodes no live sequence uses, and
-// leaves a node with users (and, since a user of a node uses its
-// ancestors, every node above it) in the tree, where lookups still find
-// it. A caller that must never lend the block again releases its users
-// first, then forgets (the engine preempts them). It returns how many
-// nodes left the tree.
+// the nodes no live sequence uses are removed, deepest first, and give
+// their reference back at once. If the forgotten node itself still has
+// users (then, since a user of a node uses its ancestors, the nodes below
+// it that are still in use hang from it), it is detached instead: taken
+// out of its parent's children, so no lookup reaches it or anything below
+// it, while it keeps its reference, its users and its place on the users'
+// paths, which Release walks up as before. An Insert by one of those users
+// grows the detached subtree, which no lookup reaches either. Once its last
+// user is gone, it is evictable like any node without users, and eviction
+// drops it without touching the parent it left (removeLeaf, dropDetached).
 func (t *Tree) Forget(salt string, tokens []int32) (dropped int) {
 	want := len(tokens) / t.blockSize
 	if want == 0 {
@@ -26,11 +31,11 @@ func (t *Tree) Forget(salt string, tokens []int32) (dropped int) {
 	var doomed []int32
 	for b := range t.alloc.Total() {
 		n := int32(b)
-		if t.nodes[n].parent == none || t.nodes[n].depth < int32(want) {
+		if t.nodes[n].parent == none || t.nodes[n].depth < int32(want) || t.detached[n] {
 			continue
 		}
 		a := n
-		for t.nodes[a].depth > int32(want) {
+		for t.nodes[a].depth > int32(want) && !t.detached[a] {
 			a = t.nodes[a].parent
 		}
 		if a == top {
@@ -48,5 +53,41 @@ func (t *Tree) Forget(salt string, tokens []int32) (dropped int) {
 		t.removeLeaf(n)
 		dropped++
 	}
+	if t.nodes[top].parent != none { // still in use: detach it
+		t.detach(top)
+		dropped++
+	}
 	return dropped
+}
+
+// detach takes node n, which has users, out of its parent's children (see
+// Forget).
+func (t *Tree) detach(n int32) {
+	p := t.nodes[n].parent
+	if t.nodes[p].first == n {
+		t.nodes[p].first = none
+	} else {
+		t.removeEdge(n) // while n still names its parent: the edge's key
+	}
+	t.nodes[p].kids--
+	if t.nodes[p].recent == n {
+		t.nodes[p].recent = none
+	}
+	if t.nodes[p].depth == 0 && p != t.root && t.nodes[p].kids == 0 {
+		t.dropRoot(p) // the salt's tree is empty to every lookup
+	}
+	if t.detached == nil {
+		t.detached = map[int32]bool{}
+	}
+	t.detached[n] = true
+}
+
+// dropDetached removes the detached node n, which has neither users nor
+// children left, and drops its reference, as removeLeaf does for a node
+// in the tree; its former parent is not told, since it no longer lists n.
+func (t *Tree) dropDetached(n int32) (freed bool) {
+	delete(t.detached, n)
+	t.nodes[n].parent = none
+	t.cached--
+	return t.alloc.Decref(n)
 }

@@ -69,6 +69,10 @@ type Tree struct {
 	// adopted from it), so that one node names them all.
 	held   map[int]int32
 	cached int // block nodes
+	// detached holds the nodes Forget took out of the tree while live
+	// sequences still read them: no lookup reaches them, and each goes
+	// once its users have (forget.go).
+	detached map[int32]bool
 
 	ring    int32 // sentinel of the ring of nodes without users; see lru.go
 	idle    int   // nodes on the lru ring

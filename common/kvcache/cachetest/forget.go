@@ -8,8 +8,10 @@ import (
 
 // runForget checks a design's Forget (kvcache.Forgetter), for designs that
 // have one: the forgotten block and everything below it stop being
-// matched, the blocks before it, its siblings and other salts' copies stay
-// cached, live sequences keep their KV, and ownership holds throughout.
+// matched at once, even while live sequences read them; the blocks before
+// it, its siblings and other salts' copies stay cached; live sequences
+// keep their KV; what they held is reclaimable once they end; and
+// ownership holds throughout.
 func runForget(t *testing.T, f Factory) {
 	const bs = 4
 	forgetter := func(t *testing.T, h *Harness) kvcache.Forgetter {
@@ -61,19 +63,21 @@ func runForget(t *testing.T, f Factory) {
 		h.Commit(2)
 		h.Pool.Forget("", a[:8])
 		h.Audit("after Forget with live sequences")
+		requireInt(t, "MatchLen of the forgotten prompt while its readers live", h.Pool.MatchLen("", longer), 4)
 		h.CheckKV(1, 16)
 		h.CheckKV(2, 24)
-		// A design may keep a block live sequences read (the radix tree,
-		// whose users hold no reference of their own); once they are gone,
-		// forgetting drops it.
 		h.Release(1)
 		h.Release(2)
 		h.Audit("after the live sequences ended")
-		h.Pool.Forget("", a[:8])
-		h.Audit("after Forget with no live sequence")
-		requireInt(t, "MatchLen of the forgotten prompt", h.Pool.MatchLen("", longer), 4)
+		requireInt(t, "MatchLen once the readers are gone", h.Pool.MatchLen("", longer), 4)
 		requireInt(t, "cached tokens after Forget", h.Start(3, a), 4)
 		h.CheckKV(3, 16)
 		h.Release(3)
+		// What Forget left to its readers is reclaimable once they are
+		// gone, like any block only the cache holds.
+		h.Cache.Evict(32)
+		h.Audit("after evicting everything")
+		requireInt(t, "blocks cached after evicting everything", h.Cache.Stats().Blocks, 0)
+		requireInt(t, "free blocks after evicting everything", h.Pool.Allocator().NumFree(), 32)
 	})
 }
