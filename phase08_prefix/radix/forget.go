@@ -4,8 +4,8 @@ import "slices"
 
 // Forget drops the cached prefix tokens under salt, from its last whole
 // block down, with every node below it (kvcache.Forgetter); the blocks
-// before it and its siblings stay cached. It returns how many nodes left
-// the tree's index.
+// before it and its siblings stay cached. It returns how many nodes
+// lookups can no longer reach.
 //
 // Under the tree-refcount contract a sequence reading a node's block holds
 // no reference of its own: the node's is what keeps the block alive. So
@@ -53,9 +53,13 @@ func (t *Tree) Forget(salt string, tokens []int32) (dropped int) {
 		t.removeLeaf(n)
 		dropped++
 	}
-	if t.nodes[top].parent != none { // still in use: detach it
+	if t.nodes[top].parent != none { // still in use: detach it, and what hangs from it
 		t.detach(top)
-		dropped++
+		for _, n := range doomed {
+			if t.nodes[n].parent != none {
+				dropped++
+			}
+		}
 	}
 	return dropped
 }

@@ -61,7 +61,7 @@ func runForget(t *testing.T, f Factory) {
 		h.Commit(1)
 		requireInt(t, "cached tokens of a live sharer", h.Start(2, longer), 16)
 		h.Commit(2)
-		h.Pool.Forget("", a[:8])
+		requireInt(t, "blocks Forget took from readers' reach", h.Pool.Forget("", a[:8]), 5)
 		h.Audit("after Forget with live sequences")
 		requireInt(t, "MatchLen of the forgotten prompt while its readers live", h.Pool.MatchLen("", longer), 4)
 		h.CheckKV(1, 16)
