@@ -175,10 +175,10 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		}
 		cfg.PrefixCache, board = ghost.Wrap(cfg.PrefixCache, ghost.Config{Policies: ghost.Standard(nil)})
 	}
-	if cfg.VerifyHits = *verifyHits; *verifyHits < 0 || (*verifyHits > 0 && cfg.PrefixCache == nil) {
+	if *verifyHits < 0 || (*verifyHits > 0 && cfg.PrefixCache == nil) {
 		return fmt.Errorf("-verify-hits checks prefix-cache hits: it needs -prefix-caching and N ≥ 0, have %d", *verifyHits)
 	}
-	cfg.VerifyLog = log
+	cfg.VerifyHits, cfg.VerifyLog = *verifyHits, log
 	// The fairness rule: one request's samples may hold at most half of
 	// the running slots, so other requests are admitted beside it.
 	if half := max(1, cfg.RunningSlots()/2); *maxN < 1 || *maxN > min(half, engine.MaxSamples) {
