@@ -9,10 +9,13 @@ package kvcache
 // with tokens under salt: the block holding tokens' last whole block and
 // everything cached below it, while blocks before it (and siblings of it)
 // stay cached. tokens is rounded down to whole blocks; fewer than one
-// block drops nothing. It returns how many blocks left the index. The
-// cache gives back its own references; a block a live sequence still
-// holds stays alive through that sequence's reference until it is
-// released, and the ownership audit holds throughout. A live sequence
+// block drops nothing. It returns how many blocks no lookup reaches any
+// more, from the moment it returns. A block no live sequence holds gives
+// its reference back at once; one a live sequence still holds stays alive
+// until that sequence is released, through the sequence's own reference or
+// through the cache's (a design whose readers hold none, or whose record
+// of them must outlive Forget), which the cache then drops when it next
+// may. The ownership audit holds throughout. A live sequence
 // that holds a forgotten block may offer it again when it commits: a
 // caller that must never see the block again ends or preempts those
 // sequences before it forgets (the engine does).
