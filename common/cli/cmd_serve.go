@@ -31,6 +31,10 @@ func runServe(v Variant, args []string, stdout, stderr io.Writer) error {
 	return Serve(ctx, v, args, nil, stderr)
 }
 
+// serveBuilt, when set (by tests), is handed the engine server Serve just
+// built, before it serves: a test reaches the engine through its Do.
+var serveBuilt func(*engine.Server)
+
 // Serve runs the HTTP server the args describe until ctx is done (the
 // serve command cancels it on SIGINT or SIGTERM), then shuts down
 // gracefully: it stops accepting connections, lets requests in flight
@@ -61,6 +65,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	ghosts := flags.Bool("ghosts", false, "with -prefix-caching, run rival eviction policies (LRU, LFU, SLRU, ARC, TensorRT-LLM-style priority) as metadata-only ghost caches on the same traffic and report what each would have hit on /metrics (kvlab:ghost_*)")
 	debugCache := flags.Bool("debug-cache", false, "serve the prefix cache drawn live at GET /debug/cache, as JSON at /debug/cache.json and as server-sent events at /debug/cache/events (docs/debug_cache.md)")
 	debugMaxNodes := flags.Int("debug-cache-max-nodes", server.DefaultDebugCacheMaxNodes, "with -debug-cache, the most cache nodes one view carries (the walk runs on the engine's loop); the rest are counted as left out")
+	verifyHits := flags.Int("verify-hits", 0, "with -prefix-caching, recompute one in N prefix-cache hits from scratch off the engine's goroutine and compare the KV bit for bit; a block that differs is logged, counted (kvlab:prefix_cache_verify_failures_total) and forgotten (0: off)")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
 	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
 	kvTopic := flags.String("kv-events-topic", "", "ZeroMQ topic (default kv@<-kv-events-advertise>@<served model name>, the form llm-d's indexer parses)")
@@ -175,6 +180,10 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		}
 		cfg.PrefixCache, board = ghost.Wrap(cfg.PrefixCache, ghost.Config{Policies: ghost.Standard(nil)})
 	}
+	if *verifyHits < 0 || (*verifyHits > 0 && cfg.PrefixCache == nil) {
+		return fmt.Errorf("-verify-hits checks prefix-cache hits: it needs -prefix-caching and N ≥ 0, have %d", *verifyHits)
+	}
+	cfg.VerifyHits, cfg.VerifyLog = *verifyHits, log
 	// The fairness rule: one request's samples may hold at most half of
 	// the running slots, so other requests are admitted beside it.
 	if half := max(1, cfg.RunningSlots()/2); *maxN < 1 || *maxN > min(half, engine.MaxSamples) {
@@ -214,6 +223,9 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	}
 	defer e.Close()
 	es := engine.NewServerWith(e, engine.Limits{MaxUnread: *maxUnread, MaxWaiting: *maxQueue})
+	if serveBuilt != nil {
+		serveBuilt(es)
+	}
 	if *name == "" {
 		*name = filepath.Base(dir)
 		if rf.modelDir == "" {

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"kvlab/common/kvcache"
 	"kvlab/kernels"
@@ -82,6 +83,14 @@ type Config struct {
 	// Trace, when set, is told every step's plan and every pool operation
 	// (see Tracer). Nil is off.
 	Trace Tracer
+	// VerifyHits, when N > 0, recomputes one in N prefix-cache hits from
+	// scratch off the engine's goroutine and compares the KV bit for bit
+	// (verify.go); a block that differs is forgotten. 0 is off. It needs
+	// a prefix cache.
+	VerifyHits int
+	// VerifyLog, when set, gets a line for every verification that
+	// failed: request id, whether it was salted, the block and layer.
+	VerifyLog io.Writer
 }
 
 // QueueOrder is the order in which admission tries waiting requests.
@@ -156,7 +165,7 @@ var configWords = map[string]string{
 	"Admission": "admission policy", "PrefixCache": "prefix cache", "Commit": "commit policy",
 	"WindowFree": "freeing out-of-window blocks", "LocalBlocks": "local-layer blocks",
 	"Order": "admission order", "MaxWaitSteps": "max wait steps",
-	"KVCacheDType": "KV cache dtype", "Tiers": "cache tiers",
+	"KVCacheDType": "KV cache dtype", "Tiers": "cache tiers", "VerifyHits": "hit verification",
 }
 
 // Validate reports settings the engine cannot run with. modelMaxPos is the
@@ -211,6 +220,9 @@ func (c Config) Validate(modelMaxPos int) error {
 	}
 	if len(c.Tiers) > 0 && c.PrefixCache == nil {
 		bad("Tiers", "need a prefix cache: without one nothing is cached, so nothing is evicted into them")
+	}
+	if c.VerifyHits < 0 || (c.VerifyHits > 0 && c.PrefixCache == nil) {
+		bad("VerifyHits", "(%d) must be 0 (off), or positive with a prefix cache to verify", c.VerifyHits)
 	}
 	if c.WindowFree && c.PrefixCache != nil {
 		bad("WindowFree", "cannot go with a prefix cache: a cached prefix's sliding-window layers would have given back the KV a new request needs; with a cache, every layer keeps every block")

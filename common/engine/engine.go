@@ -45,7 +45,8 @@ type Engine struct {
 	misses    *misses.Ledger // why computed prompt tokens were not cached
 	// admissions numbers admissions so preemption can find the youngest.
 	admissions int
-	tr         Tracer // nil: no trace (SetTracer)
+	tr         Tracer    // nil: no trace (SetTracer)
+	verify     *verifier // nil unless Config.VerifyHits (verify.go)
 }
 
 // Stats counts what the engine did. Tokens are counted once per forward row.
@@ -77,6 +78,9 @@ type Stats struct {
 	// each held at its end: its page table (blocks lent by a prefix cache
 	// included) and, with WindowFree, its local entries not given back.
 	EndBlocks, EndLocalBlocks int
+	// With VerifyHits: hits recomputed and compared (verify.go), those
+	// that differed, and those skipped because the verifier was busy.
+	VerifyChecked, VerifyFailed, VerifySkipped int
 }
 
 // New builds an engine for m with a fresh KV pool.
@@ -138,11 +142,15 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 	if cfg.Trace != nil {
 		e.SetTracer(cfg.Trace)
 	}
+	e.verify = newVerifier(e)
 	return e, nil
 }
 
 // Close frees the KV pool.
-func (e *Engine) Close() { e.pool.Close() }
+func (e *Engine) Close() {
+	e.closeVerifier()
+	e.pool.Close()
+}
 
 // Pool exposes the KV pool (for audits, metrics and tests).
 func (e *Engine) Pool() *kvcache.Pool { return e.pool }
@@ -206,13 +214,14 @@ func (e *Engine) check(r Request) error {
 }
 
 // Busy reports whether any submitted request is unfinished.
-func (e *Engine) Busy() bool { return e.nlive > 0 || len(e.pending) > 0 }
+func (e *Engine) Busy() bool { return e.nlive > 0 || len(e.pending) > 0 || e.verifyBusy() }
 
 // MaxSamples bounds Request.N.
 const MaxSamples = 64
 
 // Step runs one iteration and returns the events it produced.
 func (e *Engine) Step() []Output {
+	e.verifyDrain()
 	p := e.schedule()
 	// Blocks peak here: every row of the step has its slot, and nothing
 	// has finished yet.

@@ -166,6 +166,7 @@ func (e *Engine) admit(s *sequence) bool {
 		// Count what the prompt found; a readmission after preemption may
 		// find its own earlier KV, which is recompute saved, not a hit.
 		s.firstCached = s.cached
+		e.verifyAdmit(s)
 		if n := len(e.cfg.Tiers); n > 0 {
 			s.firstPromoted = make([]int, n)
 			copy(s.firstPromoted, e.pool.PromotedTokens(s.key))

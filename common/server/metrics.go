@@ -107,7 +107,8 @@ func newMetrics(reg *prometheus.Registry, es *engine.Server) *metrics {
 		counter("kvlab:requests_too_slow_total", "Requests cancelled because their client fell more than the unread-event budget behind.",
 			func(s engine.Snapshot) float64 { return float64(s.TooSlow) }),
 		collectors.NewGoCollector(),
-		missCollector{snap}, // miss_metrics.go
+		missCollector{snap},   // miss_metrics.go
+		verifyCollector{snap}, // verify_metrics.go
 	)
 	if len(snap().Tiers) > 0 {
 		reg.MustRegister(tierCollector{snap}) // tier_metrics.go

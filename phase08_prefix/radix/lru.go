@@ -98,7 +98,7 @@ func (t *Tree) AuditCache() error {
 	if onRing != t.idle {
 		return fmt.Errorf("radix: Evictable is %d, the ring holds %d nodes", t.idle, onRing)
 	}
-	idle, cached, firsts := 0, 0, 0
+	idle, cached, firsts, detached := 0, 0, 0, 0
 	kids := make([]int32, len(t.nodes))
 	for b := range t.alloc.Total() {
 		n := int32(b)
@@ -107,20 +107,27 @@ func (t *Tree) AuditCache() error {
 			continue
 		}
 		cached++
-		kids[nd.parent]++
-		want := n // in the edge table, unless it is its parent's first
-		if t.nodes[nd.parent].first == n {
-			want = none
-			firsts++
-		}
-		if got := t.findEdge(nd.parent, t.tokensOf(n)); got != want {
-			return fmt.Errorf("radix: the edge table gives %d for block %d, want %d", got, n, want)
-		}
-		if got := t.child(nd.parent, t.tokensOf(n)); got != n {
-			return fmt.Errorf("radix: block %d is not found under its parent (lookup gives %d)", n, got)
-		}
-		if want := t.nodes[nd.parent].depth + 1; nd.depth != want {
-			return fmt.Errorf("radix: block %d has depth %d, its parent %d", n, nd.depth, want-1)
+		if t.detached[n] { // forget.go: no parent lists it
+			detached++
+			if t.child(nd.parent, t.tokensOf(n)) == n {
+				return fmt.Errorf("radix: detached block %d is still found under its parent", n)
+			}
+		} else {
+			kids[nd.parent]++
+			want := n // in the edge table, unless it is its parent's first
+			if t.nodes[nd.parent].first == n {
+				want = none
+				firsts++
+			}
+			if got := t.findEdge(nd.parent, t.tokensOf(n)); got != want {
+				return fmt.Errorf("radix: the edge table gives %d for block %d, want %d", got, n, want)
+			}
+			if got := t.child(nd.parent, t.tokensOf(n)); got != n {
+				return fmt.Errorf("radix: block %d is not found under its parent (lookup gives %d)", n, got)
+			}
+			if want := t.nodes[nd.parent].depth + 1; nd.depth != want {
+				return fmt.Errorf("radix: block %d has depth %d, its parent %d", n, nd.depth, want-1)
+			}
 		}
 		if nd.users != 0 {
 			continue
@@ -129,7 +136,7 @@ func (t *Tree) AuditCache() error {
 		if pos[n] == 0 {
 			return fmt.Errorf("radix: block %d has no users but is not on the ring", n)
 		}
-		if p := t.nodes[nd.parent]; p.depth > 0 && p.users == 0 && pos[nd.parent] < pos[n] {
+		if p := t.nodes[nd.parent]; !t.detached[n] && p.depth > 0 && p.users == 0 && pos[nd.parent] < pos[n] {
 			return fmt.Errorf("radix: block %d is on the ring after its parent, block %d", n, nd.parent)
 		}
 	}
@@ -156,7 +163,7 @@ func (t *Tree) AuditCache() error {
 			edges++
 		}
 	}
-	if edges != cached-firsts || edges != t.inTable {
+	if edges != cached-firsts-detached || edges != t.inTable {
 		return fmt.Errorf("radix: the edge table holds %d edges (it counts %d) for %d nodes, %d of them first children", edges, t.inTable, cached, firsts)
 	}
 	return nil

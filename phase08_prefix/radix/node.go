@@ -114,6 +114,9 @@ func (t *Tree) removeLeaf(n int32) (freed bool) {
 	if t.nodes[n].kids > 0 || t.nodes[n].users > 0 {
 		panic("radix: removing a node that is in use")
 	}
+	if t.detached[n] {
+		return t.dropDetached(n) // no parent lists it (forget.go)
+	}
 	p := t.nodes[n].parent
 	if t.nodes[p].first == n {
 		t.nodes[p].first = none

@@ -67,8 +67,9 @@ type Tree struct {
 	// the nodes whose blocks it reads as lent pages, which always form a
 	// path from the root (the prefix Match found, then the blocks Insert
 	// adopted from it), so that one node names them all.
-	held   map[int]int32
-	cached int // block nodes
+	held     map[int]int32
+	cached   int            // block nodes
+	detached map[int32]bool // nodes Forget took out of reach while sequences read them (forget.go)
 
 	ring    int32 // sentinel of the ring of nodes without users; see lru.go
 	idle    int   // nodes on the lru ring

@@ -27,6 +27,7 @@ var skipCacheAudit bool
 // Run runs the whole conformance suite against the caches f builds.
 func Run(t *testing.T, f Factory) {
 	const bs = 4
+	runForget(t, f) // forget.go
 	t.Run("EmptyCacheMatchesNothing", func(t *testing.T) {
 		h := NewHarness(t, f, 16, bs)
 		requireInt(t, "MatchLen on an empty cache", h.Pool.MatchLen("", Tokens(0, 10)), 0)
