@@ -43,6 +43,10 @@ type Engine struct {
 	batch     batchBuffers // reused step assembly
 	stats     Stats
 	misses    *misses.Ledger // why computed prompt tokens were not cached
+	// missBlocks maps a cached prompt block to its ledger key, and cause
+	// says who is allocating now, for the ledger's evictions (missevict.go).
+	missBlocks map[int32]uint64
+	cause      missCause
 	// admissions numbers admissions so preemption can find the youngest.
 	admissions int
 	tr         Tracer // nil: no trace (SetTracer)
@@ -134,6 +138,9 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 	}
 	for _, id := range mc.EOSTokenIDs {
 		e.eos[id] = true
+	}
+	if ledger != nil {
+		e.watchEvictions()
 	}
 	if cfg.Trace != nil {
 		e.SetTracer(cfg.Trace)

@@ -156,3 +156,33 @@ func TestEveryWorkloadsMissesAddUp(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictedMissNamesItsEviction runs, on each design, a prompt A, then a
+// prompt B so long that the pool must evict A's blocks to hold it, then A's
+// prompt again as C: C's evicted tokens name B as the request whose
+// admission or growth evicted them, at a step while B ran.
+func TestEvictedMissNamesItsEviction(t *testing.T) {
+	m := loadTestModel(t, "llama")
+	vocab := m.Config.VocabSize
+	for name, pc := range missDesigns {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			c := testConfig()
+			c.PrefixCache = pc
+			c.NumBlocks = 24 // 96 tokens
+			e := newTestEngine(t, m, c)
+			a := randomPrompt(rng, 40, vocab) // 10 blocks
+			b := randomPrompt(rng, 84, vocab) // 21 blocks: 7 more than the pool has free
+			checkMisses(t, e, []Request{{ID: 1, Prompt: a, MaxTokens: 1}})
+			bStart := e.Stats().Steps
+			checkMisses(t, e, []Request{{ID: 2, Prompt: b, MaxTokens: 2}})
+			bEnd := e.Stats().Steps
+			got, _ := checkMisses(t, e, []Request{{ID: 3, Prompt: a, MaxTokens: 1}})
+			t.Logf("%s: C missed %+v; B ran steps %d..%d", name, got, bStart+1, bEnd)
+			require.Positive(t, got.Evicted, "%+v", got)
+			require.Equal(t, 2, got.EvictedBy, "B evicted A's blocks: %+v", got)
+			require.Greater(t, got.EvictedAt, int64(bStart), "%+v", got)
+			require.LessOrEqual(t, got.EvictedAt, int64(bEnd), "%+v", got)
+		})
+	}
+}
