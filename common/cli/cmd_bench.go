@@ -137,6 +137,8 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 		BlockCopies:           e.Pool().Copies(),
 		MaxRunning:            s.MaxRunning,
 		Preemptions:           s.Preemptions,
+		MissTokens:            missTokens(cfg, s),
+		PromotedTokens:        d.promoted,
 	}
 	if c := e.Pool().Cache(); c != nil {
 		run.Engine.Evictions = c.Stats().Evicted
@@ -152,6 +154,9 @@ type driven struct {
 	e      *engine.Engine
 	cached map[int]int
 	buf    []workload.Token
+	// promoted sums, per cache tier, the cached prompt tokens each gave
+	// back, over the finished requests; nil without tiers.
+	promoted []int
 }
 
 func (d *driven) Submit(id int, prompt []int32, maxTokens int) error {
@@ -164,6 +169,14 @@ func (d *driven) Step() []workload.Token {
 	for _, o := range d.e.Step() {
 		if o.Err == nil {
 			d.cached[o.ID] = o.Cached
+		}
+		if o.Done && o.Sample == 0 && o.Promoted != nil {
+			if d.promoted == nil {
+				d.promoted = make([]int, len(o.Promoted))
+			}
+			for i, n := range o.Promoted {
+				d.promoted[i] += n
+			}
 		}
 		d.buf = append(d.buf, workload.Token{ID: o.ID, Token: o.Token, Done: o.Done, Err: o.Err})
 	}
