@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache/ghost"
 	"kvlab/common/metrics"
 	"kvlab/common/model"
 	"kvlab/common/workload"
@@ -45,9 +46,10 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 	}
 	var sf servingFlags
 	sf.register(fs, args, "")
-	var compare *bool
+	var compare, ghosts *bool
 	if v.PrefixCache != nil {
 		compare = fs.Bool("compare", false, "run the baseline (no cache) and the cache in one process on the same arrivals")
+		ghosts = fs.Bool("ghosts", false, "run rival eviction policies (LRU, LFU, SLRU, ARC, TensorRT-LLM-style priority) as metadata-only ghost caches on the same traffic and print what each would have hit, under the table")
 	}
 	var hf httpFlags
 	hf.register(fs)
@@ -63,6 +65,9 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		}
 		if err := sf.wallClockOnly("-url"); err != nil {
 			return err
+		}
+		if ghosts != nil && *ghosts {
+			return fmt.Errorf("-ghosts runs ghost caches beside an engine in this process; with -url, give -ghosts to serve and read its /metrics")
 		}
 		if rf.tiers.on() {
 			return fmt.Errorf("%s %s an engine in this process, and with -url the engine is the server's: give %s to serve", rf.tiers.names(), rf.tiers.verb("tiers", "tier"), rf.tiers.verb("it", "them"))
@@ -99,11 +104,24 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tiers.release()
+	var board *ghost.Board
+	if ghosts != nil && *ghosts {
+		board = withGhosts(&cfg)
+	}
 	configs := []namedConfig{{v.Name, cfg}}
+	boards := []*ghost.Board{board}
 	if compare != nil && *compare {
 		configs = []namedConfig{{"baseline", base}, {v.Name, cfg}}
+		boards = []*ghost.Board{nil, board}
 	}
-	return sf.serve(m, configs, reqs, stdout, stderr)
+	runs, err := sf.serveRuns(m, configs, reqs, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	addGhosts(runs, boards)
+	metrics.WriteMisses(stdout, runs)
+	metrics.WriteGhosts(stdout, runs)
+	return nil
 }
 
 // benchOne runs reqs through a fresh engine and returns the metrics. Cache
