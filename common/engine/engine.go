@@ -282,6 +282,7 @@ func (e *Engine) finish(s *sequence) {
 	e.stats.EndBlocks += global
 	e.stats.EndLocalBlocks += local
 	e.pool.Commit(s.key, s.tokens[:s.computed])
+	e.storeCommitted(s)
 	e.retire(s)
 	e.stats.Finished++
 }
@@ -336,6 +337,7 @@ func (e *Engine) Cancel(id int) bool {
 			e.waiting = slices.DeleteFunc(e.waiting, func(w *sequence) bool { return w == s })
 		} else {
 			e.pool.Commit(s.key, s.tokens[:s.computed])
+			e.storeCommitted(s)
 		}
 		e.retire(s)
 		e.pending = e.ended(e.pending, s, "cancelled", nil)

@@ -186,3 +186,34 @@ func TestEvictedMissNamesItsEviction(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictedFollowUpNamesItsEviction runs, on each design, a request A
+// whose output fills whole blocks, then a prompt B that needs the whole
+// pool but one block, then a follow-up C that resends A's prompt and
+// answer: every block of A's that B evicted, output included, counts as
+// evicted by B, and only the block past A's computed tokens is cold.
+func TestEvictedFollowUpNamesItsEviction(t *testing.T) {
+	m := loadTestModel(t, "llama")
+	vocab := m.Config.VocabSize
+	for name, pc := range missDesigns {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			c := testConfig()
+			c.PrefixCache = pc
+			c.NumBlocks = 24
+			e := newTestEngine(t, m, c)
+			a := randomPrompt(rng, 16, vocab)
+			resA := e.RunAll([]Request{{ID: 1, Prompt: a, MaxTokens: 9, IgnoreEOS: true}})[1]
+			require.NoError(t, resA.Err)
+			// A computed 24 tokens: 4 prompt blocks and 2 of output.
+			// B holds 23 blocks of 24: five of A's six go.
+			checkMisses(t, e, []Request{{ID: 2, Prompt: randomPrompt(rng, 92, vocab), MaxTokens: 1}})
+			follow := append(append(slices.Clone(a), resA.Tokens...), randomPrompt(rng, 3, vocab)...)
+			got, _ := checkMisses(t, e, []Request{{ID: 3, Prompt: follow, MaxTokens: 1}})
+			t.Logf("%s: follow-up missed %+v", name, got)
+			require.Equal(t, 20, got.Evicted, "A's last three prompt blocks and both output blocks: %+v", got)
+			require.Equal(t, 4, got.Cold, "the block holding A's last token, never computed: %+v", got)
+			require.Equal(t, 2, got.EvictedBy, "%+v", got)
+		})
+	}
+}

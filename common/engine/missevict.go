@@ -1,5 +1,7 @@
 package engine
 
+import "kvlab/common/kvcache/misses"
+
 // missCause is who and when a block left the prefix cache: the request
 // whose admission or growth ran the eviction, and the engine step it
 // happened in.
@@ -33,15 +35,29 @@ func (e *Engine) evicted(blocks []int32) {
 	}
 }
 
-// rememberBlocks notes, once s's prompt is committed, which of its pages the
-// prefix cache now holds and which ledger key each is. A page the cache
-// did not keep (it held the same prefix in another block) is left out: the
-// cache's block was remembered when it was stored.
-func (e *Engine) rememberBlocks(s *sequence) {
+// rememberBlocks notes, once keys' blocks of s are committed, which of its
+// pages the prefix cache now holds and which ledger key each is. A page the
+// cache did not keep (it held the same prefix in another block) is left
+// out: the cache's block was remembered when it was stored.
+func (e *Engine) rememberBlocks(s *sequence, keys []misses.Key) {
 	pages, c := e.pool.Pages(s.key), e.pool.Cache()
-	for i, k := range s.missKeys {
+	for i, k := range keys {
 		if i < len(pages) && c.Holds(pages[i]) > 0 {
 			e.missBlocks[pages[i]] = k.Salted
 		}
 	}
+}
+
+// storeCommitted tells the ledger of every whole block of s's computed
+// tokens once its last commit offered them to the cache (s is finishing or
+// cancelled): the output's blocks too, which a follow-up turn's prompt
+// will ask for, so that a follow-up that finds them evicted says evicted,
+// not cold. It hashes the tokens again, once per sequence.
+func (e *Engine) storeCommitted(s *sequence) {
+	if e.misses == nil {
+		return
+	}
+	keys := misses.Keys(s.tokens[:s.computed], s.req.CacheSalt, e.pool.BlockSize())
+	e.misses.Stored(keys)
+	e.rememberBlocks(s, keys)
 }

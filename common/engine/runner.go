@@ -132,7 +132,7 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 			e.pool.Commit(s.key, s.tokens[:s.computed])
 			if s.preempted == 0 && s.missKeys != nil {
 				e.misses.Stored(s.missKeys) // the prompt's blocks, hashed at admission
-				e.rememberBlocks(s)
+				e.rememberBlocks(s, s.missKeys)
 				s.missKeys = nil
 			}
 			s.phase = decoding
