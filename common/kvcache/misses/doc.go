@@ -12,7 +12,10 @@
 // blocks each eviction freed, and the engine tells the ledger (Removed)
 // which prompt block left, at which engine step, and which request's
 // admission or growth forced it. An evicted miss then carries the latest
-// such eviction among its blocks (Reasons.EvictedAt, EvictedBy).
+// such eviction among its blocks (Reasons.EvictedAt, EvictedBy). The
+// engine stores a prompt's blocks when the prompt is committed and a
+// finished sequence's output blocks when it ends, so a follow-up turn that
+// resends an evicted answer says evicted too.
 //
 // There is no window or context reason, because neither makes a prompt
 // token computed again. A sliding-window layer gives back out-of-window
