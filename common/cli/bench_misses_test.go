@@ -42,7 +42,8 @@ func tableUnder(t *testing.T, text, head string, n int) (names []string, nums []
 // the cached ones and agree with its hit %, and with -ghosts the ghosts'
 // hit rates, the LRU ghost's equal to the radix tree's own. The baseline,
 // with no cache, has no miss row; without -ghosts there are no ghost rows,
-// and the default table is the one bench always printed.
+// and the default table is the one bench always printed. With a
+// host-memory tier the table gains the tokens the tier gave back.
 func TestBenchPrintsMissReasonsAndGhosts(t *testing.T) {
 	t.Chdir(t.TempDir())
 	v := phase08Variants[0] // the radix tree
@@ -82,6 +83,18 @@ func TestBenchPrintsMissReasonsAndGhosts(t *testing.T) {
 	require.Equal(t, 0, Main(v, args, &out, &errOut), errOut.String())
 	assert.NotContains(t, out.String(), "ghost hit %", "no ghosts unless asked")
 	assert.Contains(t, out.String(), "missed prompt tokens by reason")
+
+	// A host-memory tier keeps what the pool evicts and gives it back:
+	// those tokens are cached, promoted, and no longer missed.
+	out.Reset()
+	require.Equal(t, 0, Main(v, append(args[:len(args)-1], "-cache-ram", "16"), &out, &errOut), errOut.String())
+	names, counts = tableUnder(t, out.String(), "missed prompt tokens by reason", 8)
+	require.Equal(t, []string{v.Name}, names, out.String())
+	c = counts[0]
+	cold, evicted, salt, partial, prompt, cached, promoted := c[0], c[1], c[2], c[3], c[5], c[6], c[7]
+	assert.Equal(t, prompt-cached, cold+evicted+salt+partial, "with a tier too: %v", c)
+	assert.Positive(t, promoted, "the tier gave back evicted blocks: %v", c)
+	assert.LessOrEqual(t, promoted, cached, "promoted tokens are cached tokens: %v", c)
 
 	out.Reset()
 	errOut.Reset()
