@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"kvlab/common/engine"
+	"kvlab/common/kvcache/ghost"
 	"kvlab/common/metrics"
 	"kvlab/common/model"
 	"kvlab/common/workload"
@@ -45,9 +46,10 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 	}
 	var sf servingFlags
 	sf.register(fs, args, "")
-	var compare *bool
+	var compare, ghosts *bool
 	if v.PrefixCache != nil {
 		compare = fs.Bool("compare", false, "run the baseline (no cache) and the cache in one process on the same arrivals")
+		ghosts = fs.Bool("ghosts", false, "run rival eviction policies (LRU, LFU, SLRU, ARC, TensorRT-LLM-style priority) as metadata-only ghost caches on the same traffic and print what each would have hit, under the table")
 	}
 	var hf httpFlags
 	hf.register(fs)
@@ -63,6 +65,9 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		}
 		if err := sf.wallClockOnly("-url"); err != nil {
 			return err
+		}
+		if ghosts != nil && *ghosts {
+			return fmt.Errorf("-ghosts runs ghost caches beside an engine in this process; with -url, give -ghosts to serve and read its /metrics")
 		}
 		if rf.tiers.on() {
 			return fmt.Errorf("%s %s an engine in this process, and with -url the engine is the server's: give %s to serve", rf.tiers.names(), rf.tiers.verb("tiers", "tier"), rf.tiers.verb("it", "them"))
@@ -99,11 +104,24 @@ func runBench(v Variant, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tiers.release()
+	var board *ghost.Board
+	if ghosts != nil && *ghosts {
+		board = withGhosts(&cfg)
+	}
 	configs := []namedConfig{{v.Name, cfg}}
+	boards := []*ghost.Board{board}
 	if compare != nil && *compare {
 		configs = []namedConfig{{"baseline", base}, {v.Name, cfg}}
+		boards = []*ghost.Board{nil, board}
 	}
-	return sf.serve(m, configs, reqs, stdout, stderr)
+	runs, err := sf.serveRuns(m, configs, reqs, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	addGhosts(runs, boards)
+	metrics.WriteMisses(stdout, runs)
+	metrics.WriteGhosts(stdout, runs)
+	return nil
 }
 
 // benchOne runs reqs through a fresh engine and returns the metrics. Cache
@@ -137,6 +155,8 @@ func benchOne(m *model.Model, cfg engine.Config, name string, reqs []workload.Re
 		BlockCopies:           e.Pool().Copies(),
 		MaxRunning:            s.MaxRunning,
 		Preemptions:           s.Preemptions,
+		MissTokens:            missTokens(cfg, s),
+		PromotedTokens:        d.promoted,
 	}
 	if c := e.Pool().Cache(); c != nil {
 		run.Engine.Evictions = c.Stats().Evicted
@@ -152,6 +172,9 @@ type driven struct {
 	e      *engine.Engine
 	cached map[int]int
 	buf    []workload.Token
+	// promoted sums, per cache tier, the cached prompt tokens each gave
+	// back, over the finished requests; nil without tiers.
+	promoted []int
 }
 
 func (d *driven) Submit(id int, prompt []int32, maxTokens int) error {
@@ -164,6 +187,14 @@ func (d *driven) Step() []workload.Token {
 	for _, o := range d.e.Step() {
 		if o.Err == nil {
 			d.cached[o.ID] = o.Cached
+		}
+		if o.Done && o.Sample == 0 && o.Promoted != nil {
+			if d.promoted == nil {
+				d.promoted = make([]int, len(o.Promoted))
+			}
+			for i, n := range o.Promoted {
+				d.promoted[i] += n
+			}
 		}
 		d.buf = append(d.buf, workload.Token{ID: o.ID, Token: o.Token, Done: o.Done, Err: o.Err})
 	}

@@ -8,6 +8,8 @@ import (
 
 	"kvlab/common/kvcache"
 	"kvlab/common/kvcache/bound"
+	"kvlab/common/kvcache/ghost"
+	"kvlab/common/metrics"
 )
 
 // Compare runs the baseline engine and every variant in one process on the
@@ -65,22 +67,28 @@ func compare(variants []Variant, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	configs := []namedConfig{{"baseline", base}}
-	var recs []*bound.Recorder // each design's run, for the bound on its hit rate
+	var recs []*bound.Recorder    // each design's run, for the bound on its hit rate
+	boards := []*ghost.Board{nil} // each design's ghosts; the baseline has none
 	for _, v := range variants {
 		c := base
 		c.PrefixCache = v.PrefixCache
 		if share > 0 {
 			c.PrefixCache = kvcache.ShareCapped(v.PrefixCache, share)
 		}
+		boards = append(boards, withGhosts(&c))
 		rec := bound.NewRecorder()
 		c.PrefixCache = rec.Wrap(c.PrefixCache) // outermost: it records what the pool asks
 		recs = append(recs, rec)
 		configs = append(configs, namedConfig{v.Name, c})
 	}
-	if err := sf.serve(m, configs, reqs, stdout, stderr); err != nil {
+	runs, err := sf.serveRuns(m, configs, reqs, stdout, stderr)
+	if err != nil {
 		return err
 	}
 	writeBounds(stdout, variants, recs)
+	addGhosts(runs, boards)
+	metrics.WriteMisses(stdout, runs)
+	metrics.WriteGhosts(stdout, runs)
 	return nil
 }
 

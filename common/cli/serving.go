@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"kvlab/common/metrics"
 	"kvlab/common/model"
 	"kvlab/common/workload"
 )
@@ -139,20 +140,27 @@ func IsTerminal(w io.Writer) bool {
 
 // serve runs every configuration on the same requests and reports them.
 func (f *servingFlags) serve(m *model.Model, configs []namedConfig, reqs []workload.Request, stdout, stderr io.Writer) error {
+	_, err := f.serveRuns(m, configs, reqs, stdout, stderr)
+	return err
+}
+
+// serveRuns is serve that also returns the runs, for lines printed under
+// the report (nil when none ran).
+func (f *servingFlags) serveRuns(m *model.Model, configs []namedConfig, reqs []workload.Request, stdout, stderr io.Writer) ([]*metrics.Run, error) {
 	newClock, err := workload.ParseClock(f.clock)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	progress := f.progress(stderr)
 	runs, err := runConfigs(m, configs, f.name, reqs, newClock, progress, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o := f.reportOptions(fmt.Sprintf("%s (%d requests)", f.name, len(reqs)))
 	if newClock() != nil {
 		o.note = fmt.Sprintf("times: virtual (-clock %s), not measured: every engine step counts as %s", f.clock, strings.TrimPrefix(f.clock, "step:"))
 	}
-	return report(stdout, runs, o)
+	return runs, report(stdout, runs, o)
 }
 
 // wallClockOnly refuses -clock step for a command whose engines run in

@@ -43,6 +43,10 @@ type Engine struct {
 	batch     batchBuffers // reused step assembly
 	stats     Stats
 	misses    *misses.Ledger // why computed prompt tokens were not cached
+	// missBlocks maps a cached prompt block to its ledger key, and cause
+	// says who is allocating now, for the ledger's evictions (missevict.go).
+	missBlocks map[int32]uint64
+	cause      missCause
 	// admissions numbers admissions so preemption can find the youngest.
 	admissions int
 	tr         Tracer    // nil: no trace (SetTracer)
@@ -138,6 +142,9 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 	}
 	for _, id := range mc.EOSTokenIDs {
 		e.eos[id] = true
+	}
+	if ledger != nil {
+		e.watchEvictions()
 	}
 	if cfg.Trace != nil {
 		e.SetTracer(cfg.Trace)
@@ -284,6 +291,7 @@ func (e *Engine) finish(s *sequence) {
 	e.stats.EndBlocks += global
 	e.stats.EndLocalBlocks += local
 	e.pool.Commit(s.key, s.tokens[:s.computed])
+	e.storeCommitted(s)
 	e.retire(s)
 	e.stats.Finished++
 }
@@ -338,6 +346,7 @@ func (e *Engine) Cancel(id int) bool {
 			e.waiting = slices.DeleteFunc(e.waiting, func(w *sequence) bool { return w == s })
 		} else {
 			e.pool.Commit(s.key, s.tokens[:s.computed])
+			e.storeCommitted(s)
 		}
 		e.retire(s)
 		e.pending = e.ended(e.pending, s, "cancelled", nil)

@@ -156,3 +156,64 @@ func TestEveryWorkloadsMissesAddUp(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictedMissNamesItsEviction runs, on each design, a prompt A, then a
+// prompt B so long that the pool must evict A's blocks to hold it, then A's
+// prompt again as C: C's evicted tokens name B as the request whose
+// admission or growth evicted them, at a step while B ran.
+func TestEvictedMissNamesItsEviction(t *testing.T) {
+	m := loadTestModel(t, "llama")
+	vocab := m.Config.VocabSize
+	for name, pc := range missDesigns {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			c := testConfig()
+			c.PrefixCache = pc
+			c.NumBlocks = 24 // 96 tokens
+			e := newTestEngine(t, m, c)
+			a := randomPrompt(rng, 40, vocab) // 10 blocks
+			b := randomPrompt(rng, 84, vocab) // 21 blocks: 7 more than the pool has free
+			checkMisses(t, e, []Request{{ID: 1, Prompt: a, MaxTokens: 1}})
+			bStart := e.Stats().Steps
+			checkMisses(t, e, []Request{{ID: 2, Prompt: b, MaxTokens: 2}})
+			bEnd := e.Stats().Steps
+			got, _ := checkMisses(t, e, []Request{{ID: 3, Prompt: a, MaxTokens: 1}})
+			t.Logf("%s: C missed %+v; B ran steps %d..%d", name, got, bStart+1, bEnd)
+			require.Positive(t, got.Evicted, "%+v", got)
+			require.Equal(t, 2, got.EvictedBy, "B evicted A's blocks: %+v", got)
+			require.Greater(t, got.EvictedAt, int64(bStart), "%+v", got)
+			require.LessOrEqual(t, got.EvictedAt, int64(bEnd), "%+v", got)
+		})
+	}
+}
+
+// TestEvictedFollowUpNamesItsEviction runs, on each design, a request A
+// whose output fills whole blocks, then a prompt B that needs the whole
+// pool but one block, then a follow-up C that resends A's prompt and
+// answer: every block of A's that B evicted, output included, counts as
+// evicted by B, and only the block past A's computed tokens is cold.
+func TestEvictedFollowUpNamesItsEviction(t *testing.T) {
+	m := loadTestModel(t, "llama")
+	vocab := m.Config.VocabSize
+	for name, pc := range missDesigns {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			c := testConfig()
+			c.PrefixCache = pc
+			c.NumBlocks = 24
+			e := newTestEngine(t, m, c)
+			a := randomPrompt(rng, 16, vocab)
+			resA := e.RunAll([]Request{{ID: 1, Prompt: a, MaxTokens: 9, IgnoreEOS: true}})[1]
+			require.NoError(t, resA.Err)
+			// A computed 24 tokens: 4 prompt blocks and 2 of output.
+			// B holds 23 blocks of 24: five of A's six go.
+			checkMisses(t, e, []Request{{ID: 2, Prompt: randomPrompt(rng, 92, vocab), MaxTokens: 1}})
+			follow := append(append(slices.Clone(a), resA.Tokens...), randomPrompt(rng, 3, vocab)...)
+			got, _ := checkMisses(t, e, []Request{{ID: 3, Prompt: follow, MaxTokens: 1}})
+			t.Logf("%s: follow-up missed %+v", name, got)
+			require.Equal(t, 20, got.Evicted, "A's last three prompt blocks and both output blocks: %+v", got)
+			require.Equal(t, 4, got.Cold, "the block holding A's last token, never computed: %+v", got)
+			require.Equal(t, 2, got.EvictedBy, "%+v", got)
+		})
+	}
+}

@@ -48,6 +48,7 @@ func (e *Engine) forward(ws []work, local bool, out []Output) []Output {
 		// prompt found whole in the cache, recomputed for its logits) are
 		// not written: their blocks are shared.
 		skip := max(0, min(s.cached-s.computed, w.n))
+		e.blame(s, e.stats.Steps)
 		if err := e.pool.PrepareWrite(s.key, s.computed+skip, w.n-skip); err != nil {
 			e.fail(s, err)
 			continue
@@ -131,6 +132,7 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 			e.pool.Commit(s.key, s.tokens[:s.computed])
 			if s.preempted == 0 && s.missKeys != nil {
 				e.misses.Stored(s.missKeys) // the prompt's blocks, hashed at admission
+				e.rememberBlocks(s, s.missKeys)
 				s.missKeys = nil
 			}
 			s.phase = decoding

@@ -145,6 +145,7 @@ func (e *Engine) admit(s *sequence) bool {
 	if e.pool.BlocksFor(charge)*e.pool.BlockSize() > e.pool.FreeTokens() {
 		return false
 	}
+	e.blame(s, e.stats.Steps+1) // planning the next step
 	cached, err := e.pool.Open(s.key, s.req.CacheSalt, s.tokens)
 	if err != nil {
 		panic(err) // ids are unique among live requests by Submit's check
@@ -193,6 +194,7 @@ func (e *Engine) admit(s *sequence) bool {
 // youngest running sequences until it fits. It reports false when s itself
 // was preempted or failed.
 func (e *Engine) growOrPreempt(s *sequence, n int) bool {
+	e.blame(s, e.stats.Steps+1) // planning the next step
 	for {
 		err := e.pool.Grow(s.key, n)
 		if err == nil {

@@ -72,10 +72,11 @@ type Pool struct {
 	dtype     kernels.KVDType
 	k, v      []kernels.Tensor // per layer; rows are slots
 	seqs      map[int]*seqPages
-	copies    int       // blocks copied by PrepareWrite
-	obs       *Observer // nil unless KV events were asked for (Observe)
-	tr        Tracer    // nil unless a trace was asked for (SetTracer)
-	tiers     *tiering  // nil unless tiers were attached (AttachTiers)
+	copies    int                  // blocks copied by PrepareWrite
+	obs       *Observer            // nil unless KV events were asked for (Observe)
+	tr        Tracer               // nil unless a trace was asked for (SetTracer)
+	tiers     *tiering             // nil unless tiers were attached (AttachTiers)
+	onEvict   func(blocks []int32) // nil unless OnEvict set one
 
 	// local is nil unless local layers give back out-of-window blocks
 	// (Config.LocalBlocks; windowfree.go).
@@ -282,6 +283,11 @@ func (p *Pool) reserve(n int) error {
 	if short := n - p.alloc.NumFree(); short > 0 && p.cache != nil {
 		free := p.alloc.NumFree()
 		p.cache.Evict(short)
+		if p.onEvict != nil {
+			if b := p.freedSince(free); len(b) > 0 {
+				p.onEvict(b)
+			}
+		}
 		if p.tr != nil {
 			p.tr.PoolEvent(TraceEvent{Op: TraceEvict, Want: short, Blocks: p.freedSince(free)})
 		}

@@ -57,6 +57,25 @@ type EngineStats struct {
 	// Preemptions counts sequences whose KV was dropped to make room, to be
 	// recomputed later.
 	Preemptions int `json:"preemptions"`
+	// MissTokens splits the prompt tokens computed, by why the prefix
+	// cache did not give them (common/kvcache/misses' names: cold,
+	// evicted, salt, partial, preempted); nil without a prefix cache.
+	MissTokens map[string]int `json:"miss_tokens,omitempty"`
+	// PromotedTokens is, per cache tier, how many cached prompt tokens
+	// were copied back from it; nil without tiers.
+	PromotedTokens []int `json:"promoted_tokens,omitempty"`
+	// Ghosts are the hit rates on the run's own traffic of the real prefix
+	// cache and of each rival eviction policy run beside it as a ghost
+	// (common/kvcache/ghost), the real cache first; nil without ghosts.
+	Ghosts []GhostRate `json:"ghosts,omitempty"`
+}
+
+// GhostRate is one cache's hits over the prompt tokens its lookups asked
+// for, readmissions after a preemption included.
+type GhostRate struct {
+	Name    string  `json:"name"`
+	Hits    int64   `json:"hit_tokens"`
+	HitRate float64 `json:"hit_rate"`
 }
 
 // Run is one configuration's complete result.
