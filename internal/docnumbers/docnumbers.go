@@ -93,6 +93,9 @@ var Blocks = []Block{
 	{Name: "experiment-align", Doc: "docs/phase08_experiments.md", Runnable: "phase08", Args: args([]string{"align"}, clock, []string{"-plot", "", "-quiet"})},
 	{Name: "experiment-pressure", Doc: "docs/phase08_experiments.md", Runnable: "phase08", Args: args([]string{"pressure"}, clock, []string{"-plot", "", "-quiet"})},
 	{Name: "experiment-order", Doc: "docs/phase08_experiments.md", Runnable: "phase08", Args: args([]string{"order"}, clock, []string{"-plot", "", "-quiet"}), Short: true},
+	// The pool too small for six system prompts that docs/debug_cache.md walks through: misses by reason, the bound, the ghosts.
+	{Name: "debug-pressure", Doc: "docs/debug_cache.md", Runnable: "phase08", Args: args([]string{"-workload", "system_prompts", "-requests", "36", "-prefix-len", "32", "-suffix-min", "4", "-suffix-max", "8",
+		"-min-tokens", "2", "-max-tokens", "3", "-blocks", "40", "-block-size", "4"}, clock, []string{"-plot", "", "-quiet"}), Short: true},
 	{Name: "gpu-step-bound", Doc: "docs/gpu.md", Runnable: "phase08", Args: args(clock, []string{"-requests", "8", "-rps", "0.5", "-plot", "", "-quiet"})},
 }
 
