@@ -33,20 +33,7 @@ func (c *Cache) Describe(max int) kvcache.View {
 	for i, b := range c.evictOrder() {
 		rank[b] = i
 	}
-	bySerial := map[uint64]int32{}
-	for b := range c.blocks {
-		if c.blocks[b].serial != 0 {
-			bySerial[c.blocks[b].serial] = int32(b)
-		}
-	}
-	kids := map[int32][]int32{} // parent block → children; -1: roots
-	for _, b := range bySerial {
-		p, ok := bySerial[c.blocks[b].parent]
-		if !ok {
-			p = -1
-		}
-		kids[p] = append(kids[p], b)
-	}
+	kids := c.children() // -1: roots
 	byTokens := func(x, y int32) int {
 		return cmp.Or(slices.Compare(c.tokensOf(x), c.tokensOf(y)), cmp.Compare(x, y))
 	}
@@ -76,15 +63,9 @@ func (c *Cache) Describe(max int) kvcache.View {
 	}
 	// A parent re-hung under its own descendant would make a cycle no root
 	// leads to; show such blocks as roots rather than leave them out.
-	for _, b := range slices.Sorted(func(yield func(int32) bool) {
-		for _, b := range bySerial {
-			if !yield(b) {
-				return
-			}
-		}
-	}) {
-		if !seen[b] {
-			walk(b, -1, c.saltOf(b))
+	for b := range c.blocks {
+		if c.blocks[b].serial != 0 && !seen[int32(b)] {
+			walk(int32(b), -1, c.saltOf(int32(b)))
 		}
 	}
 	return v.Truncate(max)

@@ -15,20 +15,7 @@ import (
 // at the top, marked.
 func (c *Cache) Dump(w io.Writer) {
 	fmt.Fprintf(w, "hash index: %d cached blocks\n", c.cached)
-	bySerial := map[uint64]int32{}
-	for b := range c.blocks {
-		if c.blocks[b].serial != 0 {
-			bySerial[c.blocks[b].serial] = int32(b)
-		}
-	}
-	kids := map[int32][]int32{} // parent block → children; -1: top
-	for _, b := range bySerial {
-		p, ok := bySerial[c.blocks[b].parent]
-		if !ok {
-			p = -1
-		}
-		kids[p] = append(kids[p], b)
-	}
+	kids := c.children()
 	var walk func(p int32, indent string)
 	walk = func(p int32, indent string) {
 		ks := kids[p]
@@ -52,4 +39,26 @@ func (c *Cache) Dump(w io.Writer) {
 		}
 	}
 	walk(-1, "")
+}
+
+// children maps each cached block to the cached blocks that follow it in
+// their prompts (key -1: the blocks with no cached parent, first blocks
+// and those whose parent was evicted first), found by serial, for Dump and
+// Describe.
+func (c *Cache) children() map[int32][]int32 {
+	bySerial := map[uint64]int32{}
+	for b := range c.blocks {
+		if c.blocks[b].serial != 0 {
+			bySerial[c.blocks[b].serial] = int32(b)
+		}
+	}
+	kids := map[int32][]int32{}
+	for _, b := range bySerial {
+		p, ok := bySerial[c.blocks[b].parent]
+		if !ok {
+			p = -1
+		}
+		kids[p] = append(kids[p], b)
+	}
+	return kids
 }
