@@ -178,9 +178,9 @@ func TestBadGrammarIsA400(t *testing.T) {
 	ts := startServer(t, tm, engineConfig(false), Options{})
 	for _, path := range []string{"/completion", "/v1/completions", "/v1/chat/completions"} {
 		for src, where := range map[string]string{
-			"root ::= (":             "line 1, column",
+			"root ::= (":              "line 1, column",
 			"root ::= \"a\"\nx ::= [": "line 2, column",
-			`other ::= "a"`:          "root",
+			`other ::= "a"`:           "root",
 		} {
 			body := generationBody(path, 1, 1, false)
 			body["grammar"] = src
