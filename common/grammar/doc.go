@@ -1,0 +1,56 @@
+// Package grammar constrains generation to a formal grammar written in
+// llama.cpp's GBNF: Parse compiles the grammar, a Matcher follows the bytes
+// a model has produced, and Allowed turns a Matcher's state into a bitset
+// over a vocabulary, the mask a sampler applies before it picks a token.
+//
+// # Syntax
+//
+// Rules are "name ::= alternatives", one per line (a line may continue after
+// '|' and anywhere inside parentheses). Alternatives are separated by '|';
+// a sequence is literals "..." (escapes \n \r \t \\ \" \xHH \uHHHH
+// \UHHHHHHHH), classes [a-z_] and [^...] (with \[ \] \- \^ escapes), '.'
+// (any code point), rule names, groups ( ), and the repetitions * + ? {m}
+// {m,} {m,n} which apply to the symbol before them (a whole literal). '#'
+// starts a comment. The start rule is root. Token matches (<...>) are not
+// supported. Parse refuses undefined rules, a missing root, and left
+// recursion (a rule that can reach itself without consuming a character,
+// including a repetition of something that can match nothing): matching it
+// would push forever. llama.cpp refuses the same grammars.
+//
+// # Matching: a set of stacks
+//
+// The Matcher is llama.cpp's design, not an automaton: the grammar is
+// compiled to a flat program of positions (one per element of each
+// alternative) and the state is the set of parse stacks that are still
+// possible, each a list of positions with a character class on top. A code
+// point advances every stack whose top class contains it, then expands
+// rule references (push each alternative) and alternative ends (pop) until
+// each stack again has a class on top, or is empty, which means the input so
+// far is a sentence. This was chosen over compiling to a DFA because GBNF
+// is context-free (JSON nests), and because the set of stacks is exactly
+// what the grammar says at every point, with no subset construction that
+// could blow up ahead of time: the cost is paid only on the paths the
+// model's bytes take.
+//
+// Stacks are immutable linked lists, so advancing one shares its tail and
+// Clone is a copy of a slice header; identical stacks are merged after each
+// step. An ambiguous grammar can still multiply its stacks with every
+// character, so the set is capped at MaxStacks: past it Accept refuses the
+// bytes, leaves the matcher as it was and Err returns ErrTooManyStacks; the
+// caller ends the request with an error rather than let one grammar take
+// unbounded memory.
+//
+// Input is bytes, because byte-level BPE tokens can stop in the middle of a
+// UTF-8 sequence: the matcher keeps the partial sequence and checks that
+// some stack can still take a code point with that prefix, so a token that
+// begins an impossible character is refused at its first byte.
+//
+// # Masks
+//
+// NewVocab sorts the vocabulary into a trie (depth-first, with the end of
+// each subtree recorded). Allowed walks it keeping one matcher state per
+// depth: every trie edge is one byte fed to its parent's state, so tokens
+// sharing a prefix share the work, and a byte the grammar refuses skips the
+// whole subtree. allowedPlain (Clone and Accept per token) is the plain
+// version the tests hold it to.
+package grammar

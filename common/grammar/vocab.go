@@ -1,0 +1,129 @@
+package grammar
+
+import (
+	"bytes"
+	"sort"
+)
+
+// Vocab is a vocabulary prepared for masks: token id -> the bytes it emits,
+// arranged as a trie so tokens that share a prefix are matched once. A nil
+// or empty piece (special and control tokens) is never allowed.
+type Vocab struct {
+	pieces [][]byte
+	// The trie in depth-first preorder. Node i (i >= 1; 0 is the root)
+	// consumes edge[i] at depth[i]; its subtree ends just before skip[i];
+	// the tokens whose bytes end there are ids[tok[i]:tok[i+1]].
+	edge  []byte
+	depth []int32
+	skip  []int32
+	tok   []int32
+	ids   []int32
+	max   int32 // deepest node
+}
+
+// NewVocab builds the trie. pieces[id] is what token id emits.
+func NewVocab(pieces [][]byte) *Vocab {
+	v := &Vocab{pieces: pieces}
+	order := make([]int32, 0, len(pieces))
+	for id, p := range pieces {
+		if len(p) > 0 {
+			order = append(order, int32(id))
+		}
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if c := bytes.Compare(pieces[order[i]], pieces[order[j]]); c != 0 {
+			return c < 0
+		}
+		return order[i] < order[j]
+	})
+	// Root node.
+	v.edge, v.depth, v.skip, v.tok = []byte{0}, []int32{0}, []int32{0}, []int32{0}
+	var path []int32 // node index at each depth (path[0] = root)
+	path = append(path, 0)
+	var prev []byte
+	for _, id := range order {
+		p := pieces[id]
+		lcp := 0
+		for lcp < len(p) && lcp < len(prev) && p[lcp] == prev[lcp] {
+			lcp++
+		}
+		if lcp == len(p) && len(p) == len(prev) {
+			// Same bytes as the previous token: it ends at the same node.
+			v.ids = append(v.ids, id)
+			continue
+		}
+		// Close the nodes of prev below the common prefix.
+		for d := len(path) - 1; d > lcp; d-- {
+			v.skip[path[d]] = int32(len(v.edge))
+		}
+		path = path[:lcp+1]
+		for d := lcp; d < len(p); d++ {
+			n := int32(len(v.edge))
+			v.edge = append(v.edge, p[d])
+			v.depth = append(v.depth, int32(d+1))
+			v.skip = append(v.skip, 0)
+			v.tok = append(v.tok, int32(len(v.ids)))
+			path = append(path, n)
+			if int32(d+1) > v.max {
+				v.max = int32(d + 1)
+			}
+		}
+		v.ids = append(v.ids, id)
+		prev = p
+	}
+	for d := len(path) - 1; d >= 0; d-- {
+		v.skip[path[d]] = int32(len(v.edge))
+	}
+	v.tok = append(v.tok, int32(len(v.ids)))
+	return v
+}
+
+// Len is the number of token ids (the bitset needs (Len()+63)/64 words).
+func (v *Vocab) Len() int { return len(v.pieces) }
+
+func words(v *Vocab, dst []uint64) []uint64 {
+	n := (len(v.pieces) + 63) / 64
+	if cap(dst) < n {
+		dst = make([]uint64, n)
+	}
+	dst = dst[:n]
+	clear(dst)
+	return dst
+}
+
+// allowedPlain is the reference mask: every token on its own, by Clone and
+// Accept. Allowed must agree with it.
+func (m *Matcher) allowedPlain(v *Vocab, dst []uint64) []uint64 {
+	dst = words(v, dst)
+	for id, p := range v.pieces {
+		if len(p) > 0 && m.Clone().Accept(p) {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return dst
+}
+
+// Allowed sets bit id of dst (reallocated if shorter than (n+63)/64 words,
+// cleared first) for every token whose bytes m accepts from its current
+// state; a token of zero bytes never. It walks the vocabulary trie with one
+// state per depth, so a shared prefix is matched once and a rejected byte
+// prunes the whole subtree under it. It does not change m.
+func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
+	dst = words(v, dst)
+	states := make([]state, v.max+1)
+	states[0] = m.st
+	var ss stackSet
+	for i := int32(1); i < int32(len(v.edge)); {
+		d := v.depth[i]
+		ok, _ := m.g.feed(&states[d-1], v.edge[i], &states[d], &ss)
+		if !ok {
+			i = v.skip[i]
+			continue
+		}
+		for _, id := range v.ids[v.tok[i]:v.tok[i+1]] {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+		i++
+	}
+	return dst
+}
