@@ -59,7 +59,7 @@ type llamaRequest struct {
 	IDSlot *int `json:"id_slot"`
 	// LogitBias is added to the logits before sampling (logitbias.go).
 	LogitBias json.RawMessage `json:"logit_bias"`
-	// grammar (structured.go)
+	// grammar and json_schema (structured.go)
 	structuredFields
 }
 
@@ -230,7 +230,7 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if e = h.structured(&q.structuredFields, &g); e != nil {
+	if e = h.structured(&q.structuredFields, nil, &g); e != nil {
 		writeError(w, e)
 		return
 	}

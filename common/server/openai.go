@@ -44,8 +44,9 @@ type openAIRequest struct {
 	// TimingsPerToken is llama-server's: the timings so far on every
 	// stream chunk, not only on the last.
 	TimingsPerToken bool `json:"timings_per_token"`
-	// grammar (structured.go)
+	// grammar, json_schema and response_format (structured.go)
 	structuredFields
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 // completionRequest is a /v1/completions body.
@@ -149,7 +150,7 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	if g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias); e != nil {
 		return e
 	}
-	return h.structured(&q.structuredFields, g)
+	return h.structured(&q.structuredFields, q.ResponseFormat, g)
 }
 
 // parseStop accepts null, a string, or an array of strings.

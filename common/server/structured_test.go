@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
 	"regexp"
 	"strings"
@@ -12,6 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kvlab/common/grammar"
+	"kvlab/common/kvcache"
+	"kvlab/phase08_compressed/trie"
+	"kvlab/phase08_hashcow/blockhash"
+	"kvlab/phase08_prefix/radix"
 )
 
 // yesNoNumber is a small grammar and, written apart from it, the same
@@ -191,5 +197,178 @@ func TestBadGrammarIsA400(t *testing.T) {
 			assert.Equal(t, "grammar", e.Error.Param, path)
 			assert.Contains(t, e.Error.Message, where, "%s %q", path, src)
 		}
+	}
+}
+
+// person is the schema of TestJSONSchemaConstrainsEveryEndpoint; the test
+// checks its rules itself, with encoding/json.
+const person = `{"type": "object", "properties": {
+	"name": {"type": "string", "maxLength": 6},
+	"age": {"type": "integer", "minimum": 0, "maximum": 150},
+	"tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}
+}, "required": ["name", "age"], "additionalProperties": false}`
+
+// checkPerson decodes text as person's schema says a document must be.
+func checkPerson(t *testing.T, text, name string) {
+	t.Helper()
+	var v struct {
+		Name *string  `json:"name"`
+		Age  *float64 `json:"age"`
+		Tags []string `json:"tags"`
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&v), "%s: %q", name, text)
+	require.False(t, dec.More(), "%s: %q", name, text)
+	require.NotNil(t, v.Name, "%s: %q", name, text)
+	require.NotNil(t, v.Age, "%s: %q", name, text)
+	require.LessOrEqual(t, len([]rune(*v.Name)), 6, "%s: %q", name, text)
+	require.Equal(t, math.Trunc(*v.Age), *v.Age, "%s: %q", name, text)
+	require.True(t, *v.Age >= 0 && *v.Age <= 150, "%s: %q", name, text)
+	require.LessOrEqual(t, len(v.Tags), 2, "%s: %q", name, text)
+	for _, tag := range v.Tags {
+		require.Contains(t, []string{"a", "b"}, tag, "%s: %q", name, text)
+	}
+}
+
+// TestJSONSchemaConstrainsEveryEndpoint: json_schema on all three
+// endpoints, and response_format's json_schema on the /v1 ones, give
+// documents the schema accepts, over many seeds, streamed or not.
+func TestJSONSchemaConstrainsEveryEndpoint(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(true), Options{})
+	var schema any
+	require.NoError(t, json.Unmarshal([]byte(person), &schema))
+	stopped := 0
+	for _, path := range []string{"/completion", "/v1/completions", "/v1/chat/completions"} {
+		for seed := range 30 {
+			for _, viaFormat := range []bool{false, true} {
+				if viaFormat && path == "/completion" {
+					continue
+				}
+				name := fmt.Sprintf("%s seed %d response_format %v", path, seed, viaFormat)
+				body := generationBody(path, seed, 1, seed%2 == 1)
+				body["max_tokens"] = 120
+				if viaFormat {
+					body["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "person", "schema": schema}}
+				} else {
+					body["json_schema"] = schema
+				}
+				c := generateText(t, ts.url, path, body)[0]
+				if c.finish == "length" || c.finish == "limit" {
+					continue // cut short: not a whole document
+				}
+				stopped++
+				checkPerson(t, c.text, name)
+			}
+		}
+	}
+	assert.Greater(t, stopped, 100, "most answers end inside 120 tokens")
+}
+
+// TestResponseFormatJSONObject: {"type":"json_object"} gives a JSON
+// object; {"type":"text"} leaves the output free.
+func TestResponseFormatJSONObject(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	stopped := 0
+	for seed := range 30 {
+		for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+			body := generationBody(path, seed, 1, false)
+			body["max_tokens"], body["response_format"] = 150, map[string]any{"type": "json_object"}
+			c := generateText(t, ts.url, path, body)[0]
+			if c.finish != "stop" {
+				continue
+			}
+			stopped++
+			var v map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.text), &v), "%s seed %d: %q", path, seed, c.text)
+		}
+	}
+	assert.Greater(t, stopped, 20)
+	body := generationBody("/v1/chat/completions", 1, 1, false)
+	body["response_format"] = map[string]any{"type": "text"}
+	require.Len(t, generateText(t, ts.url, "/v1/chat/completions", body), 1)
+}
+
+// TestBadStructuredFieldsAre400s: an unsupported schema keyword is named
+// with its JSON pointer; two ways of constraining at once, and an unknown
+// response_format type, are refused naming the field.
+func TestBadStructuredFieldsAre400s(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	for _, c := range []struct {
+		path   string
+		fields map[string]any
+		param  string
+		want   string
+	}{
+		{"/completion", map[string]any{"json_schema": map[string]any{"type": "object", "properties": map[string]any{"x": map[string]any{"not": map[string]any{}}}}}, "json_schema", `/properties/x/not: keyword "not"`},
+		{"/v1/chat/completions", map[string]any{"json_schema": map[string]any{"type": "string", "if": map[string]any{}}}, "json_schema", `/if: keyword "if"`},
+		{"/v1/chat/completions", map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"schema": map[string]any{"type": "string", "not": map[string]any{}}}}}, "response_format", `/not: keyword "not"`},
+		{"/v1/completions", map[string]any{"grammar": yesNoNumber, "json_schema": map[string]any{"type": "string"}}, "json_schema", "not both"},
+		{"/v1/chat/completions", map[string]any{"grammar": yesNoNumber, "response_format": map[string]any{"type": "json_object"}}, "response_format", "not both"},
+		{"/v1/chat/completions", map[string]any{"response_format": map[string]any{"type": "xml"}}, "response_format", "xml"},
+	} {
+		body := generationBody(c.path, 1, 1, false)
+		maps.Copy(body, c.fields)
+		status, raw := post(t, ts.url+c.path, body)
+		require.Equal(t, http.StatusBadRequest, status, "%s %v: %s", c.path, c.fields, raw)
+		var e struct{ Error apiError }
+		require.NoError(t, json.Unmarshal(raw, &e))
+		assert.Equal(t, c.param, e.Error.Param, "%s %v", c.path, c.fields)
+		assert.Contains(t, e.Error.Message, c.want, "%s %v", c.path, c.fields)
+	}
+}
+
+// TestGrammarOnEveryCacheDesign: the prefix cache does not change what a
+// constrained request generates (on each of the three designs its tokens
+// are exactly those of a server without a cache), and constrained and
+// free requests share cached prefixes both ways.
+func TestGrammarOnEveryCacheDesign(t *testing.T) {
+	tm := loadTestModel(t)
+	const prompt = "Answer the question with yes, no or a number of at most three digits:"
+	type answer struct {
+		Tokens []int32 `json:"tokens"`
+		Cached int     `json:"tokens_cached"`
+	}
+	ask := func(url string, seed int, gram string) answer {
+		body := map[string]any{"prompt": prompt, "temperature": 1.2, "seed": seed, "n_predict": 40}
+		if gram != "" {
+			body["grammar"] = gram
+		}
+		status, raw := post(t, url+"/completion", body)
+		require.Equal(t, http.StatusOK, status, "%s", raw)
+		var a answer
+		require.NoError(t, json.Unmarshal(raw, &a))
+		return a
+	}
+	plain := startServer(t, tm, engineConfig(false), Options{})
+	var want [][]int32
+	for seed := range 12 {
+		gram := []string{yesNoNumber, jsonish}[seed%2]
+		a := ask(plain.url, seed, gram)
+		require.Zero(t, a.Cached)
+		want = append(want, a.Tokens)
+	}
+	for name, design := range map[string]func(*kvcache.Allocator, int) kvcache.PrefixCache{
+		"radix": radix.PrefixCache, "blockhash": blockhash.PrefixCache, "trie": trie.PrefixCache,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := engineConfig(false)
+			cfg.PrefixCache = design
+			ts := startServer(t, tm, cfg, Options{})
+			free := ask(ts.url, 100, "")
+			assert.Zero(t, free.Cached)
+			for seed := range 12 {
+				gram := []string{yesNoNumber, jsonish}[seed%2]
+				a := ask(ts.url, seed, gram)
+				assert.Equal(t, want[seed], a.Tokens, "seed %d", seed)
+				assert.Positive(t, a.Cached, "seed %d: a constrained request reuses the free one's prompt", seed)
+			}
+			ts2 := startServer(t, tm, cfg, Options{})
+			ask(ts2.url, 1, jsonish)
+			assert.Positive(t, ask(ts2.url, 100, "").Cached, "a free request reuses a constrained one's prompt")
+		})
 	}
 }
