@@ -44,7 +44,10 @@ type genRequest struct {
 	// not only on a sample's last (llama-server's timings_per_token).
 	timingsPerToken bool
 	// grammar constrains every sample's text (structured.go); nil: free.
-	grammar *grammar.Grammar
+	// grammarSrc is its GBNF (a schema's after conversion), for /slots
+	// and generation_settings.
+	grammar    *grammar.Grammar
+	grammarSrc string
 }
 
 // tokenProbs is one generated token's probability and the most probable

@@ -176,6 +176,33 @@ func TestGrammarConstrainsEveryEndpoint(t *testing.T) {
 	}
 }
 
+// TestGrammarIsInTheSettings: /completion's generation_settings show the
+// grammar the request ran under, as llama-server's do: the request's own,
+// or the one converted from its schema.
+func TestGrammarIsInTheSettings(t *testing.T) {
+	tm := loadTestModel(t)
+	ts := startServer(t, tm, engineConfig(false), Options{})
+	for _, extra := range []map[string]any{{"grammar": yesNoNumber}, {"json_schema": map[string]any{"type": "boolean"}}} {
+		body := generationBody("/completion", 1, 1, false)
+		maps.Copy(body, extra)
+		status, raw := post(t, ts.url+"/completion", body)
+		require.Equal(t, http.StatusOK, status, "%s", raw)
+		var got struct {
+			Settings struct {
+				Grammar string `json:"grammar"`
+			} `json:"generation_settings"`
+			Content string `json:"content"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &got))
+		if _, ok := extra["grammar"]; ok {
+			assert.Equal(t, yesNoNumber, got.Settings.Grammar)
+		} else {
+			assert.Contains(t, got.Settings.Grammar, "root ::=")
+			assert.Contains(t, []string{"true", "false"}, strings.TrimSpace(got.Content))
+		}
+	}
+}
+
 // TestBadGrammarIsA400: a grammar that does not parse is refused before
 // anything runs, with the field and the line and column, on every
 // endpoint.
