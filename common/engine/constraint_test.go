@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,7 +22,8 @@ type countConstraint struct {
 	seen []int32
 	// accepts counts Accept calls on this state, so a test can see that
 	// clones do not share one.
-	accepts *int
+	accepts   *int
+	alternate bool
 }
 
 func (c *countConstraint) Allowed(dst []uint64) []uint64 {
@@ -28,7 +31,7 @@ func (c *countConstraint) Allowed(dst []uint64) []uint64 {
 		return dst
 	}
 	for i := range len(dst) * 64 {
-		if c.ok(int32(i)) {
+		if c.allows(int32(i)) {
 			dst[i/64] |= 1 << (i % 64)
 		}
 	}
@@ -36,12 +39,22 @@ func (c *countConstraint) Allowed(dst []uint64) []uint64 {
 }
 
 func (c *countConstraint) Accept(tok int32) bool {
-	if len(c.seen) >= c.n || !c.ok(tok) {
+	if len(c.seen) >= c.n || !c.allows(tok) {
 		return false
 	}
 	c.seen = append(c.seen, tok)
 	*c.accepts++
 	return true
+}
+
+// allows is ok, and with alternate set, the low half of the set at even
+// positions and the high half at odd ones: a language whose next tokens
+// depend on the state.
+func (c *countConstraint) allows(tok int32) bool {
+	if c.alternate && (tok < 300) != (len(c.seen)%2 == 0) {
+		return false
+	}
+	return c.ok(tok)
 }
 
 func (c *countConstraint) CanEnd() bool { return len(c.seen) == c.n }
@@ -276,5 +289,40 @@ func TestConstrainedStreaming(t *testing.T) {
 			require.True(t, inSet(o.Token), "token %d", o.Token)
 		}
 		assert.Equal(t, map[int]int{0: 7, 1: 7}, n)
+	}
+}
+
+// TestConstrainedRequestsSurvivePreemption: a sequence preempted mid-output
+// keeps its constraint's state (its tokens are not generated again), so
+// constrained requests in a pool that runs dry give the tokens they give
+// alone.
+func TestConstrainedRequestsSurvivePreemption(t *testing.T) {
+	m := loadTestModel(t, model.ArchLlama)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var reqs []Request
+	for i := range 8 {
+		reqs = append(reqs, Request{ID: i, Prompt: randomPrompt(rng, 10+rng.IntN(10), m.Config.VocabSize), MaxTokens: 12, IgnoreEOS: true, Sampling: Sampling{Temperature: 1, Seed: uint64(i)}})
+	}
+	fresh := func() []Request {
+		out := slices.Clone(reqs)
+		for i := range out {
+			c := newCount(100, inSet)
+			c.alternate = true
+			out[i].Constraint = c
+		}
+		return out
+	}
+	want := solo(t, m, testConfig(), fresh())
+	c := testConfig()
+	c.NumBlocks = 14
+	e := newTestEngine(t, m, c)
+	have := e.RunAll(fresh())
+	require.Positive(t, e.Stats().Preemptions, "the pool must have run dry")
+	for id, w := range want {
+		require.NoError(t, have[id].Err)
+		assert.Equal(t, w.Tokens, have[id].Tokens, "request %d", id)
+		for i, tok := range have[id].Tokens {
+			require.True(t, inSet(tok) && (tok < 300) == (i%2 == 0), "request %d token %d: %d", id, i, tok)
+		}
 	}
 }
