@@ -429,7 +429,11 @@ func (p *parser) sequence(rule int32, nested bool) ([]symbol, error) {
 			}
 			body := append([]symbol(nil), seq[last:]...)
 			seq = seq[:last]
+			first := len(p.names)
 			seq = append(seq, p.repeat(rule, body, lo, hi)...)
+			for id := first; id < len(p.names); id++ {
+				p.defAt[id] = [2]int{line, col} // errors point at the operator
+			}
 			if len(seq) == last {
 				last = -1 // x{0}: nothing left to repeat
 			}
