@@ -87,4 +87,3 @@ func BenchmarkAllowed(b *testing.B) {
 		}
 	}
 }
-
