@@ -35,6 +35,8 @@ func TestSyntaxErrors(t *testing.T) {
 		{"# comment\nroot ::= (\n  \"a\" |\n  z\n)", 4, 3, `undefined rule "z"`},
 		{`root ::= [z-a]`, 1, 10, "reversed"},
 		{`root ::= <think>`, 1, 10, "not supported"},
+		{"root ::= " + strings.Repeat("(", 300) + `"a"` + strings.Repeat(")", 300), 1, 266, "nest deeper"},
+		{"root ::=" + strings.Repeat(` "a"{65536}`, 17), 1, 189, "grammar too large"},
 		{"root ::= \"é\" ?? ]", 1, 17, "expected end of rule"},
 	}
 	for _, c := range cases {
