@@ -9,23 +9,19 @@ import (
 // uncached, and the next Allowed starts a fresh cache.
 var maxDFAStates = 4096 // a variable so a test can make it tiny
 
-// dfaState is an interned matcher state with its transitions by byte:
-// 0 not computed yet, -1 refused, k > 0 the state with id k-1.
-type dfaState struct {
-	st   state
-	next [256]int32
-}
-
 // dfa interns the states Allowed reaches so that a byte from a state already
 // seen is a table lookup instead of a step of every stack. A Matcher keeps
 // its dfa between calls (states are compared by value, so an entry stays
 // true for the grammar); Clone starts without one.
 type dfa struct {
 	g      *Grammar
-	states []*dfaState
-	index  map[uint64][]int32
-	ss     stackSet
-	tmp    state
+	states []state
+	// trans[id<<8|b] is the transition of state id on byte b: 0 not
+	// computed yet, -1 refused, k > 0 the state with id k-1.
+	trans []int32
+	index map[uint64][]int32
+	ss    stackSet
+	tmp   state
 }
 
 func newDFA(g *Grammar) *dfa {
@@ -75,7 +71,7 @@ func (d *dfa) intern(st state, owned bool) int32 {
 	})
 	k := stateKey(&st)
 	for _, id := range d.index[k] {
-		if sameState(&d.states[id].st, &st) {
+		if sameState(&d.states[id], &st) {
 			return id
 		}
 	}
@@ -83,7 +79,8 @@ func (d *dfa) intern(st state, owned bool) int32 {
 		return -1
 	}
 	id := int32(len(d.states))
-	d.states = append(d.states, &dfaState{st: st})
+	d.states = append(d.states, st)
+	d.trans = append(d.trans, make([]int32, 256)...)
 	d.index[k] = append(d.index[k], id)
 	return id
 }
@@ -121,10 +118,9 @@ func (d *dfa) next(ids []int32, raw []state, depth int32, c byte) bool {
 		ids[depth] = -1
 		return ok
 	}
-	ps := d.states[p]
-	t := ps.next[c]
+	t := d.trans[int(p)<<8|int(c)]
 	if t == 0 {
-		ok, _ := d.g.feed(&ps.st, c, &d.tmp, &d.ss)
+		ok, _ := d.g.feed(&d.states[p], c, &d.tmp, &d.ss)
 		if !ok {
 			t = -1
 		} else if id := d.intern(d.tmp, true); id >= 0 {
@@ -133,7 +129,7 @@ func (d *dfa) next(ids []int32, raw []state, depth int32, c byte) bool {
 			ids[depth], raw[depth] = -1, d.tmp
 			return true
 		}
-		ps.next[c] = t
+		d.trans[int(p)<<8|int(c)] = t
 	}
 	if t < 0 {
 		return false
