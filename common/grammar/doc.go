@@ -15,7 +15,8 @@
 // supported. Parse refuses undefined rules, a missing root, and left
 // recursion (a rule that can reach itself without consuming a character,
 // including a repetition of something that can match nothing): matching it
-// would push forever. llama.cpp refuses the same grammars.
+// would push forever (llama.cpp refuses left recursion too). A rule
+// defined twice is an error rather than a silent replacement.
 //
 // # Matching: a set of stacks
 //
@@ -51,11 +52,13 @@
 // each subtree recorded). Allowed walks it keeping one matcher state per
 // depth: every trie edge is one byte fed to its parent's state, so tokens
 // sharing a prefix share the work, and a byte the grammar refuses skips the
-// whole subtree. The states met during one walk are interned with a
-// 256-entry transition row each (a DFA built lazily, for that call only, at
-// most maxDFAStates of them): inside a JSON string nearly every edge leads
+// whole subtree. The states met on the walk are interned with a 256-entry
+// transition row each, a DFA built lazily from the stack sets, kept in the
+// Matcher from one call to the next (at most 4096 states, then it starts
+// over; a Clone starts empty): inside a JSON string nearly every edge leads
 // back to the same state, so it costs a table lookup instead of a step of
-// every stack. allowedPlain (Clone and Accept per token) is the plain
+// every stack, and the next decode step from that state finds its row
+// filled. allowedPlain (Clone and Accept per token) is the plain
 // version the tests hold both to.
 //
 // # Bounds
