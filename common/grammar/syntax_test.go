@@ -69,6 +69,9 @@ func TestParseAccepts(t *testing.T) {
 		{"root ::= \"\" | \"a\"", []string{"", "a"}, []string{"aa"}},
 		{"root ::= item+\nitem ::= [a-z] \",\"", []string{"a,b,"}, []string{"a,b"}},
 		{"root ::= \"a\"{0}", []string{""}, []string{"a"}},
+		{"root ::= \"a\" | | \"b\"", []string{"", "a", "b"}, []string{"ab"}},
+		{"root ::= x\r\nx ::= \"a\" # windows line ends\r\n", []string{"a"}, []string{""}},
+		{`root ::= [-+] [a-] [\-\^]`, []string{"+a-", "--^"}, []string{"+b-"}},
 		{"root ::= (\"a\"{2})*", []string{"", "aa", "aaaa"}, []string{"a", "aaa"}},
 	}
 	for _, c := range cases {
