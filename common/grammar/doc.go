@@ -65,5 +65,8 @@
 //
 // Parse refuses parentheses nested deeper than 256 and grammars whose
 // repetitions expand past 2^20 elements; a repetition count is at most
-// 65536. Matching is bounded by MaxStacks per code point.
+// 65536. Matching is bounded by MaxStacks per code point, so a mask costs
+// at most one such step per trie node; a grammar that really keeps
+// thousands of stacks alive makes each mask that many times slower, which
+// only a time limit on the request bounds.
 package grammar
