@@ -98,6 +98,17 @@ func (c *class) has(r rune) bool {
 	return i < len(rs)/2 && rs[2*i] <= r
 }
 
+// live reports whether the class holds a code point UTF-8 can encode (not
+// only surrogates, not nothing).
+func (c *class) live() bool {
+	for i := 0; i < len(c.ranges); i += 2 {
+		if c.ranges[i] < 0xD800 || c.ranges[i+1] > 0xDFFF {
+			return true
+		}
+	}
+	return false
+}
+
 // overlaps reports whether any code point in [lo, hi] is in the class; it
 // lets a matcher reject a UTF-8 prefix before the sequence is complete.
 func (c *class) overlaps(lo, hi rune) bool {
@@ -132,7 +143,17 @@ type symbol struct {
 	undef bool
 }
 
+// Bounds on what one grammar may cost to compile: how deep parentheses
+// nest (the parser recurses on them) and how many elements the program may
+// have once repetitions like x{1000} are written out.
+const (
+	maxNesting = 256
+	maxElems   = 1 << 20
+)
+
 type parser struct {
+	size  int // symbols written so far, repetitions expanded
+	nest  int
 	src   string
 	pos   int
 	line  int
@@ -405,10 +426,15 @@ func (p *parser) sequence(rule int32, nested bool) ([]symbol, error) {
 			last = len(seq)
 			seq = append(seq, symbol{kind: elemRef, rule: id, line: line, col: col})
 		case c == '(':
+			if p.nest >= maxNesting {
+				return nil, p.errf("parentheses nest deeper than %d", maxNesting)
+			}
 			p.advance()
 			p.space(true)
 			sub := p.newRule(rule)
+			p.nest++
 			alts, err := p.alternatives(rule, true)
+			p.nest--
 			if err != nil {
 				return nil, err
 			}
@@ -429,7 +455,15 @@ func (p *parser) sequence(rule int32, nested bool) ([]symbol, error) {
 			}
 			body := append([]symbol(nil), seq[last:]...)
 			seq = seq[:last]
+			first := len(p.names)
+			width := min(len(body), 1) // a longer body becomes one rule
+			if p.size += width * max(lo, hi); p.size > maxElems {
+				return nil, p.errAt(line, col, "grammar too large: repetitions expand past %d elements", maxElems)
+			}
 			seq = append(seq, p.repeat(rule, body, lo, hi)...)
+			for id := first; id < len(p.names); id++ {
+				p.defAt[id] = [2]int{line, col} // errors point at the operator
+			}
 			if len(seq) == last {
 				last = -1 // x{0}: nothing left to repeat
 			}
