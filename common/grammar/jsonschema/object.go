@@ -330,6 +330,11 @@ func (c *converter) lookup(ref, ptr string) (*value, string) {
 func (c *converter) array(s *value, name, rn, ptr string, u used) string {
 	items := s.get("items")
 	tuple := s.get("prefixItems")
+	if tuple != nil && tuple.kind != 'a' && items == nil {
+		// llama.cpp takes a prefixItems schema (not an array) as items.
+		u.mark("prefixItems", "minItems", "maxItems")
+		return c.repeated(s, tuple, name, rn, at(ptr, "prefixItems"))
+	}
 	if tuple != nil {
 		u.mark("prefixItems")
 		if tuple.kind != 'a' {
@@ -346,10 +351,22 @@ func (c *converter) array(s *value, name, rn, ptr string, u used) string {
 	}
 	u.mark("items")
 	if items.kind == 'a' {
+		if ai := s.get("additionalItems"); ai != nil {
+			if ai.kind != 'b' || ai.truth {
+				fail(at(ptr, "additionalItems"), "additionalItems", "additionalItems is supported only as false")
+			}
+			u.mark("additionalItems")
+		}
 		return c.tuple(items.vals, name, rn, at(ptr, "items"))
 	}
 	u.mark("minItems", "maxItems")
-	itemRule := c.visit(items, child(name, "item"), at(ptr, "items"))
+	return c.repeated(s, items, name, rn, at(ptr, "items"))
+}
+
+// repeated is an array of items between minItems and maxItems long.
+func (c *converter) repeated(s, items *value, name, rn, itemsPtr string) string {
+	ptr := strings.TrimSuffix(strings.TrimSuffix(itemsPtr, "/items"), "/prefixItems")
+	itemRule := c.visit(items, child(name, "item"), itemsPtr)
 	lo := count(s.get("minItems"), at(ptr, "minItems"), "minItems", 0)
 	hi := count(s.get("maxItems"), at(ptr, "maxItems"), "maxItems", -1)
 	if hi >= 0 && lo > hi {
