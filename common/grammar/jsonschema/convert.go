@@ -264,6 +264,29 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 			fail(at(ptr, kw), kw, "%s must be a non-empty array of schemas", kw)
 		}
 		return c.addRule(rn, c.union(name, alts.vals, func(i int) string { return at(at(ptr, kw), strconv.Itoa(i)) }))
+	case s.has("const"):
+		u.mark("const")
+		v := s.get("const")
+		if !ofType(v, typ, types) {
+			fail(at(ptr, "const"), "const", "const %s is not of the schema's type", v.compact())
+		}
+		return c.addRule(rn, formatLiteral(v.compact()))
+	case s.has("enum"):
+		u.mark("enum")
+		e := s.get("enum")
+		if e.kind != 'a' || len(e.vals) == 0 {
+			fail(at(ptr, "enum"), "enum", "enum must be a non-empty array")
+		}
+		var lits []string
+		for _, v := range e.vals {
+			if ofType(v, typ, types) { // a value of another type can never validate
+				lits = append(lits, formatLiteral(v.compact()))
+			}
+		}
+		if len(lits) == 0 {
+			fail(at(ptr, "enum"), "enum", "no value of enum is of the schema's type")
+		}
+		return c.addRule(rn, "("+strings.Join(lits, " | ")+")")
 	case types != nil:
 		var parts []string
 		for i, t := range types {
@@ -282,20 +305,6 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 			}
 		}
 		return c.addRule(rn, strings.Join(parts, " | "))
-	case s.has("const"):
-		u.mark("const")
-		return c.addRule(rn, formatLiteral(s.get("const").compact()))
-	case s.has("enum"):
-		u.mark("enum")
-		e := s.get("enum")
-		if e.kind != 'a' || len(e.vals) == 0 {
-			fail(at(ptr, "enum"), "enum", "enum must be a non-empty array")
-		}
-		var lits []string
-		for _, v := range e.vals {
-			lits = append(lits, formatLiteral(v.compact()))
-		}
-		return c.addRule(rn, "("+strings.Join(lits, " | ")+")")
 	case (typ == "" || typ == "object") && (s.has("properties") || (s.has("additionalProperties") && !isTrue(s.get("additionalProperties")))):
 		u.mark("properties", "required", "additionalProperties")
 		props := objectProps(s.get("properties"), at(ptr, "properties"))
@@ -350,6 +359,29 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 		return c.addBuiltin("root", typ)
 	}
 	return c.addBuiltin(typ, typ)
+}
+
+// ofType reports whether v is of type typ, or of one of types, or either is unset.
+func ofType(v *value, typ string, types []string) bool {
+	if typ == "" && types == nil {
+		return true
+	}
+	for _, t := range append(types, typ) {
+		switch {
+		case t == v.kindName(),
+			t == "integer" && v.kind == 'n' && isIntegral(v.num.String()):
+			return true
+		case t == "number" && v.kind == 'n':
+			return true
+		}
+	}
+	return false
+}
+
+// isIntegral reports whether a JSON number has no fractional part.
+func isIntegral(n string) bool {
+	f, err := strconv.ParseFloat(n, 64)
+	return err == nil && f == math.Trunc(f)
 }
 
 func isTrue(v *value) bool { return v != nil && v.kind == 'b' && v.truth }

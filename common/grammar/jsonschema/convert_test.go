@@ -157,6 +157,8 @@ func TestRefusals(t *testing.T) {
 		{`{"properties": {"a": false}}`, "/properties/a", ""},
 		{`{"prefixItems": [{"type": "string"}], "items": {"type": "number"}}`, "/items", "items"},
 		{`{"$defs": {"x": {"type": "string", "contentEncoding": "base64"}}, "items": {"$ref": "#/$defs/x"}}`, "/$defs/x/contentEncoding", "contentEncoding"},
+		{`{"type": "string", "const": 1}`, "/const", "const"},
+		{`{"type": "boolean", "enum": [1, "true"]}`, "/enum", "enum"},
 		{`123`, "", ""},
 	} {
 		_, err := ToGBNF([]byte(tc.schema))

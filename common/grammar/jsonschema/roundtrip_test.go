@@ -29,6 +29,7 @@ var roundTrip = []struct {
 	{"description only", `{"description": "anything at all"}`, []string{`[true]`}, nil},
 	{"type array", `{"type": ["string", "null", "integer"]}`, []string{`"x"`, `null`, `4`}, []string{`1.5`, `[]`}},
 	{"enum", `{"enum": ["red", 42, null, ["foo"], {"k": 1}]}`, []string{`"red"`, `42`, `null`, `["foo"]`, `{"k":1}`}, []string{`"blue"`, `43`}},
+	{"typed enum", `{"type": ["string", "integer"], "enum": ["a", 1, 2.5, null, 3.0]}`, []string{`"a"`, `1`, `3.0`}, []string{`2.5`, `null`}},
 	{"const", `{"const": {"a": [1, "two"]}}`, []string{`{"a":[1,"two"]}`}, []string{`{"a":[1,"three"]}`}},
 	{"object required + optional", `{"type": "object", "properties": {
 		"name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
