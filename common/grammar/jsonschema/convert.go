@@ -250,7 +250,7 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 	switch {
 	case s.has("$ref"):
 		u.mark("$ref")
-		u["type"] = false
+		u["type"] = c.typeHolds(s, typ, types)
 		return c.addRule(rn, c.resolveRef(s.get("$ref"), at(ptr, "$ref")))
 	case s.has("oneOf") || s.has("anyOf"):
 		kw := "anyOf"
@@ -258,7 +258,7 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 			kw = "oneOf"
 		}
 		u.mark(kw)
-		u["type"] = false
+		u["type"] = c.typeHolds(s, typ, types)
 		alts := s.get(kw)
 		if alts.kind != 'a' || len(alts.vals) == 0 {
 			fail(at(ptr, kw), kw, "%s must be a non-empty array of schemas", kw)
@@ -384,6 +384,26 @@ func isIntegral(n string) bool {
 	return err == nil && f == math.Trunc(f)
 }
 
+// typeHolds reports whether a type beside $ref, anyOf or oneOf is
+// implied by what those spell, so that leaving it out of the grammar
+// changes nothing.
+func (c *converter) typeHolds(s *value, typ string, types []string) bool {
+	if typ == "" && types == nil {
+		return true
+	}
+	if typ != "" {
+		types = []string{typ}
+	}
+	cp := &value{kind: 'o'}
+	for i, k := range s.keys {
+		if k != "type" {
+			cp.keys = append(cp.keys, k)
+			cp.vals = append(cp.vals, s.vals[i])
+		}
+	}
+	return within(c.produces(cp, 0), types)
+}
+
 func isTrue(v *value) bool { return v != nil && v.kind == 'b' && v.truth }
 
 func isUUID(f string) bool { return regexp.MustCompile(`^uuid[1-5]?$`).MatchString(f) }
@@ -433,27 +453,9 @@ func (c *converter) resolveRef(ref *value, ptr string) string {
 	if _, ok := c.rules[name]; ok || c.resolving[ref.str] {
 		return name
 	}
-	target := c.root
-	if frag != "" {
-		if !strings.HasPrefix(frag, "/") {
-			fail(ptr, "$ref", "reference %s is not a JSON pointer", ref.compact())
-		}
-		for _, tok := range strings.Split(frag[1:], "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			var next *value
-			switch target.kind {
-			case 'o':
-				next = target.get(tok)
-			case 'a':
-				if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(target.vals) {
-					next = target.vals[i]
-				}
-			}
-			if next == nil {
-				fail(ptr, "$ref", "reference %s does not resolve: no %q", ref.compact(), tok)
-			}
-			target = next
-		}
+	target := c.find(ref.str)
+	if target == nil {
+		fail(ptr, "$ref", "reference %s does not resolve", ref.compact())
 	}
 	c.resolving[ref.str] = true
 	n := c.visit(target, name, frag)

@@ -310,19 +310,11 @@ func (c *converter) allOf(all *value, name, rn, ptr string) string {
 
 // lookup resolves a local reference to its schema and pointer.
 func (c *converter) lookup(ref, ptr string) (*value, string) {
-	frag := ref[1:]
-	target := c.root
-	if frag != "" {
-		for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			next := target.get(tok)
-			if next == nil {
-				fail(ptr, "$ref", "reference %q does not resolve", ref)
-			}
-			target = next
-		}
+	target := c.find(ref)
+	if target == nil {
+		fail(ptr, "$ref", "reference %q does not resolve", ref)
 	}
-	return target, frag
+	return target, ref[1:]
 }
 
 // array is the rule of an array schema: a tuple for prefixItems (or an

@@ -49,6 +49,9 @@ var roundTrip = []struct {
 		[]string{`"ab"`, `10`, `123`}, []string{`"a"`, `9`, `true`}},
 	{"oneOf", `{"oneOf": [{"type": "boolean"}, {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}]}`,
 		[]string{`true`, `{"x": 1}`}, []string{`{"y": 1}`, `null`}},
+	{"typed anyOf of refs", `{"type": "object", "anyOf": [{"$ref": "#/definitions/foo"}, {"$ref": "#/definitions/bar"}],
+		"definitions": {"foo": {"properties": {"a": {"type": "number"}}}, "bar": {"properties": {"b": {"type": "number"}}}}}`,
+		[]string{`{"a": 1}`, `{"b": 2}`, `{}`}, []string{`{"a": "1", "b": "2"}`, `[]`}},
 	{"allOf of objects", `{"allOf": [
 		{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
 		{"$ref": "#/$defs/b"},
