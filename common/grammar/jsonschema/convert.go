@@ -423,17 +423,28 @@ func (c *converter) union(name string, alts []*value, ptrOf func(int) string) st
 	return strings.Join(parts, " | ")
 }
 
-// count is a non-negative integer keyword, or def when absent.
+// MaxCount is the largest length or item count a grammar spells out: each
+// unit of a bound becomes a rule, so a bound is what a schema can cost. A
+// larger minimum is refused; a larger maximum is lowered to MaxCount, which
+// keeps the grammar inside the schema.
+const MaxCount = 4096
+
+// count is a non-negative integer keyword, or def when absent; a maximum
+// (def < 0) above MaxCount is MaxCount, a minimum above it an error.
 func count(v *value, ptr, kw string, def int) int {
 	if v == nil {
 		return def
 	}
 	if v.kind == 'n' {
-		if n, err := strconv.Atoi(v.num.String()); err == nil && n >= 0 {
-			return n
-		}
-		if f, err := v.num.Float64(); err == nil && f >= 0 && f == math.Trunc(f) && f < 1<<31 {
-			return int(f)
+		f, err := strconv.ParseFloat(v.num.String(), 64)
+		if err == nil && f >= 0 && f == math.Trunc(f) {
+			switch {
+			case f <= MaxCount:
+				return int(f)
+			case def < 0:
+				return MaxCount
+			}
+			fail(ptr, kw, "%s %s is above %d, the most a grammar spells out", kw, v.compact(), MaxCount)
 		}
 	}
 	fail(ptr, kw, "%s must be a non-negative integer, not %s", kw, v.compact())

@@ -161,6 +161,8 @@ func TestRefusals(t *testing.T) {
 		{`{"$defs": {"x": {"type": "string", "contentEncoding": "base64"}}, "items": {"$ref": "#/$defs/x"}}`, "/$defs/x/contentEncoding", "contentEncoding"},
 		{`{"type": "string", "const": 1}`, "/const", "const"},
 		{`{"type": "boolean", "enum": [1, "true"]}`, "/enum", "enum"},
+		{`{"type": "string", "minLength": 5000}`, "/minLength", "minLength"},
+		{`{"type": "array", "items": {}, "minItems": 1.5}`, "/minItems", "minItems"},
 		{`123`, "", ""},
 	} {
 		_, err := ToGBNF([]byte(tc.schema))
@@ -196,5 +198,28 @@ func TestServerSchemas(t *testing.T) {
 		if _, err := ToGBNF([]byte(s)); err == nil {
 			t.Errorf("%s converted, want an error", s)
 		}
+	}
+}
+
+// TestLargeMaximumIsLowered: a maximum above MaxCount becomes MaxCount, so
+// the grammar stays small and inside the schema.
+func TestLargeMaximumIsLowered(t *testing.T) {
+	g, err := ToGBNF([]byte(`{"type": "string", "maxLength": 1000000000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(g, "char{0,4096}") {
+		t.Fatalf("maxLength not lowered to %d:\n%s", MaxCount, g)
+	}
+	gr, err := grammar.Parse(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := gr.NewMatcher()
+	if !m.Accept([]byte(`"`+strings.Repeat("a", MaxCount)+`"`)) || !m.CanEnd() {
+		t.Fatal("a string of MaxCount characters is refused")
+	}
+	if m := gr.NewMatcher(); m.Accept([]byte(`"`+strings.Repeat("a", MaxCount+1)+`"`)) && m.CanEnd() {
+		t.Fatal("a string of MaxCount+1 characters is accepted")
 	}
 }
