@@ -247,6 +247,9 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 	typ, types := schemaType(s, ptr)
 	rn := ruleName(name)
 	u.mark("type")
+	if typ != "" && typ != "string" {
+		u.mark("format") // a format constrains only strings: here it is a note (int32, double, ...)
+	}
 	switch {
 	case s.has("$ref"):
 		u.mark("$ref")
