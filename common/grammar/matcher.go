@@ -340,5 +340,14 @@ func (m *Matcher) CanEnd() bool {
 }
 
 // Dead reports that nothing more can be accepted and the input cannot end:
-// no stack is left. It never follows a true Accept.
-func (m *Matcher) Dead() bool { return len(m.st.stacks) == 0 }
+// no stack is empty and none has a class with a character on top (a
+// grammar such as [^\x00-\U0010FFFF] is dead from the start). It never
+// follows a true Accept in a grammar whose classes are not empty.
+func (m *Matcher) Dead() bool {
+	for _, n := range m.st.stacks {
+		if n == nil || m.g.classes[m.g.elems[n.pos].arg].live() {
+			return false
+		}
+	}
+	return true
+}

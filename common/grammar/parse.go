@@ -98,6 +98,17 @@ func (c *class) has(r rune) bool {
 	return i < len(rs)/2 && rs[2*i] <= r
 }
 
+// live reports whether the class holds a code point UTF-8 can encode (not
+// only surrogates, not nothing).
+func (c *class) live() bool {
+	for i := 0; i < len(c.ranges); i += 2 {
+		if c.ranges[i] < 0xD800 || c.ranges[i+1] > 0xDFFF {
+			return true
+		}
+	}
+	return false
+}
+
 // overlaps reports whether any code point in [lo, hi] is in the class; it
 // lets a matcher reject a UTF-8 prefix before the sequence is complete.
 func (c *class) overlaps(lo, hi rune) bool {
@@ -429,7 +440,11 @@ func (p *parser) sequence(rule int32, nested bool) ([]symbol, error) {
 			}
 			body := append([]symbol(nil), seq[last:]...)
 			seq = seq[:last]
+			first := len(p.names)
 			seq = append(seq, p.repeat(rule, body, lo, hi)...)
+			for id := first; id < len(p.names); id++ {
+				p.defAt[id] = [2]int{line, col} // errors point at the operator
+			}
 			if len(seq) == last {
 				last = -1 // x{0}: nothing left to repeat
 			}

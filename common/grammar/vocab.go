@@ -10,15 +10,20 @@ import (
 // or empty piece (special and control tokens) is never allowed.
 type Vocab struct {
 	pieces [][]byte
-	// The trie in depth-first preorder. Node i (i >= 1; 0 is the root)
-	// consumes edge[i] at depth[i]; its subtree ends just before skip[i];
-	// the tokens whose bytes end there are ids[tok[i]:tok[i+1]].
-	edge  []byte
-	depth []int32
-	skip  []int32
-	tok   []int32
+	// The trie in depth-first preorder, one small struct per node so a walk
+	// reads memory in order. Node i (i >= 1; 0 is the root) consumes edge
+	// at depth; its subtree ends just before skip; the tokens whose bytes
+	// end there are ids[nodes[i].tok:nodes[i+1].tok].
+	nodes []trieNode
 	ids   []int32
 	max   int32 // deepest node
+}
+
+type trieNode struct {
+	skip  int32
+	tok   int32
+	depth int32
+	edge  byte
 }
 
 // NewVocab builds the trie. pieces[id] is what token id emits.
@@ -37,7 +42,7 @@ func NewVocab(pieces [][]byte) *Vocab {
 		return order[i] < order[j]
 	})
 	// Root node.
-	v.edge, v.depth, v.skip, v.tok = []byte{0}, []int32{0}, []int32{0}, []int32{0}
+	v.nodes = []trieNode{{}}
 	var path []int32 // node index at each depth (path[0] = root)
 	path = append(path, 0)
 	var prev []byte
@@ -54,15 +59,12 @@ func NewVocab(pieces [][]byte) *Vocab {
 		}
 		// Close the nodes of prev below the common prefix.
 		for d := len(path) - 1; d > lcp; d-- {
-			v.skip[path[d]] = int32(len(v.edge))
+			v.nodes[path[d]].skip = int32(len(v.nodes))
 		}
 		path = path[:lcp+1]
 		for d := lcp; d < len(p); d++ {
-			n := int32(len(v.edge))
-			v.edge = append(v.edge, p[d])
-			v.depth = append(v.depth, int32(d+1))
-			v.skip = append(v.skip, 0)
-			v.tok = append(v.tok, int32(len(v.ids)))
+			n := int32(len(v.nodes))
+			v.nodes = append(v.nodes, trieNode{edge: p[d], depth: int32(d + 1), tok: int32(len(v.ids))})
 			path = append(path, n)
 			if int32(d+1) > v.max {
 				v.max = int32(d + 1)
@@ -72,9 +74,9 @@ func NewVocab(pieces [][]byte) *Vocab {
 		prev = p
 	}
 	for d := len(path) - 1; d >= 0; d-- {
-		v.skip[path[d]] = int32(len(v.edge))
+		v.nodes[path[d]].skip = int32(len(v.nodes))
 	}
-	v.tok = append(v.tok, int32(len(v.ids)))
+	v.nodes = append(v.nodes, trieNode{tok: int32(len(v.ids))}) // sentinel
 	return v
 }
 
@@ -105,22 +107,39 @@ func (m *Matcher) allowedPlain(v *Vocab, dst []uint64) []uint64 {
 
 // Allowed sets bit id of dst (reallocated if shorter than (n+63)/64 words,
 // cleared first) for every token whose bytes m accepts from its current
-// state; a token of zero bytes never. It walks the vocabulary trie with one
-// state per depth, so a shared prefix is matched once and a rejected byte
-// prunes the whole subtree under it. It does not change m.
+// state; a token of zero bytes never, nor one whose bytes would need more
+// than MaxStacks stacks. It walks the vocabulary trie with one state per
+// depth, so a shared prefix is matched once and a rejected byte prunes the
+// whole subtree under it; states met on the way are interned with their
+// byte transitions (a lazy DFA for this one call), so the many trie edges
+// that lead from a state to one already seen (every plain character inside
+// a JSON string) cost an array lookup. It does not change m.
 func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
 	dst = words(v, dst)
-	states := make([]state, v.max+1)
-	states[0] = m.st
-	var ss stackSet
-	for i := int32(1); i < int32(len(v.edge)); {
-		d := v.depth[i]
-		ok, _ := m.g.feed(&states[d-1], v.edge[i], &states[d], &ss)
-		if !ok {
-			i = v.skip[i]
+	d := newDFA(m.g)
+	ids := make([]int32, v.max+1)
+	raw := make([]state, v.max+1) // for states past the cache's bound
+	ids[0] = d.intern(m.st)
+	raw[0] = m.st
+	nodes := v.nodes
+	for i := int32(1); i < int32(len(nodes)-1); {
+		n := &nodes[i]
+		// The common case inline: a transition already in the table.
+		if p := ids[n.depth-1]; p >= 0 {
+			if t := d.states[p].next[n.edge]; t > 0 {
+				ids[n.depth] = t - 1
+				goto allowed
+			} else if t < 0 {
+				i = n.skip
+				continue
+			}
+		}
+		if !d.next(ids, raw, n.depth, n.edge) {
+			i = n.skip
 			continue
 		}
-		for _, id := range v.ids[v.tok[i]:v.tok[i+1]] {
+	allowed:
+		for _, id := range v.ids[n.tok:nodes[i+1].tok] {
 			dst[id>>6] |= 1 << (id & 63)
 		}
 		i++
