@@ -2,12 +2,27 @@
 // llama.cpp's json-schema-to-grammar does, so that constrained sampling emits
 // only documents that the schema accepts.
 //
-// The converter supports the subset llama.cpp supports and refuses the rest:
-// a keyword it would have to ignore is an error naming the keyword and its
-// JSON pointer, because ignoring it would let the model emit documents the
-// schema refuses. The grammar is a subset of the schema's language (bounded
-// whitespace, properties in schema order, no escapes in some places), never a
-// superset.
+// The rules and their names follow llama.cpp: properties in schema order,
+// required ones first, optional ones each skippable, bounded whitespace
+// between tokens, builtin rules (string, number, date, uuid, ...) added as
+// they are needed. The grammar is meant to be a subset of the schema's
+// language, never a superset. It differs from llama.cpp's, mostly where
+// llama.cpp's would let through documents the schema refuses:
+//
+//   - a keyword the grammar would have to ignore is an *Error naming the
+//     keyword and its JSON pointer, where llama.cpp drops it silently;
+//   - {} is any value (llama.cpp makes it an object);
+//   - a date has only its month's days (llama.cpp allows 02-31);
+//   - a pattern is matched as its JSON spelling (a quote is \"), an
+//     unanchored side may hold any characters, and ^ and $ bind to their
+//     own top-level branch, as in ECMAScript;
+//   - an extra key beside declared properties is spelled without escapes,
+//     so that it cannot spell a declared name;
+//   - lengths and counts stop at MaxCount; integers, like llama.cpp's, at 16 digits.
+//
+// oneOf is converted as anyOf, as llama.cpp does: a document matching two
+// branches is refused by the schema but not by the grammar, so oneOf
+// branches should not overlap.
 package jsonschema
 
 import (
