@@ -422,6 +422,20 @@ func (c *converter) typeHolds(s *value, typ string, types []string) bool {
 	return within(c.produces(cp, 0), types)
 }
 
+// onlyRef reports whether s is a string $ref and annotations only.
+func onlyRef(s *value) bool {
+	r := s.get("$ref")
+	if r == nil || r.kind != 's' {
+		return false
+	}
+	for _, k := range s.keys {
+		if k != "$ref" && !annotations[k] {
+			return false
+		}
+	}
+	return true
+}
+
 func isTrue(v *value) bool { return v != nil && v.kind == 'b' && v.truth }
 
 func isUUID(f string) bool { return regexp.MustCompile(`^uuid[1-5]?$`).MatchString(f) }
@@ -485,6 +499,17 @@ func (c *converter) resolveRef(ref *value, ptr string) string {
 	target := c.find(ref.str)
 	if target == nil {
 		fail(ptr, "$ref", "reference %s does not resolve", ref.compact())
+	}
+	seen := map[string]bool{ref.str: true}
+	for t := target; t.kind == 'o' && onlyRef(t); {
+		r := t.get("$ref")
+		if seen[r.str] {
+			fail(ptr, "$ref", "reference %s refers only to itself and accepts nothing", ref.compact())
+		}
+		seen[r.str] = true
+		if t = c.find(r.str); t == nil {
+			break // the visit reports it
+		}
 	}
 	c.resolving[ref.str] = true
 	n := c.visit(target, name, frag)

@@ -163,6 +163,8 @@ func TestRefusals(t *testing.T) {
 		{`{"type": "boolean", "enum": [1, "true"]}`, "/enum", "enum"},
 		{`{"type": "string", "minLength": 5000}`, "/minLength", "minLength"},
 		{`{"type": "array", "items": {}, "minItems": 1.5}`, "/minItems", "minItems"},
+		{`{"$ref": "#"}`, "/$ref", "$ref"},
+		{`{"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}`, "/$ref", "$ref"},
 		{`123`, "", ""},
 	} {
 		_, err := ToGBNF([]byte(tc.schema))
