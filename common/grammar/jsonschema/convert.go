@@ -178,7 +178,8 @@ func reserved(name string) bool {
 
 // formatLiteral is s as a GBNF string literal.
 func formatLiteral(s string) string {
-	r := strings.NewReplacer("\\", `\\`, `"`, `\"`, "\r", `\r`, "\n", `\n`)
+	// U+FFFD is written as an escape: raw, it reads like a decoding error.
+	r := strings.NewReplacer("\\", `\\`, `"`, `\"`, "\r", `\r`, "\n", `\n`, "\uFFFD", `\uFFFD`)
 	return `"` + r.Replace(s) + `"`
 }
 

@@ -1,6 +1,7 @@
 package jsonschema
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -165,6 +166,8 @@ func TestRefusals(t *testing.T) {
 		{`{"type": "array", "items": {}, "minItems": 1.5}`, "/minItems", "minItems"},
 		{`{"$ref": "#"}`, "/$ref", "$ref"},
 		{`{"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}`, "/$ref", "$ref"},
+		{`{"type": "string", "pattern": "^(a*)*$"}`, "/pattern", "pattern"},
+		{`{"type": "string", "pattern": "^(|a){2}$"}`, "/pattern", "pattern"},
 		{`123`, "", ""},
 	} {
 		_, err := ToGBNF([]byte(tc.schema))
@@ -224,4 +227,22 @@ func TestLargeMaximumIsLowered(t *testing.T) {
 	if m := gr.NewMatcher(); m.Accept([]byte(`"`+strings.Repeat("a", MaxCount+1)+`"`)) && m.CanEnd() {
 		t.Fatal("a string of MaxCount+1 characters is accepted")
 	}
+}
+
+// FuzzPattern: a pattern the converter accepts yields a grammar that
+// parses, and the converter never panics.
+func FuzzPattern(f *testing.F) {
+	for _, p := range []string{"^abc?d*efg+(hij)?kl$", "^(cat|dog|[^a-z\\s]{2})s?$", "a|^b$", "^[\\d.]{1,3}(?:x|)$", "^$", "^\"\\\\.$"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		schema, _ := json.Marshal(map[string]any{"type": "string", "pattern": p})
+		g, err := ToGBNF(schema)
+		if err != nil {
+			return
+		}
+		if _, err := grammar.Parse(g); err != nil {
+			t.Fatalf("pattern %q: %v\n%s", p, err, g)
+		}
+	})
 }
