@@ -67,9 +67,14 @@ var typeNames = map[string]bool{
 
 // converter holds the rules emitted so far, by name.
 type converter struct {
-	root      *value
-	rules     map[string]string
-	resolving map[string]bool
+	root  *value
+	rules map[string]string
+	// resolving maps each reference being converted to the value of
+	// brackets when its conversion began; brackets counts the objects and
+	// arrays the current schema is nested in, so a reference met again at
+	// the same count refers to itself before any character (left recursion).
+	resolving map[string]int
+	brackets  int
 }
 
 // ToGBNF converts a JSON schema to GBNF source whose start rule is root.
@@ -79,7 +84,7 @@ func ToGBNF(schema []byte) (string, error) {
 	if err != nil {
 		return "", &Error{Msg: "invalid JSON: " + err.Error()}
 	}
-	c := &converter{root: v, rules: map[string]string{"space": spaceRule}, resolving: map[string]bool{}}
+	c := &converter{root: v, rules: map[string]string{"space": spaceRule}, resolving: map[string]int{}}
 	if err := c.run(v); err != nil {
 		return "", err
 	}
@@ -494,7 +499,13 @@ func (c *converter) resolveRef(ref *value, ptr string) string {
 		frag = f
 	}
 	name := "ref" + invalidRuleChars.ReplaceAllString(frag, "-")
-	if _, ok := c.rules[name]; ok || c.resolving[ref.str] {
+	if at, ok := c.resolving[ref.str]; ok {
+		if at == c.brackets {
+			fail(ptr, "$ref", "reference %s refers to itself before any character (left recursion)", ref.compact())
+		}
+		return name
+	}
+	if _, ok := c.rules[name]; ok {
 		return name
 	}
 	target := c.find(ref.str)
@@ -512,7 +523,7 @@ func (c *converter) resolveRef(ref *value, ptr string) string {
 			break // the visit reports it
 		}
 	}
-	c.resolving[ref.str] = true
+	c.resolving[ref.str] = c.brackets
 	n := c.visit(target, name, frag)
 	delete(c.resolving, ref.str)
 	return n

@@ -168,6 +168,9 @@ func TestRefusals(t *testing.T) {
 		{`{"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}`, "/$ref", "$ref"},
 		{`{"type": "string", "pattern": "^(a*)*$"}`, "/pattern", "pattern"},
 		{`{"type": "string", "pattern": "^(|a){2}$"}`, "/pattern", "pattern"},
+		{`{"type": "object", "anyOf": [{"$ref": "#"}]}`, "/anyOf/0/$ref", "$ref"},
+		{`{"$defs": {"a": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}`, "/$defs/a/anyOf/1/$ref", "$ref"},
+		{`{"allOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"$ref": "#/$defs/a"}}}`, "/$defs/a/$ref", "$ref"},
 		{`123`, "", ""},
 	} {
 		_, err := ToGBNF([]byte(tc.schema))
@@ -243,6 +246,26 @@ func FuzzPattern(f *testing.F) {
 		}
 		if _, err := grammar.Parse(g); err != nil {
 			t.Fatalf("pattern %q: %v\n%s", p, err, g)
+		}
+	})
+}
+
+// FuzzToGBNF: any input is converted or refused without a panic, and a
+// converted schema yields a grammar that parses.
+func FuzzToGBNF(f *testing.F) {
+	for _, tc := range roundTrip {
+		f.Add(tc.schema)
+	}
+	for _, tc := range llamaGolden {
+		f.Add(tc.schema)
+	}
+	f.Fuzz(func(t *testing.T, schema string) {
+		g, err := ToGBNF([]byte(schema))
+		if err != nil {
+			return
+		}
+		if _, err := grammar.Parse(g); err != nil {
+			t.Fatalf("schema %s: %v\n%s", schema, err, g)
 		}
 	})
 }
