@@ -2,12 +2,27 @@
 // llama.cpp's json-schema-to-grammar does, so that constrained sampling emits
 // only documents that the schema accepts.
 //
-// The converter supports the subset llama.cpp supports and refuses the rest:
-// a keyword it would have to ignore is an error naming the keyword and its
-// JSON pointer, because ignoring it would let the model emit documents the
-// schema refuses. The grammar is a subset of the schema's language (bounded
-// whitespace, properties in schema order, no escapes in some places), never a
-// superset.
+// The rules and their names follow llama.cpp: properties in schema order,
+// required ones first, optional ones each skippable, bounded whitespace
+// between tokens, builtin rules (string, number, date, uuid, ...) added as
+// they are needed. The grammar is meant to be a subset of the schema's
+// language, never a superset. It differs from llama.cpp's, mostly where
+// llama.cpp's would let through documents the schema refuses:
+//
+//   - a keyword the grammar would have to ignore is an *Error naming the
+//     keyword and its JSON pointer, where llama.cpp drops it silently;
+//   - {} is any value (llama.cpp makes it an object);
+//   - a date has only its month's days (llama.cpp allows 02-31);
+//   - a pattern is matched as its JSON spelling (a quote is \"), an
+//     unanchored side may hold any characters, and ^ and $ bind to their
+//     own top-level branch, as in ECMAScript;
+//   - an extra key beside declared properties is spelled without escapes,
+//     so that it cannot spell a declared name;
+//   - lengths and counts stop at MaxCount; integers, like llama.cpp's, at 16 digits.
+//
+// oneOf is converted as anyOf, as llama.cpp does: a document matching two
+// branches is refused by the schema but not by the grammar, so oneOf
+// branches should not overlap.
 package jsonschema
 
 import (
@@ -52,9 +67,14 @@ var typeNames = map[string]bool{
 
 // converter holds the rules emitted so far, by name.
 type converter struct {
-	root      *value
-	rules     map[string]string
-	resolving map[string]bool
+	root  *value
+	rules map[string]string
+	// resolving maps each reference being converted to the value of
+	// brackets when its conversion began; brackets counts the objects and
+	// arrays the current schema is nested in, so a reference met again at
+	// the same count refers to itself before any character (left recursion).
+	resolving map[string]int
+	brackets  int
 }
 
 // ToGBNF converts a JSON schema to GBNF source whose start rule is root.
@@ -64,7 +84,7 @@ func ToGBNF(schema []byte) (string, error) {
 	if err != nil {
 		return "", &Error{Msg: "invalid JSON: " + err.Error()}
 	}
-	c := &converter{root: v, rules: map[string]string{"space": spaceRule}, resolving: map[string]bool{}}
+	c := &converter{root: v, rules: map[string]string{"space": spaceRule}, resolving: map[string]int{}}
 	if err := c.run(v); err != nil {
 		return "", err
 	}
@@ -163,7 +183,8 @@ func reserved(name string) bool {
 
 // formatLiteral is s as a GBNF string literal.
 func formatLiteral(s string) string {
-	r := strings.NewReplacer("\\", `\\`, `"`, `\"`, "\r", `\r`, "\n", `\n`)
+	// U+FFFD is written as an escape: raw, it reads like a decoding error.
+	r := strings.NewReplacer("\\", `\\`, `"`, `\"`, "\r", `\r`, "\n", `\n`, "\uFFFD", `\uFFFD`)
 	return `"` + r.Replace(s) + `"`
 }
 
@@ -247,10 +268,13 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 	typ, types := schemaType(s, ptr)
 	rn := ruleName(name)
 	u.mark("type")
+	if typ != "" && typ != "string" {
+		u.mark("format") // a format constrains only strings: here it is a note (int32, double, ...)
+	}
 	switch {
 	case s.has("$ref"):
 		u.mark("$ref")
-		u["type"] = false
+		u["type"] = c.typeHolds(s, typ, types)
 		return c.addRule(rn, c.resolveRef(s.get("$ref"), at(ptr, "$ref")))
 	case s.has("oneOf") || s.has("anyOf"):
 		kw := "anyOf"
@@ -258,12 +282,35 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 			kw = "oneOf"
 		}
 		u.mark(kw)
-		u["type"] = false
+		u["type"] = c.typeHolds(s, typ, types)
 		alts := s.get(kw)
 		if alts.kind != 'a' || len(alts.vals) == 0 {
 			fail(at(ptr, kw), kw, "%s must be a non-empty array of schemas", kw)
 		}
 		return c.addRule(rn, c.union(name, alts.vals, func(i int) string { return at(at(ptr, kw), strconv.Itoa(i)) }))
+	case s.has("const"):
+		u.mark("const")
+		v := s.get("const")
+		if !ofType(v, typ, types) {
+			fail(at(ptr, "const"), "const", "const %s is not of the schema's type", v.compact())
+		}
+		return c.addRule(rn, formatLiteral(v.compact()))
+	case s.has("enum"):
+		u.mark("enum")
+		e := s.get("enum")
+		if e.kind != 'a' || len(e.vals) == 0 {
+			fail(at(ptr, "enum"), "enum", "enum must be a non-empty array")
+		}
+		var lits []string
+		for _, v := range e.vals {
+			if ofType(v, typ, types) { // a value of another type can never validate
+				lits = append(lits, formatLiteral(v.compact()))
+			}
+		}
+		if len(lits) == 0 {
+			fail(at(ptr, "enum"), "enum", "no value of enum is of the schema's type")
+		}
+		return c.addRule(rn, "("+strings.Join(lits, " | ")+")")
 	case types != nil:
 		var parts []string
 		for i, t := range types {
@@ -282,20 +329,6 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 			}
 		}
 		return c.addRule(rn, strings.Join(parts, " | "))
-	case s.has("const"):
-		u.mark("const")
-		return c.addRule(rn, formatLiteral(s.get("const").compact()))
-	case s.has("enum"):
-		u.mark("enum")
-		e := s.get("enum")
-		if e.kind != 'a' || len(e.vals) == 0 {
-			fail(at(ptr, "enum"), "enum", "enum must be a non-empty array")
-		}
-		var lits []string
-		for _, v := range e.vals {
-			lits = append(lits, formatLiteral(v.compact()))
-		}
-		return c.addRule(rn, "("+strings.Join(lits, " | ")+")")
 	case (typ == "" || typ == "object") && (s.has("properties") || (s.has("additionalProperties") && !isTrue(s.get("additionalProperties")))):
 		u.mark("properties", "required", "additionalProperties")
 		props := objectProps(s.get("properties"), at(ptr, "properties"))
@@ -352,6 +385,63 @@ func (c *converter) visitObject(s *value, name, ptr string, u used) string {
 	return c.addBuiltin(typ, typ)
 }
 
+// ofType reports whether v is of type typ, or of one of types, or either is unset.
+func ofType(v *value, typ string, types []string) bool {
+	if typ == "" && types == nil {
+		return true
+	}
+	for _, t := range append(types, typ) {
+		switch {
+		case t == v.kindName(),
+			t == "integer" && v.kind == 'n' && isIntegral(v.num.String()):
+			return true
+		case t == "number" && v.kind == 'n':
+			return true
+		}
+	}
+	return false
+}
+
+// isIntegral reports whether a JSON number has no fractional part.
+func isIntegral(n string) bool {
+	f, err := strconv.ParseFloat(n, 64)
+	return err == nil && f == math.Trunc(f)
+}
+
+// typeHolds reports whether a type beside $ref, anyOf or oneOf is
+// implied by what those spell, so that leaving it out of the grammar
+// changes nothing.
+func (c *converter) typeHolds(s *value, typ string, types []string) bool {
+	if typ == "" && types == nil {
+		return true
+	}
+	if typ != "" {
+		types = []string{typ}
+	}
+	cp := &value{kind: 'o'}
+	for i, k := range s.keys {
+		if k != "type" {
+			cp.keys = append(cp.keys, k)
+			cp.vals = append(cp.vals, s.vals[i])
+		}
+	}
+	return within(c.produces(cp, 0), types)
+}
+
+// onlyRef reports whether s is a string $ref and annotations only.
+func onlyRef(s *value) bool {
+	r := s.get("$ref")
+	if r == nil || r.kind != 's' {
+		return false
+	}
+	for _, k := range s.keys {
+		if k != "$ref" && !annotations[k] {
+			return false
+		}
+	}
+	return true
+}
+
 func isTrue(v *value) bool { return v != nil && v.kind == 'b' && v.truth }
 
 func isUUID(f string) bool { return regexp.MustCompile(`^uuid[1-5]?$`).MatchString(f) }
@@ -371,17 +461,28 @@ func (c *converter) union(name string, alts []*value, ptrOf func(int) string) st
 	return strings.Join(parts, " | ")
 }
 
-// count is a non-negative integer keyword, or def when absent.
+// MaxCount is the largest length or item count a grammar spells out: each
+// unit of a bound becomes a rule, so a bound is what a schema can cost. A
+// larger minimum is refused; a larger maximum is lowered to MaxCount, which
+// keeps the grammar inside the schema.
+const MaxCount = 4096
+
+// count is a non-negative integer keyword, or def when absent; a maximum
+// (def < 0) above MaxCount is MaxCount, a minimum above it an error.
 func count(v *value, ptr, kw string, def int) int {
 	if v == nil {
 		return def
 	}
 	if v.kind == 'n' {
-		if n, err := strconv.Atoi(v.num.String()); err == nil && n >= 0 {
-			return n
-		}
-		if f, err := v.num.Float64(); err == nil && f >= 0 && f == math.Trunc(f) && f < 1<<31 {
-			return int(f)
+		f, err := strconv.ParseFloat(v.num.String(), 64)
+		if err == nil && f >= 0 && f == math.Trunc(f) {
+			switch {
+			case f <= MaxCount:
+				return int(f)
+			case def < 0:
+				return MaxCount
+			}
+			fail(ptr, kw, "%s %s is above %d, the most a grammar spells out", kw, v.compact(), MaxCount)
 		}
 	}
 	fail(ptr, kw, "%s must be a non-negative integer, not %s", kw, v.compact())
@@ -398,32 +499,31 @@ func (c *converter) resolveRef(ref *value, ptr string) string {
 		frag = f
 	}
 	name := "ref" + invalidRuleChars.ReplaceAllString(frag, "-")
-	if _, ok := c.rules[name]; ok || c.resolving[ref.str] {
+	if at, ok := c.resolving[ref.str]; ok {
+		if at == c.brackets {
+			fail(ptr, "$ref", "reference %s refers to itself before any character (left recursion)", ref.compact())
+		}
 		return name
 	}
-	target := c.root
-	if frag != "" {
-		if !strings.HasPrefix(frag, "/") {
-			fail(ptr, "$ref", "reference %s is not a JSON pointer", ref.compact())
+	if _, ok := c.rules[name]; ok {
+		return name
+	}
+	target := c.find(ref.str)
+	if target == nil {
+		fail(ptr, "$ref", "reference %s does not resolve", ref.compact())
+	}
+	seen := map[string]bool{ref.str: true}
+	for t := target; t.kind == 'o' && onlyRef(t); {
+		r := t.get("$ref")
+		if seen[r.str] {
+			fail(ptr, "$ref", "reference %s refers only to itself and accepts nothing", ref.compact())
 		}
-		for _, tok := range strings.Split(frag[1:], "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			var next *value
-			switch target.kind {
-			case 'o':
-				next = target.get(tok)
-			case 'a':
-				if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(target.vals) {
-					next = target.vals[i]
-				}
-			}
-			if next == nil {
-				fail(ptr, "$ref", "reference %s does not resolve: no %q", ref.compact(), tok)
-			}
-			target = next
+		seen[r.str] = true
+		if t = c.find(r.str); t == nil {
+			break // the visit reports it
 		}
 	}
-	c.resolving[ref.str] = true
+	c.resolving[ref.str] = c.brackets
 	n := c.visit(target, name, frag)
 	delete(c.resolving, ref.str)
 	return n

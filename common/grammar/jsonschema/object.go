@@ -50,6 +50,8 @@ func requiredSet(r *value, ptr string) map[string]bool {
 // schema order, then the optional ones in schema order, each optional one
 // possibly skipped, then (when additional is not false) other keys.
 func (c *converter) objectRule(props []prop, required map[string]bool, name string, additional *value, ptr string) string {
+	c.brackets++
+	defer func() { c.brackets-- }()
 	kv := map[string]string{}
 	var req, opt []string
 	for _, p := range props {
@@ -227,8 +229,11 @@ func (c *converter) allOf(all *value, name, rn, ptr string) string {
 	required := map[string]bool{}
 	enumCount := map[string]int{}
 	var enumOrder []string
-	var add func(comp *value, isRequired bool, cptr string)
-	add = func(comp *value, isRequired bool, cptr string) {
+	var add func(comp *value, isRequired bool, cptr string, depth int)
+	add = func(comp *value, isRequired bool, cptr string, depth int) {
+		if depth > 32 {
+			fail(at(cptr, "$ref"), "$ref", "$ref chains in allOf nest too deep")
+		}
 		if comp.kind != 'o' {
 			fail(cptr, "allOf", "an allOf component must be an object schema")
 		}
@@ -251,7 +256,7 @@ func (c *converter) allOf(all *value, name, rn, ptr string) string {
 				fail(at(cptr, "$ref"), "$ref", "only local references are supported")
 			}
 			tgt, tptr := c.lookup(r.str, at(cptr, "$ref"))
-			add(tgt, isRequired, tptr)
+			add(tgt, isRequired, tptr, depth+1)
 		case comp.has("properties"):
 			for _, p := range objectProps(comp.get("properties"), at(cptr, "properties")) {
 				props = append(props, p)
@@ -286,11 +291,11 @@ func (c *converter) allOf(all *value, name, rn, ptr string) string {
 				fail(at(cptr, "anyOf"), "anyOf", "anyOf must be an array")
 			}
 			for j, tt := range any.vals {
-				add(tt, false, at(at(cptr, "anyOf"), strconv.Itoa(j)))
+				add(tt, false, at(at(cptr, "anyOf"), strconv.Itoa(j)), 0)
 			}
 			continue
 		}
-		add(comp, true, cptr)
+		add(comp, true, cptr, 0)
 	}
 	if len(enumOrder) > 0 {
 		sort.Strings(enumOrder)
@@ -310,19 +315,11 @@ func (c *converter) allOf(all *value, name, rn, ptr string) string {
 
 // lookup resolves a local reference to its schema and pointer.
 func (c *converter) lookup(ref, ptr string) (*value, string) {
-	frag := ref[1:]
-	target := c.root
-	if frag != "" {
-		for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			next := target.get(tok)
-			if next == nil {
-				fail(ptr, "$ref", "reference %q does not resolve", ref)
-			}
-			target = next
-		}
+	target := c.find(ref)
+	if target == nil {
+		fail(ptr, "$ref", "reference %q does not resolve", ref)
 	}
-	return target, frag
+	return target, ref[1:]
 }
 
 // array is the rule of an array schema: a tuple for prefixItems (or an
@@ -330,6 +327,11 @@ func (c *converter) lookup(ref, ptr string) (*value, string) {
 func (c *converter) array(s *value, name, rn, ptr string, u used) string {
 	items := s.get("items")
 	tuple := s.get("prefixItems")
+	if tuple != nil && tuple.kind != 'a' && items == nil {
+		// llama.cpp takes a prefixItems schema (not an array) as items.
+		u.mark("prefixItems", "minItems", "maxItems")
+		return c.repeated(s, tuple, name, rn, at(ptr, "prefixItems"))
+	}
 	if tuple != nil {
 		u.mark("prefixItems")
 		if tuple.kind != 'a' {
@@ -346,10 +348,24 @@ func (c *converter) array(s *value, name, rn, ptr string, u used) string {
 	}
 	u.mark("items")
 	if items.kind == 'a' {
+		if ai := s.get("additionalItems"); ai != nil {
+			if ai.kind != 'b' || ai.truth {
+				fail(at(ptr, "additionalItems"), "additionalItems", "additionalItems is supported only as false")
+			}
+			u.mark("additionalItems")
+		}
 		return c.tuple(items.vals, name, rn, at(ptr, "items"))
 	}
 	u.mark("minItems", "maxItems")
-	itemRule := c.visit(items, child(name, "item"), at(ptr, "items"))
+	return c.repeated(s, items, name, rn, at(ptr, "items"))
+}
+
+// repeated is an array of items between minItems and maxItems long.
+func (c *converter) repeated(s, items *value, name, rn, itemsPtr string) string {
+	c.brackets++
+	defer func() { c.brackets-- }()
+	ptr := strings.TrimSuffix(strings.TrimSuffix(itemsPtr, "/items"), "/prefixItems")
+	itemRule := c.visit(items, child(name, "item"), itemsPtr)
 	lo := count(s.get("minItems"), at(ptr, "minItems"), "minItems", 0)
 	hi := count(s.get("maxItems"), at(ptr, "maxItems"), "maxItems", -1)
 	if hi >= 0 && lo > hi {
@@ -360,6 +376,8 @@ func (c *converter) array(s *value, name, rn, ptr string, u used) string {
 
 // tuple is an array of exactly the given items, in order.
 func (c *converter) tuple(items []*value, name, rn, ptr string) string {
+	c.brackets++
+	defer func() { c.brackets-- }()
 	var parts []string
 	for i, it := range items {
 		parts = append(parts, c.visit(it, child(name, "tuple-"+strconv.Itoa(i)), at(ptr, strconv.Itoa(i))))

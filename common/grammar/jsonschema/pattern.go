@@ -21,6 +21,9 @@ type patternParser struct {
 	i   int
 	c   *converter
 	ptr string
+	// nullable says whether what the last call parsed can match the empty
+	// string: repeating such a thing is refused (GBNF cannot repeat it).
+	nullable bool
 }
 
 // pattern emits the rule of a string matching re, under name rn.
@@ -51,9 +54,10 @@ func (p *patternParser) peek() (rune, bool) {
 // branch may carry its own ^ and $.
 func (p *patternParser) alternation(top bool) string {
 	var alts []string
-	empty := false
+	empty, nullable := false, false
 	for {
 		s := p.sequence(top)
+		nullable = nullable || p.nullable
 		if s == "" {
 			empty = true
 		} else {
@@ -65,6 +69,7 @@ func (p *patternParser) alternation(top bool) string {
 		}
 		break
 	}
+	p.nullable = nullable
 	if len(alts) == 0 {
 		return ""
 	}
@@ -77,6 +82,7 @@ func (p *patternParser) alternation(top bool) string {
 
 func (p *patternParser) sequence(top bool) string {
 	var items []string
+	nullable := true
 	anchoredStart, anchoredEnd := false, false
 	if top {
 		if r, ok := p.peek(); ok && r == '^' {
@@ -103,7 +109,9 @@ func (p *patternParser) sequence(top bool) string {
 		}
 		atom := p.atom()
 		items = append(items, p.quantified(atom))
+		nullable = nullable && p.nullable
 	}
+	p.nullable = nullable
 	if top && !anchoredStart {
 		items = append([]string{p.c.addBuiltin("char", "char") + "*"}, items...)
 	}
@@ -123,6 +131,7 @@ func (p *patternParser) sequence(top bool) string {
 // atom parses one unit and returns it as a single GBNF primary.
 func (p *patternParser) atom() string {
 	r := p.src[p.i]
+	p.nullable = false
 	switch r {
 	case '(':
 		p.i++
@@ -133,7 +142,7 @@ func (p *patternParser) atom() string {
 				p.fail("lookarounds, named groups and flags are not supported")
 			}
 		}
-		body := p.alternation(false)
+		body := p.alternation(false) // sets p.nullable for the group
 		if n, ok := p.peek(); !ok || n != ')' {
 			p.fail("unbalanced (")
 		}
@@ -166,11 +175,15 @@ func (p *patternParser) quantified(atom string) string {
 	if !ok {
 		return atom
 	}
+	if (r == '*' || r == '+' || r == '?' || r == '{') && p.nullable {
+		p.fail("repeating something that can match nothing is not supported")
+	}
 	var out string
 	switch r {
 	case '*', '+', '?':
 		p.i++
 		out = atom + string(r)
+		p.nullable = r != '+'
 	case '{':
 		end := p.i
 		for end < len(p.src) && p.src[end] != '}' {
@@ -185,6 +198,7 @@ func (p *patternParser) quantified(atom string) string {
 			p.fail("invalid quantifier {%s}", spec)
 		}
 		p.i = end + 1
+		p.nullable = lo == 0
 		switch {
 		case hi < 0:
 			out = fmt.Sprintf("%s{%d,}", atom, lo)
