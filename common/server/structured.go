@@ -56,12 +56,6 @@ func (h *Handler) structured(q *structuredFields, format json.RawMessage, g *gen
 	if h.opts.Tokenizer == nil {
 		return errBadRequest(field, "%s needs the model's tokenizer, and this server has none", field)
 	}
-	if err := checkRepetitions(src); err != nil {
-		if field != "grammar" {
-			return errBadRequest(field, "%s: the grammar converted from it is too large: %v", field, err)
-		}
-		return errBadRequest(field, "grammar: %v", err)
-	}
 	gr, err := grammar.Parse(src)
 	switch {
 	case err != nil && field == "grammar":
