@@ -58,6 +58,20 @@ func TestAllowedAgreesWithPlain(t *testing.T) {
 		}
 		v := NewVocab(randomVocab(rng, 300+rng.IntN(700), alphabet))
 		sg := newSentenceGen(g, rng, 8)
+		// One matcher fed a sentence chunk by chunk keeps its mask cache
+		// from one call to the next; each mask must still be exact.
+		walker := g.NewMatcher()
+		rest := sg.sentence()
+		for len(rest) > 0 {
+			k := 1 + rng.IntN(min(len(rest), 4))
+			if !walker.Accept(rest[:k]) {
+				t.Fatal("a sentence was refused")
+			}
+			rest = rest[k:]
+			if got, want := walker.Allowed(v, nil), walker.allowedPlain(v, nil); !slices.Equal(got, want) {
+				t.Fatalf("grammar %d: a reused cache gave a wrong mask", gi)
+			}
+		}
 		for range 8 {
 			s := sg.sentence()
 			m := g.NewMatcher()
@@ -102,5 +116,24 @@ func TestAllowedSpecialTokens(t *testing.T) {
 	}
 	if !m.CanEnd() || !m.Accept([]byte("q")) {
 		t.Fatal("Allowed changed the matcher")
+	}
+}
+
+// TestAllowedCacheFull: with a cache of two states, most of the walk goes
+// uncached; the mask is the same.
+func TestAllowedCacheFull(t *testing.T) {
+	defer func(n int) { maxDFAStates = n }(maxDFAStates)
+	maxDFAStates = 2
+	rng := rand.New(rand.NewPCG(11, 12))
+	g := mustParseFile(t, "testdata/json.gbnf")
+	v := NewVocab(randomVocab(rng, 2000, []byte(`{}[],:"\0123456789 truefalsnÃ©`)))
+	m := g.NewMatcher()
+	for _, chunk := range []string{`{"a`, `": [1`, `, "\u00`, `e9", tr`} {
+		if !m.Accept([]byte(chunk)) {
+			t.Fatalf("%q refused", chunk)
+		}
+		if got, want := m.Allowed(v, nil), m.allowedPlain(v, nil); !slices.Equal(got, want) {
+			t.Fatalf("after %q: masks differ", chunk)
+		}
 	}
 }

@@ -48,7 +48,9 @@ func byteLevelVocab(n int, seed uint64) [][]byte {
 
 // BenchmarkAllowed measures one mask over a large vocabulary with the JSON
 // grammar at the start, inside a string (almost every token allowed) and
-// inside a number (almost none), the work a sampler adds to a decode step.
+// inside a number (almost none), the work a sampler adds to a decode step:
+// cold (a matcher whose mask cache is empty) and warm (the cache left by a
+// call from the same state, as in consecutive steps inside a string).
 func BenchmarkAllowed(b *testing.B) {
 	src, err := os.ReadFile("testdata/json.gbnf")
 	if err != nil {
@@ -70,20 +72,32 @@ func BenchmarkAllowed(b *testing.B) {
 			if !m.Accept([]byte(st.prefix)) {
 				b.Fatalf("prefix %q refused", st.prefix)
 			}
-			b.Run(fmt.Sprintf("vocab=%d/%s", n, st.name), func(b *testing.B) {
-				dst := make([]uint64, (n+63)/64)
-				b.ReportAllocs()
-				for b.Loop() {
-					dst = m.Allowed(v, dst)
+			for _, warm := range []bool{false, true} {
+				name := fmt.Sprintf("vocab=%d/%s/cold", n, st.name)
+				if warm {
+					name = fmt.Sprintf("vocab=%d/%s/warm", n, st.name)
 				}
-				allowed := 0
-				for _, w := range dst {
-					for ; w != 0; w &= w - 1 {
-						allowed++
+				b.Run(name, func(b *testing.B) {
+					dst := make([]uint64, (n+63)/64)
+					warmed := m.Clone()
+					warmed.Allowed(v, dst)
+					b.ReportAllocs()
+					for b.Loop() {
+						if warm {
+							dst = warmed.Allowed(v, dst) // the cache of the call before
+						} else {
+							dst = m.Clone().Allowed(v, dst) // a clone starts with no cache
+						}
 					}
-				}
-				b.ReportMetric(float64(allowed), "allowed")
-			})
+					allowed := 0
+					for _, w := range dst {
+						for ; w != 0; w &= w - 1 {
+							allowed++
+						}
+					}
+					b.ReportMetric(float64(allowed), "allowed")
+				})
+			}
 		}
 	}
 }

@@ -4,25 +4,24 @@ import (
 	"slices"
 )
 
-// maxDFAStates bounds the states one Allowed call interns (each holds a
-// 256-entry transition row); past it new states are followed uncached.
-const maxDFAStates = 1 << 14
+// maxDFAStates bounds the states a matcher's mask cache interns (each holds
+// a 256-entry transition row, about 1 KiB): past it new states are followed
+// uncached, and the next Allowed starts a fresh cache.
+var maxDFAStates = 4096 // a variable so a test can make it tiny
 
-// dfaState is an interned matcher state with its transitions by byte:
-// 0 not computed yet, -1 refused, k > 0 the state with id k-1.
-type dfaState struct {
-	st   state
-	next [256]int32
-}
-
-// dfa interns the states one Allowed call reaches so that a byte from a
-// state already seen is a table lookup instead of a step of every stack.
+// dfa interns the states Allowed reaches so that a byte from a state already
+// seen is a table lookup instead of a step of every stack. A Matcher keeps
+// its dfa between calls (states are compared by value, so an entry stays
+// true for the grammar); Clone starts without one.
 type dfa struct {
 	g      *Grammar
-	states []*dfaState
-	index  map[uint64][]int32
-	ss     stackSet
-	tmp    state
+	states []state
+	// trans[id<<8|b] is the transition of state id on byte b: 0 not
+	// computed yet, -1 refused, k > 0 the state with id k-1.
+	trans []int32
+	index map[uint64][]int32
+	ss    stackSet
+	tmp   state
 }
 
 func newDFA(g *Grammar) *dfa {
@@ -53,9 +52,13 @@ func stackHash(n *node) uint64 {
 }
 
 // intern returns the id of st (its stacks sorted by hash, a canonical
-// order), or -1 when the cache is full and st is new.
-func (d *dfa) intern(st state) int32 {
-	st.stacks = slices.Clone(st.stacks)
+// order), or -1 when the cache is full and st is new. owned: st's slice may
+// be sorted in place (stack slices are never written once built, so a
+// slice that is already sorted is kept as it is).
+func (d *dfa) intern(st state, owned bool) int32 {
+	if !owned {
+		st.stacks = slices.Clone(st.stacks)
+	}
 	slices.SortFunc(st.stacks, func(a, b *node) int {
 		ha, hb := stackHash(a), stackHash(b)
 		switch {
@@ -68,7 +71,7 @@ func (d *dfa) intern(st state) int32 {
 	})
 	k := stateKey(&st)
 	for _, id := range d.index[k] {
-		if sameState(&d.states[id].st, &st) {
+		if sameState(&d.states[id], &st) {
 			return id
 		}
 	}
@@ -76,7 +79,8 @@ func (d *dfa) intern(st state) int32 {
 		return -1
 	}
 	id := int32(len(d.states))
-	d.states = append(d.states, &dfaState{st: st})
+	d.states = append(d.states, st)
+	d.trans = append(d.trans, make([]int32, 256)...)
 	d.index[k] = append(d.index[k], id)
 	return id
 }
@@ -114,19 +118,18 @@ func (d *dfa) next(ids []int32, raw []state, depth int32, c byte) bool {
 		ids[depth] = -1
 		return ok
 	}
-	ps := d.states[p]
-	t := ps.next[c]
+	t := d.trans[int(p)<<8|int(c)]
 	if t == 0 {
-		ok, _ := d.g.feed(&ps.st, c, &d.tmp, &d.ss)
+		ok, _ := d.g.feed(&d.states[p], c, &d.tmp, &d.ss)
 		if !ok {
 			t = -1
-		} else if id := d.intern(d.tmp); id >= 0 {
+		} else if id := d.intern(d.tmp, true); id >= 0 {
 			t = id + 1
 		} else {
 			ids[depth], raw[depth] = -1, d.tmp
 			return true
 		}
-		ps.next[c] = t
+		d.trans[int(p)<<8|int(c)] = t
 	}
 	if t < 0 {
 		return false

@@ -15,7 +15,8 @@
 // supported. Parse refuses undefined rules, a missing root, and left
 // recursion (a rule that can reach itself without consuming a character,
 // including a repetition of something that can match nothing): matching it
-// would push forever. llama.cpp refuses the same grammars.
+// would push forever (llama.cpp refuses left recursion too). A rule
+// defined twice is an error rather than a silent replacement.
 //
 // # Matching: a set of stacks
 //
@@ -51,6 +52,21 @@
 // each subtree recorded). Allowed walks it keeping one matcher state per
 // depth: every trie edge is one byte fed to its parent's state, so tokens
 // sharing a prefix share the work, and a byte the grammar refuses skips the
-// whole subtree. allowedPlain (Clone and Accept per token) is the plain
-// version the tests hold it to.
+// whole subtree. The states met on the walk are interned with a 256-entry
+// transition row each, a DFA built lazily from the stack sets, kept in the
+// Matcher from one call to the next (at most 4096 states, then it starts
+// over; a Clone starts empty): inside a JSON string nearly every edge leads
+// back to the same state, so it costs a table lookup instead of a step of
+// every stack, and the next decode step from that state finds its row
+// filled. allowedPlain (Clone and Accept per token) is the plain
+// version the tests hold both to.
+//
+// # Bounds
+//
+// Parse refuses parentheses nested deeper than 256 and grammars whose
+// repetitions expand past 2^20 elements; a repetition count is at most
+// 65536. Matching is bounded by MaxStacks per code point, so a mask costs
+// at most one such step per trie node; a grammar that really keeps
+// thousands of stacks alive makes each mask that many times slower, which
+// only a time limit on the request bounds.
 package grammar

@@ -282,6 +282,7 @@ type Matcher struct {
 	st  state
 	err error
 	ss  stackSet
+	dfa *dfa // Allowed's cache of states and transitions
 }
 
 // NewMatcher starts at the beginning of root.

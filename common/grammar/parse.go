@@ -143,7 +143,17 @@ type symbol struct {
 	undef bool
 }
 
+// Bounds on what one grammar may cost to compile: how deep parentheses
+// nest (the parser recurses on them) and how many elements the program may
+// have once repetitions like x{1000} are written out.
+const (
+	maxNesting = 256
+	maxElems   = 1 << 20
+)
+
 type parser struct {
+	size  int // symbols written so far, repetitions expanded
+	nest  int
 	src   string
 	pos   int
 	line  int
@@ -416,10 +426,15 @@ func (p *parser) sequence(rule int32, nested bool) ([]symbol, error) {
 			last = len(seq)
 			seq = append(seq, symbol{kind: elemRef, rule: id, line: line, col: col})
 		case c == '(':
+			if p.nest >= maxNesting {
+				return nil, p.errf("parentheses nest deeper than %d", maxNesting)
+			}
 			p.advance()
 			p.space(true)
 			sub := p.newRule(rule)
+			p.nest++
 			alts, err := p.alternatives(rule, true)
+			p.nest--
 			if err != nil {
 				return nil, err
 			}
@@ -441,6 +456,10 @@ func (p *parser) sequence(rule int32, nested bool) ([]symbol, error) {
 			body := append([]symbol(nil), seq[last:]...)
 			seq = seq[:last]
 			first := len(p.names)
+			width := min(len(body), 1) // a longer body becomes one rule
+			if p.size += width * max(lo, hi); p.size > maxElems {
+				return nil, p.errAt(line, col, "grammar too large: repetitions expand past %d elements", maxElems)
+			}
 			seq = append(seq, p.repeat(rule, body, lo, hi)...)
 			for id := first; id < len(p.names); id++ {
 				p.defAt[id] = [2]int{line, col} // errors point at the operator

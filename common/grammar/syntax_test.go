@@ -35,6 +35,8 @@ func TestSyntaxErrors(t *testing.T) {
 		{"# comment\nroot ::= (\n  \"a\" |\n  z\n)", 4, 3, `undefined rule "z"`},
 		{`root ::= [z-a]`, 1, 10, "reversed"},
 		{`root ::= <think>`, 1, 10, "not supported"},
+		{"root ::= " + strings.Repeat("(", 300) + `"a"` + strings.Repeat(")", 300), 1, 266, "nest deeper"},
+		{"root ::=" + strings.Repeat(` "a"{65536}`, 17), 1, 189, "grammar too large"},
 		{"root ::= \"é\" ?? ]", 1, 17, "expected end of rule"},
 	}
 	for _, c := range cases {
@@ -67,6 +69,9 @@ func TestParseAccepts(t *testing.T) {
 		{"root ::= \"\" | \"a\"", []string{"", "a"}, []string{"aa"}},
 		{"root ::= item+\nitem ::= [a-z] \",\"", []string{"a,b,"}, []string{"a,b"}},
 		{"root ::= \"a\"{0}", []string{""}, []string{"a"}},
+		{"root ::= \"a\" | | \"b\"", []string{"", "a", "b"}, []string{"ab"}},
+		{"root ::= x\r\nx ::= \"a\" # windows line ends\r\n", []string{"a"}, []string{""}},
+		{`root ::= [-+] [a-] [\-\^]`, []string{"+a-", "--^"}, []string{"+b-"}},
 		{"root ::= (\"a\"{2})*", []string{"", "aa", "aaaa"}, []string{"a", "aaa"}},
 	}
 	for _, c := range cases {

@@ -113,32 +113,42 @@ func (m *Matcher) allowedPlain(v *Vocab, dst []uint64) []uint64 {
 // whole subtree under it; states met on the way are interned with their
 // byte transitions (a lazy DFA for this one call), so the many trie edges
 // that lead from a state to one already seen (every plain character inside
-// a JSON string) cost an array lookup. It does not change m.
+// a JSON string) cost an array lookup. The table is kept in m for the next
+// call (at most maxDFAStates states, about 4 MiB); otherwise m is not
+// changed, but like every method it must not run concurrently with another
+// on the same Matcher.
 func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
 	dst = words(v, dst)
-	d := newDFA(m.g)
+	d := m.dfa
+	if d == nil || len(d.states) >= maxDFAStates {
+		d = newDFA(m.g)
+		m.dfa = d
+	}
 	ids := make([]int32, v.max+1)
 	raw := make([]state, v.max+1) // for states past the cache's bound
-	ids[0] = d.intern(m.st)
+	ids[0] = d.intern(m.st, false)
 	raw[0] = m.st
 	nodes := v.nodes
+	trans := d.trans
 	for i := int32(1); i < int32(len(nodes)-1); {
 		n := &nodes[i]
-		// The common case inline: a transition already in the table.
+		var t int32 // the common case inline: a transition in the table
 		if p := ids[n.depth-1]; p >= 0 {
-			if t := d.states[p].next[n.edge]; t > 0 {
-				ids[n.depth] = t - 1
-				goto allowed
-			} else if t < 0 {
-				i = n.skip
-				continue
-			}
+			t = trans[int(p)<<8|int(n.edge)]
 		}
-		if !d.next(ids, raw, n.depth, n.edge) {
+		switch {
+		case t > 0:
+			ids[n.depth] = t - 1
+		case t == 0: // not computed yet, or the parent is past the cache
+			if !d.next(ids, raw, n.depth, n.edge) {
+				t = -1
+			}
+			trans = d.trans // next may have grown it
+		}
+		if t < 0 {
 			i = n.skip
 			continue
 		}
-	allowed:
 		for _, id := range v.ids[n.tok:nodes[i+1].tok] {
 			dst[id>>6] |= 1 << (id & 63)
 		}
