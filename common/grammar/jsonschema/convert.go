@@ -444,7 +444,9 @@ func onlyRef(s *value) bool {
 
 func isTrue(v *value) bool { return v != nil && v.kind == 'b' && v.truth }
 
-func isUUID(f string) bool { return regexp.MustCompile(`^uuid[1-5]?$`).MatchString(f) }
+var uuidFormat = regexp.MustCompile(`^uuid[1-5]?$`)
+
+func isUUID(f string) bool { return uuidFormat.MatchString(f) }
 
 func isDateTime(f string) bool { return f == "date" || f == "time" || f == "date-time" }
 

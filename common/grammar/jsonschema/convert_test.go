@@ -171,6 +171,8 @@ func TestRefusals(t *testing.T) {
 		{`{"type": "object", "anyOf": [{"$ref": "#"}]}`, "/anyOf/0/$ref", "$ref"},
 		{`{"$defs": {"a": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}`, "/$defs/a/anyOf/1/$ref", "$ref"},
 		{`{"allOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"$ref": "#/$defs/a"}}}`, "/$defs/a/$ref", "$ref"},
+		{`{"prefixItems": [{"type": "integer"}], "minItems": 2}`, "/minItems", "minItems"},
+		{`{"type": "string", "pattern": "^` + strings.Repeat("(", 65) + "a" + strings.Repeat(")", 65) + `$"}`, "/pattern", "pattern"},
 		{`123`, "", ""},
 	} {
 		_, err := ToGBNF([]byte(tc.schema))

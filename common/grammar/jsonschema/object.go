@@ -344,6 +344,7 @@ func (c *converter) array(s *value, name, rn, ptr string, u used) string {
 			}
 			u.mark("items")
 		}
+		c.tupleCounts(s, len(tuple.vals), ptr, u)
 		return c.tuple(tuple.vals, name, rn, tptr)
 	}
 	u.mark("items")
@@ -354,6 +355,7 @@ func (c *converter) array(s *value, name, rn, ptr string, u used) string {
 			}
 			u.mark("additionalItems")
 		}
+		c.tupleCounts(s, len(items.vals), ptr, u)
 		return c.tuple(items.vals, name, rn, at(ptr, "items"))
 	}
 	u.mark("minItems", "maxItems")
@@ -372,6 +374,23 @@ func (c *converter) repeated(s, items *value, name, rn, itemsPtr string) string 
 		fail(at(ptr, "minItems"), "minItems", "minItems %d is above maxItems %d", lo, hi)
 	}
 	return c.addRule(rn, `"[" space `+repetition(itemRule, lo, hi, `"," space`)+` space "]"`)
+}
+
+// tupleCounts accepts minItems and maxItems beside a tuple of n items when
+// the n items the grammar always spells satisfy them (pydantic writes both).
+func (c *converter) tupleCounts(s *value, n int, ptr string, u used) {
+	if v := s.get("minItems"); v != nil {
+		if count(v, at(ptr, "minItems"), "minItems", 0) > n {
+			fail(at(ptr, "minItems"), "minItems", "minItems beside a tuple of %d items is supported up to %d", n, n)
+		}
+		u.mark("minItems")
+	}
+	if v := s.get("maxItems"); v != nil {
+		if count(v, at(ptr, "maxItems"), "maxItems", -1) < n {
+			fail(at(ptr, "maxItems"), "maxItems", "maxItems beside a tuple of %d items is supported from %d", n, n)
+		}
+		u.mark("maxItems")
+	}
 }
 
 // tuple is an array of exactly the given items, in order.

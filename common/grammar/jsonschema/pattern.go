@@ -16,6 +16,10 @@ import (
 
 type rerange struct{ lo, hi rune }
 
+// maxGroupDepth bounds how deep a pattern's groups nest (each is a level of
+// parentheses in the grammar, whose parser bounds nesting too).
+const maxGroupDepth = 64
+
 type patternParser struct {
 	src []rune
 	i   int
@@ -24,6 +28,7 @@ type patternParser struct {
 	// nullable says whether what the last call parsed can match the empty
 	// string: repeating such a thing is refused (GBNF cannot repeat it).
 	nullable bool
+	depth    int // groups open
 }
 
 // pattern emits the rule of a string matching re, under name rn.
@@ -142,7 +147,11 @@ func (p *patternParser) atom() string {
 				p.fail("lookarounds, named groups and flags are not supported")
 			}
 		}
+		if p.depth++; p.depth > maxGroupDepth {
+			p.fail("groups nest deeper than %d", maxGroupDepth)
+		}
 		body := p.alternation(false) // sets p.nullable for the group
+		p.depth--
 		if n, ok := p.peek(); !ok || n != ')' {
 			p.fail("unbalanced (")
 		}
