@@ -10,6 +10,7 @@ require (
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	github.com/pkg/profile v1.7.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/stretchr/testify v1.12.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	github.com/zeebo/xxh3 v1.1.0

@@ -172,7 +172,7 @@ func (e *Engine) Submit(r Request) error {
 		return fmt.Errorf("engine: request %d: %w", r.ID, err)
 	}
 	e.keys++
-	s := &sequence{req: r, key: e.keys, tokens: append([]int32(nil), r.Prompt...), phase: waiting, queued: e.stats.Steps}
+	s := &sequence{req: r, key: e.keys, tokens: append([]int32(nil), r.Prompt...), phase: waiting, queued: e.stats.Steps, con: r.Constraint}
 	e.live[r.ID]++
 	e.nlive++
 	e.waiting = append(e.waiting, s)

@@ -40,6 +40,15 @@ type Request struct {
 	// logit bias, temperature and top-p (Sampling.SampledProbs), instead of
 	// the model's raw softmax.
 	PostSamplingProbs bool
+	// Constraint, when set, restricts every sampled token to those it
+	// allows (structured output: a grammar). Before each draw the logits
+	// of the tokens it forbids are set to -Inf, end-of-sequence tokens only
+	// while it can end; then temperature, top-k and top-p act on what is
+	// left. The engine owns it from Submit (and gives each of N samples a
+	// Clone). The raw TopProbs stay the model's softmax, before the mask;
+	// PostSamplingProbs are after it, as llama-server reports n_probs
+	// with a grammar.
+	Constraint Constraint
 }
 
 // samples returns the number of samples r asks for.
@@ -130,6 +139,8 @@ type sequence struct {
 	admitted int
 	// preempted counts how often the sequence lost its KV to preemption.
 	preempted int
+	// con is the sample's own constraint state (nil: unconstrained).
+	con Constraint
 	// queued is the engine step count when the request was submitted:
 	// longest-prefix-first's starvation guard measures the wait from it.
 	queued int

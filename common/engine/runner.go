@@ -13,6 +13,7 @@ type batchBuffers struct {
 	step   model.Step
 	owners []*sequence // owners[i] produced step.LogitRows[i]
 	host   []float32   // logits copied to the host for sampling
+	cons   constraintScratch
 }
 
 // run executes plan p and appends its events to out. With chunked prefill,
@@ -142,12 +143,20 @@ func (e *Engine) sample(logits kernels.Tensor, out []Output) []Output {
 		}
 		for _, q := range group {
 			var tok int32
-			if greedy != nil {
+			var masked []float32
+			switch {
+			case q.con != nil:
+				var err error
+				if tok, masked, err = e.sampleConstrained(q, row); err != nil {
+					out = e.failSample(q, err, out)
+					continue
+				}
+			case greedy != nil:
 				tok = greedy[i]
-			} else {
+			default:
 				tok = q.req.Sampling.Sample(row, q.generated())
 			}
-			out = e.emit(q, tok, row, out)
+			out = e.emit(q, tok, row, masked, out)
 		}
 	}
 	return out
@@ -169,6 +178,9 @@ func (e *Engine) fork(s *sequence) []*sequence {
 			tokens: append([]int32(nil), s.tokens...), computed: s.computed, cached: s.cached, firstCached: s.firstCached, firstPromoted: s.firstPromoted, misses: s.misses,
 			phase: decoding, admitted: e.admissions,
 		}
+		if s.con != nil {
+			c.con = s.con.Clone() // still at the start: s has generated nothing
+		}
 		c.req.Sampling.Seed += uint64(i)
 		if e.tr != nil {
 			e.tr.Sequence(c.key, s.req.ID, i)
@@ -186,21 +198,25 @@ func (e *Engine) fork(s *sequence) []*sequence {
 	return kids
 }
 
-// emit appends tok to s, reports it, and retires s if it is done.
-func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Output {
+// emit appends tok to s, reports it, and retires s if it is done. masked is
+// the row a constrained sample drew from (nil for others): post-sampling
+// probabilities are its, after the constraint's mask.
+func (e *Engine) emit(s *sequence, tok int32, row, masked []float32, out []Output) []Output {
 	o := Output{ID: s.req.ID, Sample: s.sample, Token: tok, Index: s.generated(), Cached: s.firstCached, Promoted: s.firstPromoted, Misses: s.misses}
 	s.tokens = append(s.tokens, tok)
 	if s.req.KeepLogits { // allGreedy made sure row is on the host (for TopProbs too)
 		o.Logits = append([]float32(nil), row...)
 	}
 	switch {
+	case s.req.TopProbs > 0 && s.req.PostSamplingProbs && masked != nil:
+		o.Prob, o.Top = unbiased(s.req.Sampling).SampledProbs(masked, tok, s.req.TopProbs)
 	case s.req.TopProbs > 0 && s.req.PostSamplingProbs:
 		o.Prob, o.Top = s.req.Sampling.SampledProbs(row, tok, s.req.TopProbs)
 	case s.req.TopProbs > 0:
 		o.Prob, o.Top = topProbs(row, tok, s.req.TopProbs)
 	}
 	switch {
-	case !s.req.IgnoreEOS && e.eos[tok]:
+	case (!s.req.IgnoreEOS || s.con != nil) && e.eos[tok]: // a constrained sample draws EOS only to end
 		o.Done, o.Reason = true, "eos"
 	case s.generated() >= s.req.MaxTokens || len(s.tokens) >= e.context:
 		o.Done, o.Reason = true, "length"
@@ -215,7 +231,7 @@ func (e *Engine) emit(s *sequence, tok int32, row []float32, out []Output) []Out
 // backend with an argmax (no logits copied to the host).
 func (e *Engine) allGreedy() bool {
 	for _, s := range e.batch.owners {
-		if !s.req.Sampling.Greedy() || s.req.KeepLogits || s.req.TopProbs > 0 {
+		if !s.req.Sampling.Greedy() || s.req.KeepLogits || s.req.TopProbs > 0 || s.con != nil {
 			return false
 		}
 	}

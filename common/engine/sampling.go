@@ -83,7 +83,14 @@ func (s Sampling) Sample(logits []float32, index int) int32 {
 			return c.tok
 		}
 	}
-	return cands[len(cands)-1].tok // r == kept after rounding
+	// r == kept after rounding: the last token that has weight (a
+	// constraint's masked tokens have none and sort last).
+	for i := len(cands) - 1; i > 0; i-- {
+		if cands[i].p > 0 {
+			return cands[i].tok
+		}
+	}
+	return cands[0].tok
 }
 
 // SampledProbs is the distribution Sample draws from: the tokens it may

@@ -44,8 +44,9 @@ var llamaSamplers = map[string][]string{
 	"xtc_probability": nil, "dynatemp_range": nil, "repeat_penalty": {"1"},
 	"frequency_penalty": nil, "presence_penalty": nil, "dry_multiplier": nil,
 	"mirostat": nil, "adaptive_target": {"-1"}, "samplers": nil,
-	// Constrained output: structured output is not built.
-	"grammar": nil, "grammar_lazy": nil, "grammar_triggers": nil, "preserved_tokens": nil, "json_schema": nil,
+	// Constrained output: grammar and json_schema are built
+	// (structured.go), lazy grammars (triggered by a token) are not.
+	"grammar_lazy": nil, "grammar_triggers": nil, "preserved_tokens": nil,
 	// Context and length: no context shift, no time limit.
 	"n_indent": nil, "n_keep": nil, "n_discard": nil, "t_max_predict_ms": nil,
 	// Reasoning budgets, adapters, several completions per prompt.
@@ -85,7 +86,7 @@ var insteadOf = map[string]string{"n_probs": "logprobs"}
 var completionFields = fieldRules{
 	implemented: []string{"model", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k", "n", "seed", "stop",
 		"stream", "stream_options", "logprobs", "echo", "logit_bias",
-		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "timings_per_token"},
+		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "timings_per_token", "grammar", "json_schema", "response_format"},
 	accepted: concat(openAIAccepted, llamaAccepted),
 	refused: merged(llamaSamplers, llamaOnV1, map[string][]string{"suffix": nil, "best_of": {"1"}, "response_fields": nil, "post_sampling_probs": nil,
 		"verbose": nil}), // the debug output is built on chat only
@@ -95,14 +96,14 @@ var chatFields = fieldRules{
 	implemented: []string{"model", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
 		"n", "seed", "stop", "stream", "stream_options", "logprobs", "top_logprobs", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "return_progress",
-		"add_generation_prompt", "continue_final_message", "chat_template_kwargs", "verbose", "timings_per_token"},
+		"add_generation_prompt", "continue_final_message", "chat_template_kwargs", "verbose", "timings_per_token", "grammar", "json_schema", "response_format"},
 	accepted: concat(openAIAccepted, llamaAccepted, []string{
 		"parallel_tool_calls", // acts only with tools, refused
 		"verbosity",           // a hint to reasoning models: none here
 	}),
 	refused: merged(llamaSamplers, llamaOnV1, map[string][]string{
 		"tools": nil, "tool_choice": {`"none"`, `"auto"`}, "functions": nil, "function_call": {`"none"`, `"auto"`},
-		"response_format": {`{"type":"text"}`}, "audio": nil, "modalities": {`["text"]`},
+		"audio": nil, "modalities": {`["text"]`},
 		"prediction": nil, "reasoning_effort": nil, "web_search_options": nil, "response_fields": nil, "post_sampling_probs": nil,
 	}),
 }
@@ -120,7 +121,7 @@ var applyTemplateFields = func() fieldRules {
 var llamaCompletionFields = fieldRules{
 	implemented: []string{"prompt", "n_predict", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop", "stream",
 		"ignore_eos", "n_probs", "post_sampling_probs", "return_progress", "cache_prompt", "cache_salt", "id_slot", "logit_bias",
-		"response_fields", "timings_per_token"},
+		"response_fields", "timings_per_token", "grammar", "json_schema"},
 	accepted: llamaAccepted,
 	refused:  merged(llamaSamplers, map[string][]string{"echo": nil, "verbose": nil}),
 }

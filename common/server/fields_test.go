@@ -73,12 +73,8 @@ func TestRefusedFieldsAreNamed(t *testing.T) {
 		path, field string
 		value       any
 	}{
-		{"/v1/chat/completions", "response_format", map[string]any{"type": "json_object"}},
 		{"/v1/chat/completions", "tools", []map[string]any{{"type": "function", "function": map[string]any{"name": "f"}}}},
 		{"/v1/chat/completions", "tool_choice", "required"},
-		{"/v1/chat/completions", "json_schema", map[string]any{"type": "object"}},
-		{"/v1/completions", "grammar", "root ::= ("}, // invalid, as llama-server's test sends
-		{"/completion", "grammar", `root ::= "a"`},
 		{"/v1/completions", "response_fields", []string{"content"}},
 		{"/v1/completions", "post_sampling_probs", true},
 		{"/v1/completions", "suffix", "end"},

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"kvlab/common/engine"
+	"kvlab/common/grammar"
 	"kvlab/common/kvcache/misses"
 	"kvlab/common/kvevents"
 	"kvlab/common/tokenizer"
@@ -42,6 +43,11 @@ type genRequest struct {
 	// timingsPerToken puts the request's timings so far on every piece,
 	// not only on a sample's last (llama-server's timings_per_token).
 	timingsPerToken bool
+	// grammar constrains every sample's text (structured.go); nil: free.
+	// grammarSrc is its GBNF (a schema's after conversion), for /slots
+	// and generation_settings.
+	grammar    *grammar.Grammar
+	grammarSrc string
 }
 
 // tokenProbs is one generated token's probability and the most probable
@@ -140,7 +146,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		h.slots.release(slot, cached, byTier)
 		h.llama.observe(res) // llamametrics.go
 	}()
-	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: max(g.maxTokens, 1), Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs, PostSamplingProbs: g.postSampling})
+	ch, err := h.es.Submit(engine.Request{ID: id, Prompt: g.prompt, MaxTokens: max(g.maxTokens, 1), Sampling: g.sampling, N: g.n, IgnoreEOS: g.ignoreEOS, CacheSalt: g.cacheSalt, TopProbs: g.topProbs, PostSamplingProbs: g.postSampling, Constraint: h.constraint(&g)})
 	switch {
 	case errors.Is(err, engine.ErrStopped):
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down", Message: "the server is shutting down"}
@@ -232,7 +238,7 @@ func (h *Handler) generate(ctx context.Context, id int, g genRequest, emit func(
 		h.observeToken(res, st, now)
 		res.completion++
 		reason, word := "", ""
-		if !g.ignoreEOS && h.stopIDs[o.Token] {
+		if (!g.ignoreEOS || g.grammar != nil) && h.stopIDs[o.Token] { // with a grammar, EOS comes only where it may end
 			reason = "stop" // an end-of-turn token: not part of the text
 		} else {
 			st.ids = append(st.ids, o.Token)

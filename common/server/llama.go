@@ -59,6 +59,8 @@ type llamaRequest struct {
 	IDSlot *int `json:"id_slot"`
 	// LogitBias is added to the logits before sampling (logitbias.go).
 	LogitBias json.RawMessage `json:"logit_bias"`
+	// grammar and json_schema (structured.go)
+	structuredFields
 }
 
 // llamaTimings is llama-server's per-request timing report, plus cache_n,
@@ -225,6 +227,10 @@ func (h *Handler) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	g.responseFields = q.ResponseFields
 	var e *apiError
 	if g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e = h.structured(&q.structuredFields, nil, &g); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -520,7 +520,7 @@ func TestChatInputTokensCountsWhatChatRuns(t *testing.T) {
 		assert.Equal(t, ch.Usage.PromptTokens, got.InputTokens, route)
 		assert.Equal(t, "response.input_tokens", got.Object, route)
 	}
-	status, raw = post(t, ts.url+"/chat/completions/input_tokens", map[string]any{"messages": msgs, "grammar": "root ::= \"a\""})
+	status, raw = post(t, ts.url+"/chat/completions/input_tokens", map[string]any{"messages": msgs, "min_p": 0.1})
 	assert.Equal(t, http.StatusBadRequest, status, "a chat request's field rules: %s", raw)
-	assert.Contains(t, string(raw), "grammar")
+	assert.Contains(t, string(raw), "min_p")
 }

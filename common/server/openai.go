@@ -44,6 +44,9 @@ type openAIRequest struct {
 	// TimingsPerToken is llama-server's: the timings so far on every
 	// stream chunk, not only on the last.
 	TimingsPerToken bool `json:"timings_per_token"`
+	// grammar, json_schema and response_format (structured.go)
+	structuredFields
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 // completionRequest is a /v1/completions body.
@@ -144,8 +147,10 @@ func (h *Handler) options(q *openAIRequest, g *genRequest, defaultMax int) *apiE
 	if q.IDSlot != nil && *q.IDSlot >= 0 {
 		g.slot = *q.IDSlot
 	}
-	g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias)
-	return e
+	if g.sampling.LogitBias, e = h.parseLogitBias(q.LogitBias); e != nil {
+		return e
+	}
+	return h.structured(&q.structuredFields, q.ResponseFormat, g)
 }
 
 // parseStop accepts null, a string, or an array of strings.

@@ -168,6 +168,7 @@ type Handler struct {
 	reg       *prometheus.Registry
 	slots     *slotTable
 	text      chan struct{} // one token per /tokenize or /detokenize being served (textgate.go)
+	vocab     grammarVocab  // the tokenizer's vocabulary for grammars, built on first use (structured.go)
 }
 
 // route is a path's handlers by method.

@@ -66,10 +66,9 @@ var knownDifferences = map[string]string{
 	// request in a slot of its choosing and erases nothing with a 200.
 	"completion_unknown_slot: status": "400 for an id_slot that does not exist",
 	"slot_unknown_id: status":         "400 for a slot that does not exist",
-	// Structured output is not built: a field that would constrain the
-	// output is refused by name, never ignored (fields.go).
-	"v1_chat_tools: status":       "400 not_supported: tools",
-	"v1_chat_json_object: status": "400 not_supported: response_format",
+	// Tool calls are not built: the field is refused by name, never
+	// ignored (fields.go).
+	"v1_chat_tools: status": "400 not_supported: tools",
 }
 
 // TestLlamaServerShapes replays the recorded requests against this server

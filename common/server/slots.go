@@ -262,6 +262,7 @@ func settingsOf(g genRequest, nPredict int, stream bool, nProbs int) generationS
 	gs.NPredict, gs.MaxTokens, gs.Seed = nPredict, nPredict, int64(g.sampling.Seed&(1<<63-1))
 	gs.Temperature, gs.TopP = g.sampling.Temperature, g.sampling.TopP
 	gs.PostSamplingProbs, gs.TopK = g.postSampling, g.sampling.TopK
+	gs.Grammar = g.grammarSrc
 	for _, b := range g.sampling.LogitBias { // the request's logit_bias, -inf as null
 		var bias *float64
 		if !math.IsInf(float64(b.Bias), -1) {
