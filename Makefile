@@ -40,6 +40,8 @@ FUZZ_TARGETS += ./common/server/:FuzzPromptBody
 FUZZ_TARGETS += ./phase08_prefix/radix/:FuzzFastLanes
 FUZZ_TARGETS += ./phase08_hashcow/blockhash/:FuzzWalkFast
 FUZZ_TARGETS += ./phase08_compressed/trie/:FuzzMergingIsInvisible
+FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzPattern
+FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzToGBNF
 FUZZ_TIME    ?= 20s
 
 .PHONY: test-long
