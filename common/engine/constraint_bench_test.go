@@ -108,8 +108,8 @@ func benchRecord(i int) string {
 // matcher's caches (the steady state of a long array: B's parse stacks are
 // C's, while A's differ, being the array's first element). Reported as ns/token,
 // with allowed-ns/token the part of it spent in Allowed and
-// worst-ns/token the slowest single token (cold: the first, from an empty
-// cache).
+// worst-ns/token the slowest single token (one from a state no cache has
+// seen yet).
 func BenchmarkConstrainedStep(b *testing.B) {
 	src, err := os.ReadFile("../grammar/testdata/json.gbnf")
 	if err != nil {
