@@ -49,8 +49,9 @@ func byteLevelVocab(n int, seed uint64) [][]byte {
 // BenchmarkAllowed measures one mask over a large vocabulary with the JSON
 // grammar at the start, inside a string (almost every token allowed) and
 // inside a number (almost none), the work a sampler adds to a decode step:
-// cold (a matcher whose mask cache is empty) and warm (the cache left by a
-// call from the same state, as in consecutive steps inside a string).
+// cold (a matcher whose caches are empty) and warm (the caches left by a
+// call from the same state, as in consecutive steps inside a string: the
+// whole mask is kept, so warm is a copy of it).
 func BenchmarkAllowed(b *testing.B) {
 	src, err := os.ReadFile("testdata/json.gbnf")
 	if err != nil {

@@ -22,6 +22,7 @@ type dfa struct {
 	index map[uint64][]int32
 	ss    stackSet
 	tmp   state
+	masks maskCache // whole masks by state id
 }
 
 func newDFA(g *Grammar) *dfa {

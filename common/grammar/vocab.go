@@ -114,9 +114,12 @@ func (m *Matcher) allowedPlain(v *Vocab, dst []uint64) []uint64 {
 // byte transitions (a lazy DFA for this one call), so the many trie edges
 // that lead from a state to one already seen (every plain character inside
 // a JSON string) cost an array lookup. The table is kept in m for the next
-// call (at most maxDFAStates states, about 4 MiB); otherwise m is not
-// changed, but like every method it must not run concurrently with another
-// on the same Matcher.
+// call (at most maxDFAStates states, about 4 MiB), and so is the whole
+// mask of m's state (the last maxMasks of them, least recently used out):
+// when m comes back to a state whose mask it has computed, over the same
+// Vocab, Allowed is a copy of that bitset, no walk at all. Otherwise m is
+// not changed, but like every method it must not run concurrently with
+// another on the same Matcher.
 func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
 	dst = words(v, dst)
 	d := m.dfa
@@ -124,9 +127,13 @@ func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
 		d = newDFA(m.g)
 		m.dfa = d
 	}
+	root := d.intern(m.st, false)
+	if root >= 0 && d.masks.get(v, root, dst) {
+		return dst
+	}
 	ids := make([]int32, v.max+1)
 	raw := make([]state, v.max+1) // for states past the cache's bound
-	ids[0] = d.intern(m.st, false)
+	ids[0] = root
 	raw[0] = m.st
 	nodes := v.nodes
 	trans := d.trans
@@ -153,6 +160,9 @@ func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
 			dst[id>>6] |= 1 << (id & 63)
 		}
 		i++
+	}
+	if root >= 0 {
+		d.masks.put(v, root, dst)
 	}
 	return dst
 }
