@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kvlab/common/grammar"
+	"kvlab/common/grammar/grammartest"
 )
 
 // benchGrammar is a grammar.Matcher as a Constraint, the adapter of
@@ -34,38 +35,10 @@ func (c *benchGrammar) Clone() Constraint {
 	return &benchGrammar{m: c.m.Clone(), v: c.v, pieces: c.pieces}
 }
 
-// benchVocab is a vocabulary shaped like a byte-level BPE one, as
-// grammar's BenchmarkAllowed builds it: the 256 single bytes, then pieces
-// of 2 to 16 bytes (mostly 3 to 7), a fifth starting with a space, mostly
-// letters with some punctuation, digits and multi-byte UTF-8. The last id
-// is end-of-sequence, with no bytes.
+// benchVocab is grammar's benchmark vocabulary (grammartest.ByteLevelVocab)
+// of n-1 pieces, then end-of-sequence, with no bytes, as the last id.
 func benchVocab(n int, seed uint64) [][]byte {
-	rng := rand.New(rand.NewPCG(seed, seed+1))
-	pieces := make([][]byte, 0, n)
-	for b := range 256 {
-		pieces = append(pieces, []byte{byte(b)})
-	}
-	letters := "etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ"
-	punct := `{}[]":,.-_0123456789\/'()`
-	for len(pieces) < n-1 {
-		l := min(2+int(rng.ExpFloat64()*3), 16)
-		p := make([]byte, 0, l+3)
-		if rng.IntN(5) == 0 {
-			p = append(p, ' ')
-		}
-		for len(p) < l {
-			switch k := rng.IntN(20); {
-			case k < 15:
-				p = append(p, letters[rng.IntN(len(letters))])
-			case k < 19:
-				p = append(p, punct[rng.IntN(len(punct))])
-			default:
-				p = append(p, string(rune(0xA0+rng.IntN(0x3000)))...)
-			}
-		}
-		pieces = append(pieces, p[:l])
-	}
-	return append(pieces, nil)
+	return append(grammartest.ByteLevelVocab(n-1, seed), nil)
 }
 
 // tokenize splits s greedily into the longest pieces of the vocabulary
