@@ -18,7 +18,34 @@ import (
 
 // Message is one turn of a chat: Role is "system", "user" or "assistant"
 // (templates may know others, such as "tool").
-type Message struct{ Role, Content string }
+type Message struct {
+	Role, Content string
+	// ToolCalls are an assistant turn's calls as decoded JSON, OpenAI's
+	// [{"id", "type", "function": {"name", "arguments"}}] with each
+	// arguments an object, not the JSON text of one: templates write it
+	// with "| tojson" and read its keys.
+	ToolCalls []any
+	// ToolCallID and Name are a tool turn's: the call it answers and the
+	// function that answered.
+	ToolCallID, Name string
+}
+
+// templateMessage is m as a template reads it; the tool fields are there
+// only when set, as templates test them with "is defined" or for
+// truthiness.
+func templateMessage(m Message) map[string]any {
+	out := map[string]any{"role": m.Role, "content": m.Content}
+	if m.ToolCalls != nil {
+		out["tool_calls"] = m.ToolCalls
+	}
+	if m.ToolCallID != "" {
+		out["tool_call_id"] = m.ToolCallID
+	}
+	if m.Name != "" {
+		out["name"] = m.Name
+	}
+	return out
+}
 
 // ErrNoChatTemplate is returned by ApplyChatTemplate when the tokenizer has
 // no chat template (a base model, or no tokenizer_config.json).
@@ -155,7 +182,7 @@ func (t *Tokenizer) RenderChat(msgs []Message, o ChatOptions) (string, error) {
 	}
 	list := make(chatList, len(msgs))
 	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		list[i] = templateMessage(m)
 	}
 	vars := chatHelpers(time.Now())
 	for k, v := range t.chat.vars {

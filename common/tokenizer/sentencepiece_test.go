@@ -121,7 +121,7 @@ func TestWriteSyntheticGemma(t *testing.T) {
 			assert.Equal(t, int32(2), p[0], "add_bos_token")
 			assert.Equal(t, text, tok.Decode(p))
 
-			chat, err := tok.EncodeChat([]Message{{"user", "Hi"}}, true)
+			chat, err := tok.EncodeChat([]Message{{Role: "user", Content: "Hi"}}, true)
 			require.NoError(t, err)
 			assert.Equal(t, []int32{2, 5}, chat[:2], "BOS once, then <start_of_turn>")
 		})
@@ -436,11 +436,11 @@ func TestGemmaChatTemplate(t *testing.T) {
 		gen  bool
 		want string
 	}{
-		{"one user turn", []Message{{"user", " Hi "}}, true,
+		{"one user turn", []Message{{Role: "user", Content: " Hi "}}, true,
 			"<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"},
-		{"system goes into the first user turn", []Message{{"system", "Be brief."}, {"user", "Why?"}}, false,
+		{"system goes into the first user turn", []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Why?"}}, false,
 			"<bos><start_of_turn>user\nBe brief.\n\nWhy?<end_of_turn>\n"},
-		{"the assistant is the model", []Message{{"user", "a"}, {"assistant", "b\n"}, {"user", "c"}}, true,
+		{"the assistant is the model", []Message{{Role: "user", Content: "a"}, {Role: "assistant", Content: "b\n"}, {Role: "user", Content: "c"}}, true,
 			"<bos><start_of_turn>user\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n<start_of_turn>user\nc<end_of_turn>\n<start_of_turn>model\n"},
 	}
 	for _, tt := range tests {
@@ -454,9 +454,9 @@ func TestGemmaChatTemplate(t *testing.T) {
 			assert.NotEqual(t, int32(2), ids[1], "one BOS: the template writes it, EncodeChat adds none")
 		})
 	}
-	_, err := tok.ApplyChatTemplate([]Message{{"user", "a"}, {"user", "b"}}, true)
+	_, err := tok.ApplyChatTemplate([]Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}, true)
 	assert.ErrorContains(t, err, "alternate")
-	_, err = tok.ApplyChatTemplate([]Message{{"assistant", "a"}}, true)
+	_, err = tok.ApplyChatTemplate([]Message{{Role: "assistant", Content: "a"}}, true)
 	assert.ErrorContains(t, err, "alternate")
 }
 
@@ -486,7 +486,7 @@ func TestRewriteInlineIf(t *testing.T) {
 	src := `{% for m in messages %}{{ '[' + (m['content'] if loop.first else (m['role'] if m['role'] == 'user' else '-')) + ']' }}{% endfor %}`
 	tok, err := Parse(raw, []byte(`{"chat_template": `+jsonString(src)+`}`))
 	require.NoError(t, err)
-	have, err := tok.ApplyChatTemplate([]Message{{"system", "S"}, {"user", "u"}, {"assistant", "a"}}, false)
+	have, err := tok.ApplyChatTemplate([]Message{{Role: "system", Content: "S"}, {Role: "user", Content: "u"}, {Role: "assistant", Content: "a"}}, false)
 	require.NoError(t, err)
 	assert.Equal(t, "[S][user][-]", have)
 }

@@ -46,7 +46,7 @@ func TestWriteSynthetic(t *testing.T) {
 			assert.Equal(t, int32(1), ids[0], "add_bos_token")
 			assert.Equal(t, text, tok.Decode(ids))
 
-			chat, err := tok.EncodeChat([]Message{{"user", "Hi"}}, true)
+			chat, err := tok.EncodeChat([]Message{{Role: "user", Content: "Hi"}}, true)
 			require.NoError(t, err)
 			assert.Equal(t, []int32{1, 0}, chat[:2], "BOS once, then <|start_header_id|>")
 		})
@@ -119,7 +119,7 @@ func TestSyntheticTemplateIsLlama3(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, WriteSynthetic(dir, 512, 1, 2))
 	synth, llama := loadAt(t, dir), load(t, "llama3")
-	msgs := []Message{{"system", "Be brief."}, {"user", "Why?"}}
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Why?"}}
 	a, err := synth.ApplyChatTemplate(msgs, true)
 	require.NoError(t, err)
 	b, err := llama.ApplyChatTemplate(msgs, true)

@@ -230,7 +230,7 @@ func TestStream(t *testing.T) {
 }
 
 func TestChatTemplate(t *testing.T) {
-	msgs := []Message{{"system", "You are terse."}, {"user", "Hi, who are you?"}}
+	msgs := []Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Hi, who are you?"}}
 	// The expected strings are what transformers renders for these templates.
 	tests := []struct {
 		dir    string
@@ -256,14 +256,45 @@ func TestChatTemplate(t *testing.T) {
 
 	t.Run("qwen3 drops an earlier turn's thinking", func(t *testing.T) {
 		have, err := load(t, "qwen3").ApplyChatTemplate([]Message{
-			{"user", "Hi"}, {"assistant", "<think>\nhmm\n</think>\n\nHello!"}, {"user", "Bye"}}, true)
+			{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "<think>\nhmm\n</think>\n\nHello!"}, {Role: "user", Content: "Bye"}}, true)
 		require.NoError(t, err)
 		want := "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"
 		assert.Equal(t, want, have, "have %q; want %q", have, want)
 	})
 
+	t.Run("qwen3 renders a tool call and its result", func(t *testing.T) {
+		call := map[string]any{"id": "c1", "type": "function",
+			"function": map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Paris"}}}
+		have, err := load(t, "qwen3").ApplyChatTemplate([]Message{
+			{Role: "user", Content: "Weather?"},
+			{Role: "assistant", ToolCalls: []any{call}},
+			{Role: "tool", Content: "sunny", ToolCallID: "c1", Name: "get_weather"}}, true)
+		require.NoError(t, err)
+		// What transformers renders, but for the JSON's spacing: gonja's
+		// tojson writes it compact, Python's json.dumps with ", " and ": ";
+		// the call is compared as JSON.
+		before, rest, ok := strings.Cut(have, "<tool_call>\n")
+		require.True(t, ok, have)
+		callJSON, after, ok := strings.Cut(rest, "\n</tool_call>")
+		require.True(t, ok, have)
+		assert.Equal(t, "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n", before)
+		assert.JSONEq(t, `{"name": "get_weather", "arguments": {"city": "Paris"}}`, callJSON)
+		want := "<|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+		assert.Equal(t, want, after, "have %q; want %q", after, want)
+	})
+
+	t.Run("tool fields are absent unless set", func(t *testing.T) {
+		raw, err := os.ReadFile(filepath.Join("testdata", "llama3", TokenizerFile))
+		require.NoError(t, err)
+		tok, err := Parse(raw, []byte(`{"chat_template": "{% for m in messages %}[{{ m.tool_calls is defined }} {{ m.tool_call_id is defined }} {{ m.name is defined }}]{% endfor %}"}`))
+		require.NoError(t, err)
+		have, err := tok.ApplyChatTemplate([]Message{{Role: "user", Content: "x"}, {Role: "tool", Content: "r", ToolCallID: "c", Name: "f"}}, false)
+		require.NoError(t, err)
+		assert.Equal(t, "[False False False][False True True]", have)
+	})
+
 	t.Run("EncodeChat has one BOS", func(t *testing.T) {
-		ids, err := load(t, "llama3").EncodeChat([]Message{{"user", "hello"}}, true)
+		ids, err := load(t, "llama3").EncodeChat([]Message{{Role: "user", Content: "hello"}}, true)
 		require.NoError(t, err)
 		want := []int32{272, 274, 'u', 's', 'e', 'r', 275, 270, 262, 276, 274, 'a', 's', 's', 'i', 's', 't', 'a', 'n', 't', 275, 270}
 		assert.Equal(t, want, ids, "have %v; want %v", ids, want)
@@ -289,10 +320,10 @@ func TestChatTemplate(t *testing.T) {
 		require.NoError(t, err)
 		tok, err := Parse(raw, []byte(`{"chat_template": "{% if messages[0].role != 'user' %}{{ raise_exception('first message must be the user') }}{% endif %}ok"}`))
 		require.NoError(t, err)
-		_, err = tok.ApplyChatTemplate([]Message{{"assistant", "x"}}, false)
+		_, err = tok.ApplyChatTemplate([]Message{{Role: "assistant", Content: "x"}}, false)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "first message must be the user")
-		have, err := tok.ApplyChatTemplate([]Message{{"user", "x"}}, false)
+		have, err := tok.ApplyChatTemplate([]Message{{Role: "user", Content: "x"}}, false)
 		require.NoError(t, err)
 		assert.Equal(t, "ok", have)
 
