@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"kvlab/common/toolcall"
 )
 
 // chatRequest is a /v1/chat/completions body.
@@ -15,6 +17,8 @@ type chatRequest struct {
 	// add_generation_prompt, continue_final_message, chat_template_kwargs
 	// (chattemplate.go)
 	chatTemplating
+	// tools, tool_choice and parallel_tool_calls (toolcalls.go)
+	chatTools
 	Messages []chatMessage `json:"messages"`
 	// Logprobs and TopLogprobs ask for each token's logprob and the
 	// top_logprobs most likely tokens at its position (logprobs.go).
@@ -27,7 +31,12 @@ type chatRequest struct {
 
 type chatMessage struct {
 	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"` // a string or an array of {"type":"text","text":...}
+	Content json.RawMessage `json:"content"` // a string or an array of {"type":"text","text":...}; null beside tool_calls
+	// ToolCalls are an assistant's calls (messageToolCalls); ToolCallID
+	// and Name are a tool result's: the call it answers, the function.
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
 }
 
 // chatChoice is one sample's result in a chat response; Delta replaces
@@ -42,19 +51,22 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
 }
 
-// MarshalJSON writes a delta with a role and no content as a stream's
-// first delta is written: the role, and content null.
+// MarshalJSON writes a message or delta with a role and no content as a
+// stream's first delta is written: the role, and content null (an answer
+// that is only tool calls has it too).
 func (c chatOut) MarshalJSON() ([]byte, error) {
 	type plain chatOut
 	if c.Role != "" && c.Content == nil {
 		return json.Marshal(struct {
-			Role    string  `json:"role"`
-			Content *string `json:"content"`
-		}{c.Role, nil})
+			Role      string         `json:"role"`
+			Content   *string        `json:"content"`
+			ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+		}{c.Role, nil, c.ToolCalls})
 	}
 	return json.Marshal(plain(c))
 }
@@ -72,18 +84,29 @@ type chatResponse struct {
 	Verbose           *chatVerbose    `json:"__verbose,omitempty"` // asked with verbose (chattemplate.go)
 }
 
-// chatPrompt renders the request's messages through the model's chat
-// template (renderChat) and tokenizes the result (chatIDs).
-func (h *Handler) chatPrompt(q *chatRequest) ([]int32, *apiError) {
-	rendered, e := h.renderChat(q.Messages, &q.chatTemplating, nil)
+// chatText renders the request's messages, and its tools when they are
+// active, through the model's chat template (renderChat): the prompt
+// /v1/chat/completions runs and /apply-template shows.
+func (h *Handler) chatText(q *chatRequest) (string, *toolUse, *apiError) {
+	tools, e := h.toolUse(&q.chatTools)
 	if e != nil {
-		return nil, e
+		return "", nil, e
+	}
+	rendered, e := h.renderChat(q.Messages, &q.chatTemplating, tools)
+	return rendered, tools, e
+}
+
+// chatPrompt is chatText tokenized (chatIDs).
+func (h *Handler) chatPrompt(q *chatRequest) ([]int32, *toolUse, *apiError) {
+	rendered, tools, e := h.chatText(q)
+	if e != nil {
+		return nil, nil, e
 	}
 	ids := chatIDs(h.opts.Tokenizer, rendered)
 	if len(ids) == 0 {
-		return nil, errBadRequest("messages", "the conversation renders to an empty prompt")
+		return nil, nil, errBadRequest("messages", "the conversation renders to an empty prompt")
 	}
-	return ids, nil
+	return ids, tools, nil
 }
 
 // messageText accepts a content string or an array of text parts, which
@@ -126,7 +149,12 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if g.prompt, e = h.chatPrompt(&q); e != nil {
+	var tools *toolUse
+	if g.prompt, tools, e = h.chatPrompt(&q); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e = h.constrain(tools, &g, structuredField(&q.openAIRequest)); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -137,6 +165,14 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return chatResponse{ID: id, Object: object, Created: created, Model: h.opts.ModelName, SystemFingerprint: buildInfo(), Choices: choices, Usage: u, Timings: t}
 	}
 	began := make([]bool, g.n) // the first delta of each sample names the role
+	var parsers []*toolcall.Stream // per sample, when tools are active
+	made := make([]int, g.n)       // calls each sample has streamed
+	if tools.active {
+		parsers = make([]*toolcall.Stream, g.n)
+		for i := range parsers {
+			parsers[i] = toolcall.NewStream(tools.format)
+		}
+	}
 	logprobs := func(ps []tokenProbs) *chatLogprobs {
 		if nLogprobs < 0 {
 			return nil
@@ -147,8 +183,17 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		whole: func(res *genResult) any {
 			choices := make([]chatChoice, len(res.samples))
 			for i, s := range res.samples {
-				text := s.text.String()
-				choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &text}, TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &s.finish, Logprobs: logprobs(s.probs)}
+				text, finish := s.text.String(), s.finish
+				msg := &chatOut{Role: "assistant", Content: &text}
+				if tools.active {
+					content, calls := toolcall.Parse(tools.format, text)
+					msg.Content, msg.ToolCalls = nil, toolCallsOut(rid, i, 0, calls, false)
+					if content != "" {
+						msg.Content = &content
+					}
+					finish = toolFinish(finish, len(calls))
+				}
+				choices[i] = chatChoice{Index: i, Message: msg, TokenIDs: q.idsIfAsked(orEmpty(s.ids)), FinishReason: &finish, Logprobs: logprobs(s.probs)}
 			}
 			out := reply("chat.completion", choices, newUsage(res), llamaTimingsOf(res))
 			if q.Verbose || h.opts.Verbose {
@@ -181,18 +226,49 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			// piece the decoder or a stop string holds back whole has
 			// nothing to say); the finishing chunk is llama-server's
 			// "delta": {} with the finish reason.
-			if ids := q.idsIfAsked(p.ids); p.text != "" || len(ids) > 0 || nLogprobs >= 0 && len(p.probs) > 0 {
-				c := chatChoice{Index: p.sample, Delta: &chatOut{Content: &p.text}, TokenIDs: ids, Logprobs: logprobs(p.probs)}
+			// With tools, text that may be part of a call is held back by
+			// the sample's parser until it is known to be content; a chunk
+			// with token ids or logprobs then carries empty content.
+			text, calls := p.text, []toolcall.Call(nil)
+			if parsers != nil {
+				text, calls = parsers[p.sample].Push(p.text)
+			}
+			if ids := q.idsIfAsked(p.ids); text != "" || len(ids) > 0 || nLogprobs >= 0 && len(p.probs) > 0 {
+				c := chatChoice{Index: p.sample, Delta: &chatOut{Content: &text}, TokenIDs: ids, Logprobs: logprobs(p.probs)}
 				out = append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, t))
 			}
-			if p.finish != "" {
-				c := chatChoice{Index: p.sample, Delta: &chatOut{}, FinishReason: &p.finish}
-				out = append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, p.timings))
+			if p.finish == "" {
+				return append(out, h.callChunks(reply, rid, p.sample, made, calls, t)...)
 			}
-			return out
+			finish := p.finish
+			if parsers != nil {
+				out = append(out, h.callChunks(reply, rid, p.sample, made, calls, t)...)
+				rest, more := parsers[p.sample].Finish()
+				if rest != "" {
+					c := chatChoice{Index: p.sample, Delta: &chatOut{Content: &rest}}
+					out = append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, t))
+				}
+				out = append(out, h.callChunks(reply, rid, p.sample, made, more, t)...)
+				finish = toolFinish(finish, made[p.sample])
+			}
+			c := chatChoice{Index: p.sample, Delta: &chatOut{}, FinishReason: &finish}
+			return append(out, reply("chat.completion.chunk", []chatChoice{c}, nil, p.timings))
 		},
 		usage: func(res *genResult) any {
 			return reply("chat.completion.chunk", []chatChoice{}, newUsage(res), llamaTimingsOf(res))
 		},
 	})
+}
+
+// callChunks are the stream chunks of a sample's newly completed calls,
+// one chunk per call, each whole: made counts the calls each sample has
+// streamed, which numbers them.
+func (h *Handler) callChunks(reply func(string, []chatChoice, *usage, *llamaTimings) chatResponse, rid, sample int, made []int, calls []toolcall.Call, t *llamaTimings) []any {
+	var out []any
+	for _, c := range toolCallsOut(rid, sample, made[sample], calls, true) {
+		ch := chatChoice{Index: sample, Delta: &chatOut{ToolCalls: []chatToolCall{c}}}
+		out = append(out, reply("chat.completion.chunk", []chatChoice{ch}, nil, t))
+	}
+	made[sample] += len(calls)
+	return out
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"kvlab/common/tokenizer"
+	"kvlab/common/toolcall"
 )
 
 // chatTemplating are a chat body's fields about how its messages render,
@@ -42,11 +44,9 @@ func promptText(t *tokenizer.Tokenizer, ids []int32) string {
 }
 
 // applyTemplateRequest is POST /apply-template's body: a chat body, whose
-// tools are rendered into the prompt as the template describes them
-// (nothing parses tool calls: /v1/chat/completions refuses tools).
+// prompt it renders as /v1/chat/completions renders it, tools included.
 type applyTemplateRequest struct {
 	chatRequest
-	Tools json.RawMessage `json:"tools"`
 }
 
 // continuation reads continue_final_message: absent, null or false is
@@ -70,9 +70,10 @@ func (c *chatTemplating) continuation() (bool, *apiError) {
 // header of the assistant's turn and the message's content follows, left
 // open (no end-of-turn), so that generation continues it and the answer is
 // only the continuation. The same holds for continue_final_message, which
-// needs add_generation_prompt false. tools, when not nil, is rendered into
-// the prompt (/apply-template).
-func (h *Handler) renderChat(msgs []chatMessage, tpl *chatTemplating, tools []any) (string, *apiError) {
+// needs add_generation_prompt false. Active tools (toolUse) are given to
+// the template, and described in the system message when the template
+// cannot render them (toolcall.Generic).
+func (h *Handler) renderChat(msgs []chatMessage, tpl *chatTemplating, tools *toolUse) (string, *apiError) {
 	t := h.opts.Tokenizer
 	if t == nil || !t.HasChatTemplate() {
 		return "", errBadRequest("messages", "this model has no chat template (tokenizer_config.json or -chat-template): use /v1/completions")
@@ -95,7 +96,19 @@ func (h *Handler) renderChat(msgs []chatMessage, tpl *chatTemplating, tools []an
 		if role == "developer" {
 			role = "system" // OpenAI's newer name for the system message
 		}
-		conv[i] = tokenizer.Message{Role: role, Content: text}
+		calls, e := messageToolCalls(m.ToolCalls, i)
+		if e != nil {
+			return "", e
+		}
+		if calls != nil && role != "assistant" {
+			return "", errBadRequest(fmt.Sprintf("messages[%d].tool_calls", i), "only an assistant message has tool_calls, and messages[%d] is the %s's", i, role)
+		}
+		conv[i] = tokenizer.Message{Role: role, Content: text, ToolCalls: calls, ToolCallID: m.ToolCallID, Name: m.Name}
+	}
+	var toolList []any
+	if tools != nil && tools.active {
+		toolList = tools.decoded
+		conv = withToolPrompt(conv, toolcall.SystemPrompt(tools.format, tools.tools, tools.parallel))
 	}
 	addGen := tpl.AddGenerationPrompt == nil || *tpl.AddGenerationPrompt
 	cont, e := tpl.continuation()
@@ -115,11 +128,15 @@ func (h *Handler) renderChat(msgs []chatMessage, tpl *chatTemplating, tools []an
 	if cont && conv[last].Role != "assistant" {
 		return "", errBadRequest("continue_final_message", "continue_final_message continues the assistant's message, and the last message is the %s's", conv[last].Role)
 	}
+	if cont && conv[last].ToolCalls != nil {
+		// A prefill is continued as text: its calls would be dropped.
+		return "", errBadRequest(fmt.Sprintf("messages[%d].tool_calls", len(msgs)-1), "the last message is an assistant prefill, which generation continues as text, and cannot carry tool_calls; end the conversation with the tool results")
+	}
 	vars, e := templateVars(tpl.ChatTemplateKwargs)
 	if e != nil {
 		return "", e
 	}
-	o := tokenizer.ChatOptions{AddGenerationPrompt: addGen, Tools: tools, Vars: vars}
+	o := tokenizer.ChatOptions{AddGenerationPrompt: addGen, Tools: toolList, Vars: vars}
 	if !cont {
 		out, err := t.RenderChat(conv, o)
 		if err != nil {
@@ -155,18 +172,23 @@ func templateVars(kw map[string]any) (map[string]any, *apiError) {
 	return kw, nil
 }
 
-// decodeTools reads /apply-template's tools: null or absent is none, else
-// an array of tool objects.
-func decodeTools(raw json.RawMessage) ([]any, *apiError) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+// withToolPrompt puts the text describing the tools into the system
+// message: after a blank line in the first message when it is the
+// system's, else as a system message of its own before the others.
+func withToolPrompt(conv []tokenizer.Message, prompt string) []tokenizer.Message {
+	if prompt == "" {
+		return conv
 	}
-	tools := []any{}
-	if err := json.Unmarshal(raw, &tools); err != nil {
-		return nil, errBadRequest("tools", "tools must be an array of tool objects")
+	if conv[0].Role == "system" {
+		out := slices.Clone(conv)
+		if out[0].Content == "" {
+			out[0].Content = prompt
+		} else {
+			out[0].Content += "\n\n" + prompt
+		}
+		return out
 	}
-	return tools, nil
+	return append([]tokenizer.Message{{Role: "system", Content: prompt}}, conv...)
 }
 
 // chatIDs encodes a rendered chat prompt as llama-server does: the

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -96,27 +95,18 @@ var chatFields = fieldRules{
 	implemented: []string{"model", "messages", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p", "top_k",
 		"n", "seed", "stop", "stream", "stream_options", "logprobs", "top_logprobs", "logit_bias",
 		"ignore_eos", "return_token_ids", "cache_salt", "id_slot", "return_progress",
-		"add_generation_prompt", "continue_final_message", "chat_template_kwargs", "verbose", "timings_per_token", "grammar", "json_schema", "response_format"},
+		"add_generation_prompt", "continue_final_message", "chat_template_kwargs", "verbose", "timings_per_token", "grammar", "json_schema", "response_format",
+		"tools", "tool_choice", "parallel_tool_calls"},
 	accepted: concat(openAIAccepted, llamaAccepted, []string{
-		"parallel_tool_calls", // acts only with tools, refused
-		"verbosity",           // a hint to reasoning models: none here
+		"verbosity", // a hint to reasoning models: none here
 	}),
 	refused: merged(llamaSamplers, llamaOnV1, map[string][]string{
-		"tools": nil, "tool_choice": {`"none"`, `"auto"`}, "functions": nil, "function_call": {`"none"`, `"auto"`},
+		// OpenAI's deprecated spelling of tools and tool_choice.
+		"functions": nil, "function_call": {`"none"`, `"auto"`},
 		"audio": nil, "modalities": {`["text"]`},
 		"prediction": nil, "reasoning_effort": nil, "web_search_options": nil, "response_fields": nil, "post_sampling_probs": nil,
 	}),
 }
-
-// applyTemplateFields are chat's, with tools: /apply-template renders
-// them into the prompt, as the template describes them.
-var applyTemplateFields = func() fieldRules {
-	r := chatFields
-	r.implemented = concat(chatFields.implemented, []string{"tools"})
-	r.refused = maps.Clone(chatFields.refused)
-	delete(r.refused, "tools")
-	return r
-}()
 
 var llamaCompletionFields = fieldRules{
 	implemented: []string{"prompt", "n_predict", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop", "stream",
@@ -136,7 +126,7 @@ var tokenizeFields = fieldRules{
 
 func (completionRequest) fieldRules() *fieldRules    { return &completionFields }
 func (chatRequest) fieldRules() *fieldRules          { return &chatFields }
-func (applyTemplateRequest) fieldRules() *fieldRules { return &applyTemplateFields }
+func (applyTemplateRequest) fieldRules() *fieldRules { return &chatFields }
 func (llamaRequest) fieldRules() *fieldRules         { return &llamaCompletionFields }
 func (tokenizeRequest) fieldRules() *fieldRules      { return &tokenizeFields }
 func (detokenizeRequest) fieldRules() *fieldRules    { return &detokenizeFields }

@@ -26,7 +26,7 @@ var endpointRules = []struct {
 	{"/completion", llamaRequest{}, &llamaCompletionFields, map[string]any{"prompt": []int{1, 2, 3}, "n_predict": 1}},
 	{"/tokenize", tokenizeRequest{}, &tokenizeFields, map[string]any{"content": "hi"}},
 	{"/detokenize", detokenizeRequest{}, &detokenizeFields, map[string]any{"tokens": []int{1, 2}}},
-	{"/apply-template", applyTemplateRequest{}, &applyTemplateFields, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}}},
+	{"/apply-template", applyTemplateRequest{}, &chatFields, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}}},
 }
 
 // TestEveryRequestFieldIsListed: the implemented list of each endpoint is

@@ -10,7 +10,7 @@ import (
 // props serves GET /props: llama-server's description of itself. What
 // this server has no counterpart for is reported as absent or off: no
 // images, audio or video, no web UI, nothing to change through POST
-// /props, a template with no tool calling.
+// /props.
 func (h *Handler) props(w http.ResponseWriter, r *http.Request) {
 	def, d := offSettings(), llamaDefaults()
 	def.Temperature, def.TopP = d.Temperature, d.TopP
@@ -49,11 +49,15 @@ func (h *Handler) props(w http.ResponseWriter, r *http.Request) {
 }
 
 // templateCaps are llama-server's chat_template_caps as they hold here:
-// messages are plain text or text parts, with a system role; no tools.
+// messages are plain text or text parts, with a system role; tools and
+// tool calls, one or several per answer, whatever the template (one that
+// cannot render tools has them described in the system message:
+// toolcall.Generic); arguments reach the template as objects, but a
+// template is not asked whether it takes them so.
 func templateCaps() map[string]bool {
 	return map[string]bool{
 		"supports_system_role": true, "supports_string_content": true, "supports_typed_content": true,
-		"supports_tools": false, "supports_tool_calls": false, "supports_parallel_tool_calls": false,
+		"supports_tools": true, "supports_tool_calls": true, "supports_parallel_tool_calls": true,
 		"supports_object_arguments": false, "supports_preserve_reasoning": false, "supports_reasoning_effort": false,
 	}
 }
@@ -188,8 +192,8 @@ func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
 
 // applyTemplate serves POST /apply-template: the prompt a chat request's
 // messages render to (renderChat: add_generation_prompt, assistant
-// prefill, continue_final_message, chat_template_kwargs, and tools
-// rendered as the template describes them), without generating.
+// prefill, continue_final_message, chat_template_kwargs, and tools as a
+// chat request renders them: chatText), without generating.
 // chatInputTokens is POST /v1/chat/completions/input_tokens: how many
 // tokens a chat request's prompt is, rendered by the chat template as
 // /v1/chat/completions would render it, without running it; llama-server's
@@ -205,7 +209,7 @@ func (h *Handler) chatInputTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	ids, e := h.chatPrompt(&q)
+	ids, _, e := h.chatPrompt(&q)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -219,12 +223,7 @@ func (h *Handler) applyTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	tools, e := decodeTools(q.Tools)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	text, e := h.renderChat(q.Messages, &q.chatTemplating, tools)
+	text, _, e := h.chatText(&q.chatRequest)
 	if e != nil {
 		writeError(w, e)
 		return
