@@ -80,24 +80,38 @@ type converter struct {
 // ToGBNF converts a JSON schema to GBNF source whose start rule is root.
 // A schema outside the supported subset is an *Error.
 func ToGBNF(schema []byte) (string, error) {
+	rules, err := convertRules(schema)
+	if err != nil {
+		return "", err
+	}
+	return formatRules(rules), nil
+}
+
+// convertRules converts schema to its rules, by name, with the start rule root.
+func convertRules(schema []byte) (map[string]string, error) {
 	v, err := parseValue(schema)
 	if err != nil {
-		return "", &Error{Msg: "invalid JSON: " + err.Error()}
+		return nil, &Error{Msg: "invalid JSON: " + err.Error()}
 	}
 	c := &converter{root: v, rules: map[string]string{"space": spaceRule}, resolving: map[string]int{}}
 	if err := c.run(v); err != nil {
-		return "", err
+		return nil, err
 	}
-	names := make([]string, 0, len(c.rules))
-	for n := range c.rules {
+	return c.rules, nil
+}
+
+// formatRules writes rules one a line, sorted by name.
+func formatRules(rules map[string]string) string {
+	names := make([]string, 0, len(rules))
+	for n := range rules {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var b strings.Builder
 	for _, n := range names {
-		fmt.Fprintf(&b, "%s ::= %s\n", n, c.rules[n])
+		fmt.Fprintf(&b, "%s ::= %s\n", n, rules[n])
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 // run converts the top-level schema, turning a refusal into an error.
