@@ -164,7 +164,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	reply := func(object string, choices []chatChoice, u *usage, t *llamaTimings) chatResponse {
 		return chatResponse{ID: id, Object: object, Created: created, Model: h.opts.ModelName, SystemFingerprint: buildInfo(), Choices: choices, Usage: u, Timings: t}
 	}
-	began := make([]bool, g.n) // the first delta of each sample names the role
+	began := make([]bool, g.n)     // the first delta of each sample names the role
 	var parsers []*toolcall.Stream // per sample, when tools are active
 	made := make([]int, g.n)       // calls each sample has streamed
 	if tools.active {

@@ -88,7 +88,10 @@ func (h *Handler) renderChat(msgs []chatMessage, tpl *chatTemplating, tools *too
 		default:
 			return "", errBadRequest(fmt.Sprintf("messages[%d].role", i), "unknown role %q (want system, user, assistant, developer or tool)", m.Role)
 		}
-		text, e := messageText(m.Content, i)
+		text, e := "", (*apiError)(nil)
+		if given(m.Content) || !given(m.ToolCalls) { // an assistant's calls may come without content
+			text, e = messageText(m.Content, i)
+		}
 		if e != nil {
 			return "", e
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"kvlab/common/grammar"
@@ -69,7 +70,7 @@ func (h *Handler) toolUse(q *chatTools) (*toolUse, *apiError) {
 		}
 		tools, err := toolcall.ParseTools(raw)
 		if err != nil {
-			return nil, errBadRequest("tools", "%v", err)
+			return nil, toolFieldError("tools", err)
 		}
 		u.tools = tools
 		if err := json.Unmarshal(raw, &u.decoded); err != nil {
@@ -78,7 +79,7 @@ func (h *Handler) toolUse(q *chatTools) (*toolUse, *apiError) {
 	}
 	choice, err := toolcall.ParseChoice(q.ToolChoice, u.tools)
 	if err != nil {
-		return nil, errBadRequest("tool_choice", "%v", err)
+		return nil, toolFieldError("tool_choice", err)
 	}
 	u.choice = choice
 	u.active = len(u.tools) > 0 && choice.Mode != "none"
@@ -103,8 +104,8 @@ func (h *Handler) constrain(u *toolUse, g *genRequest, field string) *apiError {
 		return errBadRequest(field, "tools cannot be combined with %s: both constrain the answer; send one", field)
 	}
 	src, err := toolcall.Grammar(u.format, u.tools, u.choice, u.parallel)
-	if err != nil {
-		return errBadRequest("tools", "tools: %v", err)
+	if err != nil { // a parameters schema the converter refuses
+		return toolFieldError("tools", err)
 	}
 	if src == "" {
 		return nil
@@ -116,6 +117,18 @@ func (h *Handler) constrain(u *toolUse, g *genRequest, field string) *apiError {
 	}
 	g.grammar, g.grammarSrc = gr, src
 	return nil
+}
+
+// toolFieldError is a 400 for err, whose message starts with the path of
+// the part it is about (tools[1].function.name: ...): the param names that
+// path when it is inside field, else field.
+func toolFieldError(field string, err error) *apiError {
+	msg := err.Error()
+	param := field
+	if path, _, ok := strings.Cut(msg, ":"); ok && (path == field || strings.HasPrefix(path, field+"[") || strings.HasPrefix(path, field+".")) && !strings.ContainsAny(path, " \"") {
+		param = path
+	}
+	return errBadRequest(param, "%s", msg)
 }
 
 // structuredField names the structured-output field a request set, ""
