@@ -73,8 +73,10 @@ func TestRefusedFieldsAreNamed(t *testing.T) {
 		path, field string
 		value       any
 	}{
-		{"/v1/chat/completions", "tools", []map[string]any{{"type": "function", "function": map[string]any{"name": "f"}}}},
-		{"/v1/chat/completions", "tool_choice", "required"},
+		// tools and tool_choice are built (toolcalls.go); their deprecated
+		// spellings are not.
+		{"/v1/chat/completions", "functions", []map[string]any{{"name": "f"}}},
+		{"/v1/chat/completions", "function_call", map[string]any{"name": "f"}},
 		{"/v1/completions", "response_fields", []string{"content"}},
 		{"/v1/completions", "post_sampling_probs", true},
 		{"/v1/completions", "suffix", "end"},

@@ -15,7 +15,13 @@ import (
 // slotServer serves tm with a prefix cache, n slots and slot files in dir.
 func slotServer(t *testing.T, tm testModel, n int, dir string) *testServer {
 	t.Helper()
-	return startServerFor(t, tm, engineConfig(true), engine.Limits{}, func(e *engine.Engine) Options {
+	return slotServerConfig(t, tm, engineConfig(true), n, dir)
+}
+
+// slotServerConfig is slotServer with the engine's configuration.
+func slotServerConfig(t *testing.T, tm testModel, cfg engine.Config, n int, dir string) *testServer {
+	t.Helper()
+	return startServerFor(t, tm, cfg, engine.Limits{}, func(e *engine.Engine) Options {
 		p := e.Pool()
 		kv := &CacheFile{
 			Identity: CacheIdentity{Model: "test-model", BlockSize: p.BlockSize(), Layers: p.Layers(), KVDim: p.KVDim(), DType: "float32"},
