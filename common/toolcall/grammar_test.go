@@ -14,7 +14,9 @@ import (
 
 // testTools cover what arguments schemas use: required and optional
 // properties, enums, integer ranges, arrays of objects, type unions, $ref
-// into $defs, no parameters at all, and a schema with no type of its own.
+// into $defs, no parameters at all, and schemas with no type of their own
+// (properties alone, or nothing but a description, which by itself would
+// admit any JSON value).
 const testTools = `[
  {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.", "parameters":
   {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city"]}}},
@@ -26,7 +28,8 @@ const testTools = `[
  {"type": "function", "function": {"name": "move", "parameters":
   {"type": "object", "properties": {"to": {"$ref": "#/$defs/point"}}, "required": ["to"],
    "$defs": {"point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]}}}}},
- {"type": "function", "function": {"name": "toggle", "parameters": {"properties": {"on": {"type": "boolean"}}}}}
+ {"type": "function", "function": {"name": "toggle", "parameters": {"properties": {"on": {"type": "boolean"}}}}},
+ {"type": "function", "function": {"name": "note", "parameters": {"description": "free-form"}}}
 ]`
 
 func mustTools(t *testing.T) []Tool {
@@ -285,8 +288,8 @@ func TestGrammarErrors(t *testing.T) {
 		c     Choice
 		want  string
 	}{
-		{bad, Choice{Mode: "required"}, "tools[5].function.parameters (odd)"},
-		{bad, Choice{Mode: "function", Name: "odd"}, "tools[5].function.parameters (odd)"},
+		{bad, Choice{Mode: "required"}, "tools[6].function.parameters (odd)"},
+		{bad, Choice{Mode: "function", Name: "odd"}, "tools[6].function.parameters (odd)"},
 		{tools, Choice{Mode: "function", Name: "missing"}, "tool_choice.function.name"},
 		{nil, Choice{Mode: "required"}, "tool_choice"},
 		{tools, Choice{Mode: "sometimes"}, "tool_choice"},
