@@ -3,6 +3,7 @@ package toolcall
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"kvlab/common/tokenizer"
@@ -60,6 +61,41 @@ func TestFormatString(t *testing.T) {
 	for f, want := range map[Format]string{Generic: "Generic", Llama3: "Llama3", Hermes: "Hermes", Format(7): "Format(7)"} {
 		if got := f.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(f), got, want)
+		}
+	}
+}
+
+// TestLlama3TemplateRenders renders testdata/llama3-tools.jinja with the
+// tokenizer's Jinja engine, so the template Detect reads is a working one:
+// it lists the tool and asks for the JSON that Parse reads as Llama3.
+func TestLlama3TemplateRenders(t *testing.T) {
+	src, err := os.ReadFile("testdata/llama3-tools.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab, err := os.ReadFile("../tokenizer/testdata/llama3/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := json.Marshal(map[string]string{"chat_template": string(src), "bos_token": "<|begin_of_text|>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Parse(vocab, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools []any
+	if err := json.Unmarshal([]byte(`[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]`), &tools); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tok.RenderChat([]tokenizer.Message{{Role: "user", Content: "Weather in Paris?"}}, tokenizer.ChatOptions{AddGenerationPrompt: true, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name": "get_weather"`, `"parameters": object of argument names`, "<|start_header_id|>assistant<|end_header_id|>\n\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered prompt lacks %q:\n%s", want, out)
 		}
 	}
 }
