@@ -12,8 +12,8 @@ import (
 
 // Grammar is GBNF that restricts the whole answer to one call (one or more
 // when parallel) of the tools c allows, in format f; "" when c does not
-// constrain (none, auto: the model may answer in text, and Parse finds the
-// calls it writes, if any). "required" allows every tool, "function" only
+// constrain (none, auto, or the zero Choice: the model may answer in text,
+// and Parse finds the calls it writes, if any). "required" allows every tool, "function" only
 // the named one.
 //
 // The arguments follow each tool's parameters schema, converted by

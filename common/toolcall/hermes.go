@@ -68,7 +68,8 @@ func hermesBlock(s string, final bool) (end int, call *Call, done bool) {
 
 // parseHermes cuts text into text runs and blocks, then joins the pieces
 // that are not calls into the content, trimming whitespace on the side
-// of each piece that touches a call.
+// of each piece that touches a call. Two stretches of content that a call
+// separates are joined by a newline.
 func parseHermes(text string) (content string, calls []Call) {
 	var b strings.Builder
 	afterCall := false
@@ -79,6 +80,9 @@ func parseHermes(text string) (content string, calls []Call) {
 		}
 		if trimRight {
 			pending = strings.TrimRight(pending, space)
+		}
+		if pending != "" && afterCall && b.Len() > 0 {
+			b.WriteByte('\n') // text on both sides of a call: keep the words apart
 		}
 		b.WriteString(pending)
 		pending = ""

@@ -23,6 +23,7 @@ type Stream struct {
 	inBlock   bool   // buf starts with an open block
 	afterCall bool   // the last thing given out was a call: trim leading whitespace
 	pendingWS string // trailing whitespace of the content, given out only if text follows
+	gaveText  bool   // some content has been given out
 }
 
 // NewStream starts parsing an answer in format f.
@@ -115,10 +116,14 @@ func (s *Stream) text(out *strings.Builder, x string) {
 			return
 		}
 		s.afterCall = false
+		if s.gaveText {
+			x = "\n" + x
+		}
 	}
 	x = s.pendingWS + x
 	body := strings.TrimRight(x, space)
 	out.WriteString(body)
+	s.gaveText = s.gaveText || body != ""
 	s.pendingWS = x[len(body):]
 }
 
