@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -172,10 +174,31 @@ func requireValidCall(t *testing.T, vs map[string]*validator.Schema, c toolCallO
 // TestToolChoiceRequiredMakesValidCalls: with tool_choice "required" or
 // a named function, every sampled answer is calls only, of the tools
 // allowed, with arguments a schema validator accepts; one call unless
-// parallel_tool_calls.
+// parallel_tool_calls. In each format: the built-in template's (Generic),
+// Qwen3's (Hermes) and a Llama-3.1 tools template's (Llama3).
 func TestToolChoiceRequiredMakesValidCalls(t *testing.T) {
-	tm := loadTestModel(t)
-	ts := startServer(t, tm, toolEngineConfig(), Options{})
+	for _, f := range []struct {
+		name, template string
+		want           toolcall.Format
+	}{
+		{"generic", "", toolcall.Generic},
+		{"hermes", qwen3Template(t), toolcall.Hermes},
+		{"llama3", readText(t, "../toolcall/testdata/llama3-tools.jinja"), toolcall.Llama3},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			tm := loadTestModel(t)
+			if f.template != "" {
+				require.NoError(t, tm.tok.SetChatTemplate(f.template))
+			}
+			require.Equal(t, f.want, toolcall.Detect(tm.tok.ChatTemplate()))
+			ts := startServer(t, tm, toolEngineConfig(), Options{})
+			requiredCalls(t, ts)
+		})
+	}
+}
+
+// requiredCalls is TestToolChoiceRequiredMakesValidCalls on one server.
+func requiredCalls(t *testing.T, ts *testServer) {
 	vs := toolValidators(t)
 	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
 	for _, c := range []struct {
@@ -193,7 +216,7 @@ func TestToolChoiceRequiredMakesValidCalls(t *testing.T) {
 			for seed := range 25 {
 				body := chatBody(seed, map[string]any{"tools": testTools, "tool_choice": c.choice, "parallel_tool_calls": c.parallel})
 				if c.parallel {
-					body["max_tokens"] = 1200 // room for several calls: the grammar lets the answer add more
+					body["max_tokens"] = 1100 // room for several calls: the grammar lets the answer add more
 				}
 				a := chatAnswers(t, ts.url, body)
 				require.Len(t, a, 1)
@@ -232,12 +255,22 @@ func toolEngineConfig() engine.Config {
 }
 
 // TestToolCallsStreamAsAnswered: a streamed answer put back together is
-// the same answer, content and calls, as the same request unstreamed.
+// the same answer, content and calls, as the same request unstreamed, in
+// the Generic format and in Hermes (where content may precede a call).
 func TestToolCallsStreamAsAnswered(t *testing.T) {
-	tm := loadTestModel(t)
-	ts := startServer(t, tm, toolEngineConfig(), Options{})
+	for _, template := range []string{"", qwen3Template(t)} {
+		tm := loadTestModel(t)
+		if template != "" {
+			require.NoError(t, tm.tok.SetChatTemplate(template))
+		}
+		streamAsAnswered(t, startServer(t, tm, toolEngineConfig(), Options{}))
+	}
+}
+
+// streamAsAnswered is TestToolCallsStreamAsAnswered on one server.
+func streamAsAnswered(t *testing.T, ts *testServer) {
 	for _, choice := range []string{"required", "auto"} {
-		for seed := range 8 {
+		for seed := range 6 {
 			for _, parallel := range []bool{false, true} {
 				extra := map[string]any{"tools": testTools, "tool_choice": choice, "parallel_tool_calls": parallel, "n": 2, "logprobs": true}
 				whole := chatAnswers(t, ts.url, chatBody(seed, extra))
@@ -450,4 +483,11 @@ func qwen3Template(t *testing.T) string {
 	readJSON(t, "../tokenizer/testdata/qwen3/tokenizer_config.json", &cfg)
 	require.NotEmpty(t, cfg.ChatTemplate)
 	return cfg.ChatTemplate
+}
+
+func readText(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.FromSlash(path))
+	require.NoError(t, err)
+	return string(b)
 }
