@@ -51,12 +51,13 @@
 // stderr and in the markdown, when other processes keep more than half
 // a core busy.
 //
-// The output is one markdown table of the figures (medians over the
-// rounds, min–max in parentheses) and one of what bounds them: prefill
-// against the -peak-gflops of `make bench-kernels` (-peak-gflops-bf16
-// for the rows that multiply in bf16), decode against the copy and read
-// bandwidths measured here (bounds.go), the serving run against the time
-// its work would take at the single-request rates.
+// The output is one markdown table of (a), (b) and (d) (medians over the
+// rounds, min–max in parentheses), one of the serving runs, a row per
+// server and run, and one of what bounds them: prefill against the
+// -peak-gflops of `make bench-kernels` (-peak-gflops-bf16 for the rows
+// that multiply in bf16), decode against the copy and read bandwidths
+// measured here (bounds.go), the shared-prefix run against the time its
+// work would take at the single-request rates.
 package main
 
 import (
