@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kvlab/common/metrics"
 )
 
 func testSettings(serveArgs, llamaArgs []string) settings {
@@ -91,4 +93,38 @@ func TestLogName(t *testing.T) {
 	assert.Equal(t, "serve_-kv-cache-dtype_f16", logName("serve -kv-cache-dtype f16"))
 	assert.Equal(t, "llama-server_--cache-reuse_256", logName("llama-server --cache-reuse 256"))
 	assert.Equal(t, "serve_-x_a_b", logName("serve -x a/b"))
+}
+
+// TestServingTableRows: the serving table has a row per server row and
+// run, labelled by both, and computes the prefill tokens from the
+// summaries.
+func TestServingTableRows(t *testing.T) {
+	st := testSettings([]string{"-bf16-dot=false"}, nil)
+	st.llamaServer = ""
+	o := options{requests: 4, concurrency: 2, systems: 1, systemLen: 8, suffixMin: 1, suffixMax: 2, output: 3, hogs: 2}
+	r := &result{m: &prepared{shape: shape{name: "m"}}, s: map[string]*sample{}}
+	for i, sd := range st.sides() {
+		r.sides = append(r.sides, sd)
+		smp := &sample{serving: map[servingRun][]metrics.Summary{}}
+		for j, k := range servingRuns(o.hogs) {
+			smp.serving[k] = []metrics.Summary{{PromptTokens: 100, CachedTokens: 10 * (i + j), OutputTokensPerSec: 5}}
+		}
+		r.s[sd.name] = smp
+	}
+	var rows []string
+	for _, line := range strings.Split(servingTable([]*result{r}, o), "\n") {
+		if strings.HasPrefix(line, "| m ") {
+			rows = append(rows, strings.Join(strings.Fields(strings.ReplaceAll(line, "|", " ")), " "))
+		}
+	}
+	assert.Equal(t, []string{
+		"m serve shared prefix 5.00 0 / 0 0 100 of 100 0",
+		"m serve no shared prefix 5.00 0 / 0 0 90 of 100 10",
+		"m serve shared prefix, under load (2 hogs) 5.00 0 / 0 0 80 of 100 20",
+		"m serve no shared prefix, under load (2 hogs) 5.00 0 / 0 0 70 of 100 30",
+		"m serve -bf16-dot=false shared prefix 5.00 0 / 0 0 90 of 100 10",
+		"m serve -bf16-dot=false no shared prefix 5.00 0 / 0 0 80 of 100 20",
+		"m serve -bf16-dot=false shared prefix, under load (2 hogs) 5.00 0 / 0 0 70 of 100 30",
+		"m serve -bf16-dot=false no shared prefix, under load (2 hogs) 5.00 0 / 0 0 60 of 100 40",
+	}, rows)
 }
