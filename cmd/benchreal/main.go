@@ -26,26 +26,38 @@
 //   - (c) a serving run: -requests requests over -system-prompts shared
 //     system prompts of -system-len tokens (workload.SystemPrompts; a new
 //     set each round), -concurrency at a time; output tokens per second,
-//     TTFT p50 and p99, ITL p50, prompt tokens found cached;
+//     TTFT p50 and p99, ITL p50, prompt tokens computed and found cached;
+//     and beside it the same run with no shared prefix (each request's
+//     system prompt its own: workload.go), which no cache can shorten;
+//     with -hogs N, both once more beside N busy-looping processes
+//     (hogs.go), rows "under load (N hogs)";
 //
 // then stops them and (d) starts each -startup-runs times under
 // cmd/benchstartup: exec to the first answer, and the RSS after it.
 //
 // Both servers are driven through POST /completion (client.go says why),
-// greedy, with ignore_eos. serve gets GOMAXPROCS=-threads and
-// -prefix-caching; llama-server gets -t and -tb -threads, -np
-// -concurrency, -kvu with -c -ctx (one KV cache shared by the slots, as
-// serve's pool is), -fa on, -ctk and -ctv -kv, and --swa-full for Gemma-3
-// (so that its sliding-window layers keep every position, as serve's do,
-// and a cached prefix can be reused). serve's KV cache is f32 unless it
-// has a -kv-cache-dtype flag, which then gets -kv too.
+// greedy, with ignore_eos. The default rows run both servers as shipped,
+// with only the flags that size them alike or make them do the same
+// work (defaults.go lists each and why): serve gets GOMAXPROCS=-threads,
+// -prefix-caching and -blocks -ctx/16; llama-server gets -t and -tb
+// -threads, -c -ctx with -kvu (one KV cache shared by the slots, as
+// serve's pool is) and -np -concurrency. The KV dtype, flash attention,
+// serve's bf16 products and llama-server's sliding-window cache stay at
+// each server's default. -serve-arg and -llama-arg add rows of their own,
+// labelled with those arguments ("serve -bf16-dot=false"), measured
+// beside the default rows, never in their place.
 //
-// The output is one markdown table of the figures (medians over the
-// rounds, min–max in parentheses) and one of what bounds them: prefill
-// against the -peak-gflops of `make bench-kernels` (-peak-gflops-bf16
-// for the rows that multiply in bf16), decode against the copy and read
-// bandwidths measured here (bounds.go), the serving run against the time
-// its work would take at the single-request rates.
+// Before measuring it samples /proc/stat for a second and warns, on
+// stderr and in the markdown, when other processes keep more than half
+// a core busy.
+//
+// The output is one markdown table of (a), (b) and (d) (medians over the
+// rounds, min–max in parentheses), one of the serving runs, a row per
+// server and run, and one of what bounds them: prefill against the
+// -peak-gflops of `make bench-kernels` (-peak-gflops-bf16 for the rows
+// that multiply in bf16), decode against the copy and read bandwidths
+// measured here (bounds.go), the shared-prefix run against the time its
+// work would take at the single-request rates.
 package main
 
 import (
@@ -69,7 +81,6 @@ import (
 	"kvlab/common/metrics"
 	"kvlab/common/model"
 	"kvlab/common/tokenizer"
-	"kvlab/common/workload"
 	"kvlab/internal/benchrun"
 )
 
@@ -93,8 +104,7 @@ type options struct {
 	output      int
 	startups    int
 	ctx         int
-	kv          string
-	swaFull     bool
+	hogs        int
 	peakGFLOPs  float64
 	peakBF16    float64 // GFLOP/s of bf16 products, for the rows that multiply in bf16
 	copyMiB     int
@@ -111,6 +121,10 @@ func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == hogFlag {
+		hog()
+		return
+	}
 	var o options
 	models := flag.String("models", strings.Join(shapeNames, ","), "comma-separated models to run: "+strings.Join(shapeNames, ", "))
 	flag.BoolVar(&o.small, "small", false, "the same models at a few megabytes each (same architecture, dtype and layer pattern), to check the pipeline")
@@ -130,16 +144,15 @@ func main() {
 	flag.IntVar(&o.output, "output", 32, "(c) tokens each request generates")
 	flag.IntVar(&o.startups, "startup-runs", 2, "(d) starts of each server under benchstartup, alternating")
 	flag.IntVar(&o.ctx, "ctx", 16384, "tokens of KV cache of each server: serve's -blocks × 16, llama-server's -c")
-	flag.StringVar(&o.kv, "kv", "f16", "llama-server's KV cache dtype (-ctk, -ctv); serve's too if it has -kv-cache-dtype")
-	flag.BoolVar(&o.swaFull, "swa-full", true, "give llama-server --swa-full for Gemma-3 (every position kept in its sliding-window layers, as serve keeps them)")
+	flag.IntVar(&o.hogs, "hogs", 0, "(c) also run the serving runs beside this many busy-looping processes, one core each (0: not)")
 	flag.Float64Var(&o.peakGFLOPs, "peak-gflops", 0, "the machine's matrix-product GFLOP/s (from make bench-kernels), for the prefill bound; 0: not shown")
-	flag.Float64Var(&o.peakBF16, "peak-gflops-bf16", 0, "the machine's bf16-product GFLOP/s (BenchmarkMatMulTBF16Dot), the prefill bound of the rows that multiply in bf16: llama-server on a bf16 checkpoint, and serve there with -serve-arg -bf16-dot; 0: those rows use -peak-gflops")
+	flag.Float64Var(&o.peakBF16, "peak-gflops-bf16", 0, "the machine's bf16-product GFLOP/s (BenchmarkMatMulTBF16Dot), the prefill bound of the rows that multiply in bf16: llama-server on a bf16 checkpoint, and serve there unless -bf16-dot is off (its default is on where the CPU has AVX512-BF16); 0: those rows use -peak-gflops")
 	flag.IntVar(&o.copyMiB, "copy-mib", 512, "size of each buffer of the copy-bandwidth measurement")
 	flag.BoolVar(&o.clean, "clean", false, "delete each model's checkpoint and GGUF file once measured")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "write the checkpoints and GGUF files, then stop (they take minutes and need no quiet machine)")
 	flag.StringVar(&o.out, "out", "", "also write the tables to this markdown file (default: -work/bench-real.md)")
-	flag.Var(&o.serveArgs, "serve-arg", "one more argument for serve (repeatable)")
-	flag.Var(&o.llamaArgs, "llama-arg", "one more argument for llama-server (repeatable)")
+	flag.Var(&o.serveArgs, "serve-arg", "one more argument for serve (repeatable), in a tuned row of its own beside serve's default row")
+	flag.Var(&o.llamaArgs, "llama-arg", "one more argument for llama-server (repeatable), in a tuned row of its own beside llama-server's default row")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), "benchreal: serve beside llama-server on synthetic checkpoints of real models' sizes\n\nUsage: benchreal [flags]\n\nFlags:\n")
 		flag.PrintDefaults()
@@ -170,7 +183,7 @@ func (o options) check() error {
 	}{{"-threads", o.threads, 1}, {"-rounds", o.rounds, 1}, {"-prompt", o.prompt, 1}, {"-decode", o.decode, 2},
 		{"-requests", o.requests, 1}, {"-concurrency", o.concurrency, 1}, {"-system-prompts", o.systems, 1},
 		{"-system-len", o.systemLen, 1}, {"-suffix-min", o.suffixMin, 1}, {"-output", o.output, 1},
-		{"-startup-runs", o.startups, 0}, {"-copy-mib", o.copyMiB, 1}} {
+		{"-startup-runs", o.startups, 0}, {"-copy-mib", o.copyMiB, 1}, {"-hogs", o.hogs, 0}} {
 		if c.v < c.min {
 			errs = append(errs, fmt.Errorf("%s must be ≥ %d, have %d", c.name, c.min, c.v))
 		}
@@ -185,23 +198,27 @@ func (o options) check() error {
 }
 
 // step is one measurement of the plan: round, what (single: (a) and (b);
-// serving: (c)), and which server.
+// serving: one of (c)'s runs), and which server.
 type step struct {
 	round int
 	what  string
+	run   servingRun // of a serving step
 	side  int
 }
 
 // plan orders the measurements: in each round, the single request on
-// every server in turn, then the serving run on every server in turn, so
-// the servers alternate A B A B ... and neither always runs first after
-// the same kind of work.
-func plan(rounds, sides int) []step {
+// every server in turn, then each serving run on every server in turn,
+// so the servers alternate A B A B ... and neither always runs first
+// after the same kind of work.
+func plan(rounds, sides int, runs []servingRun) []step {
 	var out []step
 	for r := range rounds {
-		for _, what := range []string{"single", "serving"} {
+		for s := range sides {
+			out = append(out, step{round: r, what: "single", side: s})
+		}
+		for _, k := range runs {
 			for s := range sides {
-				out = append(out, step{r, what, s})
+				out = append(out, step{round: r, what: "serving", run: k, side: s})
 			}
 		}
 	}
@@ -213,7 +230,7 @@ type sample struct {
 	ttftCold, ttftCached []time.Duration
 	cachedHit            []int // (a): cache_n of the cached request
 	decode               []float64
-	serving              []metrics.Summary
+	serving              map[servingRun][]metrics.Summary
 	starts               []startup
 }
 
@@ -221,8 +238,8 @@ type sample struct {
 type result struct {
 	m      *prepared
 	greedy string // whether the servers' greedy tokens agreed
-	sides  []string
-	s      map[string]*sample
+	sides  []side
+	s      map[string]*sample // by side name
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -232,7 +249,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(filepath.Join(o.work, "logs"), 0o755); err != nil {
 		return err
 	}
-	st := settings{threads: o.threads, ctx: o.ctx, slots: o.concurrency, kv: o.kv, swaFull: o.swaFull, serveArgs: o.serveArgs, llamaArgs: o.llamaArgs}
+	st := settings{threads: o.threads, ctx: o.ctx, slots: o.concurrency, serveArgs: o.serveArgs, llamaArgs: o.llamaArgs}
 	bins, err := binaries(o)
 	if err != nil {
 		return err
@@ -243,16 +260,17 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if hasFlag(st.bin, "kv-cache-dtype") {
-		st.serveKV = o.kv
-	}
 	// The servers' threads: GOMAXPROCS reaches serve through the
 	// environment its children inherit.
 	os.Setenv("GOMAXPROCS", fmt.Sprint(o.threads))
 
 	load0 := loadAverage()
 	var bw0, rd0 float64
+	var busy string
 	if !o.prepareOnly {
+		if busy = busyWarning(time.Second); busy != "" {
+			fmt.Fprintln(stderr, busy)
+		}
 		fmt.Fprintf(stderr, "load average %s; measuring copy and read bandwidth (%d MiB, %d threads)\n", load0, o.copyMiB, o.threads)
 		bw0 = copyBandwidth(o.copyMiB<<20, o.threads, 5)
 		rd0 = readBandwidth(o.copyMiB<<20, o.threads, 5)
@@ -260,10 +278,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		debug.FreeOSMemory()
 	}
 
-	sides := []side{st.serveSide()}
-	if st.llamaServer != "" {
-		sides = append(sides, st.llamaSide())
-	}
+	sides := st.sides()
 	var results []*result
 	for _, name := range o.models {
 		sh, _ := shapeFor(name, o.small)
@@ -293,22 +308,24 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "benchreal, %s; %s, %d threads; load average %s at the start, %s at the end\n\n",
 		time.Now().Format("2006-01-02 15:04"), cpuName(), o.threads, load0, load1)
+	if busy != "" {
+		fmt.Fprintf(&b, "**%s.**\n\n", busy)
+	}
 	for _, sd := range sides {
 		fmt.Fprintf(&b, "    %s\n", strings.Join(commandLine(sd, results), " "))
 	}
-	kvServe := "f32"
-	if st.serveKV != "" {
-		kvServe = st.serveKV
+	b.WriteString("\n" + st.describeDefaults())
+	var kv []string
+	for _, sd := range sides {
+		kv = append(kv, sd.name+" "+kvDType(sd))
 	}
-	kv := "KV cache: serve " + kvServe
-	if st.llamaServer != "" {
-		kv += ", llama-server " + o.kv
-	}
-	fmt.Fprintf(&b, "\n%s. Copy bandwidth (read + written): %.1f GB/s before, %.1f GB/s after; read bandwidth %.1f GB/s before, %.1f GB/s after.\n\n",
-		kv, bw0/1e9, bw1/1e9, rd0/1e9, rd1/1e9)
+	fmt.Fprintf(&b, "\nKV cache: %s. %s Copy bandwidth (read + written): %.1f GB/s before, %.1f GB/s after; read bandwidth %.1f GB/s before, %.1f GB/s after.\n\n",
+		strings.Join(kv, ", "), productsNote(sides), bw0/1e9, bw1/1e9, rd0/1e9, rd1/1e9)
 	b.WriteString(figuresTable(results, o))
 	b.WriteString("\n")
-	b.WriteString(boundsTable(results, o, kvServe, max(bw0, bw1), max(rd0, rd1)))
+	b.WriteString(servingTable(results, o))
+	b.WriteString("\n")
+	b.WriteString(boundsTable(results, o, max(bw0, bw1), max(rd0, rd1)))
 	io.WriteString(stdout, b.String())
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
@@ -321,7 +338,7 @@ func commandLine(sd side, results []*result) []string {
 	}
 	argv := sd.argv(results[0].m, -1)
 	argv[0] = filepath.Base(argv[0])
-	if sd.name == "serve" {
+	if sd.server == serverServe {
 		argv = append([]string{"GOMAXPROCS=" + os.Getenv("GOMAXPROCS")}, argv...)
 	}
 	return argv
@@ -364,12 +381,6 @@ func findLlamaServer(dir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no llama-server under %s (looked in build/bin, bin and the folder itself)", dir)
-}
-
-// hasFlag reports whether bin's serve lists -name in its help.
-func hasFlag(bin, name string) bool {
-	out, _ := exec.Command(bin, "serve", "-h").CombinedOutput()
-	return strings.Contains(string(out), "-"+name+" ")
 }
 
 // prepare writes m's checkpoint (unless the folder already holds one
@@ -426,10 +437,9 @@ func measure(ctx context.Context, o options, st settings, m *prepared, benchstar
 	if err != nil {
 		return nil, err
 	}
-	sides := []side{st.serveSide()}
+	sides := st.sides()
 	var ban [][2]any
 	if st.llamaServer != "" {
-		sides = append(sides, st.llamaSide())
 		tok, err := tokenizer.Load(m.dir)
 		if err != nil {
 			return nil, err
@@ -438,12 +448,12 @@ func measure(ctx context.Context, o options, st settings, m *prepared, benchstar
 	}
 	res := &result{m: m, s: map[string]*sample{}}
 	for _, sd := range sides {
-		res.sides = append(res.sides, sd.name)
-		res.s[sd.name] = &sample{}
+		res.sides = append(res.sides, sd)
+		res.s[sd.name] = &sample{serving: map[servingRun][]metrics.Summary{}}
 	}
 	client := newClient()
 	defer client.CloseIdleConnections()
-	if len(sides) == 2 {
+	if st.llamaServer != "" {
 		if res.greedy, err = greedyCheck(ctx, o, st, m, ban, client, log); err != nil {
 			return nil, err
 		}
@@ -458,13 +468,13 @@ func measure(ctx context.Context, o options, st settings, m *prepared, benchstar
 	}()
 	targets := map[string]target{}
 	for _, sd := range sides {
-		r, err := start(ctx, sd, m, filepath.Join(o.work, "logs", m.name+"-"+sd.name+".log"))
+		r, err := start(ctx, sd, m, filepath.Join(o.work, "logs", m.name+"-"+logName(sd.name)+".log"))
 		if err != nil {
 			return nil, err
 		}
 		srv = append(srv, r)
 		targets[sd.name] = target{url: r.url}
-		if sd.name == "llama-server" {
+		if sd.server == serverLlama {
 			targets[sd.name] = target{url: r.url, ban: ban}
 		}
 		// A first request, as every server gets one before it is timed.
@@ -473,7 +483,7 @@ func measure(ctx context.Context, o options, st settings, m *prepared, benchstar
 		}
 	}
 
-	for _, st := range plan(o.rounds, len(srv)) {
+	for _, st := range plan(o.rounds, len(srv), servingRuns(o.hogs)) {
 		r := srv[st.side]
 		smp := res.s[r.name]
 		switch st.what {
@@ -494,22 +504,13 @@ func measure(ctx context.Context, o options, st settings, m *prepared, benchstar
 			fmt.Fprintf(log, "%s round %d %s: TTFT cold %.3f s (%d cached), decode %.2f tok/s, TTFT cached %.3f s (%d cached); load %s\n",
 				m.name, st.round, r.name, cold.ttft().Seconds(), cold.cached, cold.decodeRate(), hot.ttft().Seconds(), hot.cached, loadAverage())
 		case "serving":
-			reqs, err := workload.SystemPrompts(workload.Params{
-				Requests: o.requests, PrefixLen: o.systemLen, SuffixMin: o.suffixMin, SuffixMax: o.suffixMax,
-				OutputMin: o.output, OutputMax: o.output, RPS: 1, Seed: int64(2000 + st.round), Vocab: cfg.VocabSize,
-				Conversations: 1, Turns: 1,
-			}, o.systems)
+			s, err := servingStep(ctx, o, client, targets[r.name], st, cfg.VocabSize)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: serving run, %s: %w", r.name, st.run.label(), err)
 			}
-			runRec, err := serving(ctx, client, targets[r.name], reqs, o.concurrency)
-			if err != nil {
-				return nil, fmt.Errorf("%s: serving run: %w", r.name, err)
-			}
-			s := runRec.Summary()
-			smp.serving = append(smp.serving, s)
-			fmt.Fprintf(log, "%s round %d %s: serving %.1f out tok/s, TTFT p50 %.3f s p99 %.3f s, ITL p50 %.1f ms, %d of %d prompt tokens cached, %.1f s; load %s\n",
-				m.name, st.round, r.name, s.OutputTokensPerSec, s.TTFT.P50.Seconds(), s.TTFT.P99.Seconds(), ms(s.ITL.P50), s.CachedTokens, s.PromptTokens, s.Wall.Seconds(), loadAverage())
+			smp.serving[st.run] = append(smp.serving[st.run], s)
+			fmt.Fprintf(log, "%s round %d %s, %s: serving %.1f out tok/s, TTFT p50 %.3f s p99 %.3f s, ITL p50 %.1f ms, %d of %d prompt tokens cached, %.1f s; load %s\n",
+				m.name, st.round, r.name, st.run.label(), s.OutputTokensPerSec, s.TTFT.P50.Seconds(), s.TTFT.P99.Seconds(), ms(s.ITL.P50), s.CachedTokens, s.PromptTokens, s.Wall.Seconds(), loadAverage())
 		}
 	}
 	for _, r := range srv {
@@ -532,6 +533,27 @@ func measure(ctx context.Context, o options, st settings, m *prepared, benchstar
 	return res, nil
 }
 
+// servingStep runs one serving run of the plan on t (servingRequests),
+// beside the run's hogs.
+func servingStep(ctx context.Context, o options, client *http.Client, t target, st step, vocab int) (metrics.Summary, error) {
+	reqs, err := servingRequests(o, vocab, st.round, st.run)
+	if err != nil {
+		return metrics.Summary{}, err
+	}
+	if st.run.hogs > 0 {
+		h, err := startHogs(st.run.hogs)
+		if err != nil {
+			return metrics.Summary{}, err
+		}
+		defer h.stop()
+	}
+	run, err := serving(ctx, client, t, reqs, o.concurrency)
+	if err != nil {
+		return metrics.Summary{}, err
+	}
+	return run.Summary(), nil
+}
+
 // greedyCheck starts both servers with f32 KV caches (so that only the
 // order of their sums differs) and compares their greedy tokens on a
 // 32-token prompt: the first of ten seeded prompts whose 32 tokens from
@@ -539,14 +561,11 @@ func measure(ctx context.Context, o options, st settings, m *prepared, benchstar
 // so that the ban does not decide the comparison.
 func greedyCheck(ctx context.Context, o options, st settings, m *prepared, ban [][2]any, client *http.Client, log io.Writer) (string, error) {
 	cfg, _ := m.opts.Config()
-	st.kv = "f32"
-	if st.serveKV != "" {
-		st.serveKV = "f32"
-	}
 	var outs [][]int32
 	var prompt []int32
-	for i, sd := range []side{st.serveSide(), st.llamaSide()} {
-		r, err := start(ctx, sd, m, filepath.Join(o.work, "logs", m.name+"-"+sd.name+"-check.log"))
+	// serve's KV cache is f32 by default; llama-server's is asked for.
+	for i, sd := range []side{st.serveSide(nil), st.llamaSide([]string{"-ctk", "f32", "-ctv", "f32"})} {
+		r, err := start(ctx, sd, m, filepath.Join(o.work, "logs", m.name+"-"+sd.server+"-check.log"))
 		if err != nil {
 			return "", err
 		}
@@ -569,7 +588,7 @@ func greedyCheck(ctx context.Context, o options, st settings, m *prepared, ban [
 				break
 			}
 		}
-		fmt.Fprintf(log, "%s %s, f32 KV: prompt %s -> %s\n", m.name, sd.name, idList(prompt), idList(out))
+		fmt.Fprintf(log, "%s %s, f32 KV: prompt %s -> %s\n", m.name, sd.server, idList(prompt), idList(out))
 		outs = append(outs, out)
 		if err := r.child.Stop(time.Minute); err != nil {
 			fmt.Fprintf(log, "%s %s: %v\n", m.name, sd.name, err)

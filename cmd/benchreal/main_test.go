@@ -21,13 +21,16 @@ import (
 )
 
 func TestPlanAlternatesTheServers(t *testing.T) {
-	got := plan(2, 2)
+	shared, neutral := servingRun{shared: true}, servingRun{}
+	got := plan(2, 2, []servingRun{shared, neutral})
 	want := []step{
-		{0, "single", 0}, {0, "single", 1}, {0, "serving", 0}, {0, "serving", 1},
-		{1, "single", 0}, {1, "single", 1}, {1, "serving", 0}, {1, "serving", 1},
+		{0, "single", servingRun{}, 0}, {0, "single", servingRun{}, 1},
+		{0, "serving", shared, 0}, {0, "serving", shared, 1}, {0, "serving", neutral, 0}, {0, "serving", neutral, 1},
+		{1, "single", servingRun{}, 0}, {1, "single", servingRun{}, 1},
+		{1, "serving", shared, 0}, {1, "serving", shared, 1}, {1, "serving", neutral, 0}, {1, "serving", neutral, 1},
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, plan(3, 1), 6, "one server: its steps alone")
+	assert.Len(t, plan(3, 1, servingRuns(2)), 15, "one server: its steps alone, the single run and four serving runs a round")
 }
 
 func TestMarkdown(t *testing.T) {
@@ -154,25 +157,29 @@ func TestKVSize(t *testing.T) {
 }
 
 func TestPeakFor(t *testing.T) {
+	st := settings{bin: "phase08_prefix", llamaServer: "llama-server"}
 	for _, c := range []struct {
-		name      string
-		serveArgs []string
-		bf16Peak  float64
-		dtype     string
-		server    string
-		want      float64
+		name     string
+		sd       side
+		native   bool
+		bf16Peak float64
+		dtype    string
+		want     float64
 	}{
-		{"f32 checkpoint: the float32 peak", []string{"-bf16-dot"}, 800, "f32", "serve", 400},
-		{"serve widens bf16 without the flag", nil, 800, "bf16", "serve", 400},
-		{"serve with the flag", []string{"-bf16-dot"}, 800, "bf16", "serve", 800},
-		{"serve with --bf16-dot=true", []string{"--bf16-dot=true"}, 800, "bf16", "serve", 800},
-		{"the flag turned off again", []string{"-bf16-dot", "-bf16-dot=false"}, 800, "bf16", "serve", 400},
-		{"llama-server multiplies bf16 in bf16", nil, 800, "bf16", "llama-server", 800},
-		{"no bf16 peak given", []string{"-bf16-dot"}, 0, "bf16", "serve", 400},
+		{"f32 checkpoint: the float32 peak", st.serveSide([]string{"-bf16-dot"}), true, 800, "f32", 400},
+		{"serve as shipped, a CPU with the instruction", st.serveSide(nil), true, 800, "bf16", 800},
+		{"serve as shipped, a CPU without it", st.serveSide(nil), false, 800, "bf16", 400},
+		{"serve -bf16-dot=false", st.serveSide([]string{"-bf16-dot=false"}), true, 800, "bf16", 400},
+		{"serve with the flag", st.serveSide([]string{"-bf16-dot"}), true, 800, "bf16", 800},
+		{"serve with --bf16-dot=true", st.serveSide([]string{"--bf16-dot=true"}), true, 800, "bf16", 800},
+		{"the flag turned off again", st.serveSide([]string{"-bf16-dot", "-bf16-dot=false"}), true, 800, "bf16", 400},
+		{"off, then auto again", st.serveSide([]string{"-bf16-dot=off", "-bf16-dot=auto"}), true, 800, "bf16", 800},
+		{"llama-server multiplies bf16 in bf16", st.llamaSide(nil), false, 800, "bf16", 800},
+		{"no bf16 peak given", st.serveSide([]string{"-bf16-dot"}), true, 0, "bf16", 400},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			o := options{peakGFLOPs: 400, peakBF16: c.bf16Peak, serveArgs: c.serveArgs}
-			assert.Equal(t, c.want, peakFor(o, c.dtype, c.server))
+			o := options{peakGFLOPs: 400, peakBF16: c.bf16Peak}
+			assert.Equal(t, c.want, peakFor(o, c.dtype, c.sd, c.native))
 		})
 	}
 }
@@ -289,6 +296,9 @@ func TestCheckRefusesBadFlags(t *testing.T) {
 	o := options{models: []string{"qwen3-0.6b-bf16"}, threads: 2, rounds: 1, prompt: 1000, decode: 64, requests: 32, concurrency: 8,
 		systems: 4, systemLen: 256, suffixMin: 16, suffixMax: 64, output: 32, startups: 1, ctx: 16384, copyMiB: 64}
 	require.NoError(t, o.check())
+	o.hogs = -1
+	assert.ErrorContains(t, o.check(), "-hogs")
+	o.hogs = 0
 	o.ctx = 1000
 	assert.ErrorContains(t, o.check(), "-ctx")
 	o.ctx, o.models = 16384, []string{"gpt2"}
@@ -311,7 +321,10 @@ func TestServingEstimate(t *testing.T) {
 	s := &sample{
 		ttftCold: []time.Duration{time.Second}, // flops FLOP/s
 		decode:   []float64{1000},              // 1 ms a step alone
-		serving:  []metrics.Summary{{PromptTokens: 10, CachedTokens: 4, OutputTokens: 7, Wall: 9 * time.Second}},
+		serving: map[servingRun][]metrics.Summary{
+			{shared: true}: {{PromptTokens: 10, CachedTokens: 4, OutputTokens: 7, Wall: 9 * time.Second}},
+			{}:             {{PromptTokens: 10, CachedTokens: 0, OutputTokens: 7, Wall: 20 * time.Second}}, // not the bound's run
+		},
 	}
 	b := bounds(r, s, opts, 2)
 	assert.Equal(t, flops, b.prefillRate)

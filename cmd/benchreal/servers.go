@@ -15,13 +15,44 @@ import (
 	"kvlab/common/cli"
 )
 
-// side is one of the two servers under test.
+// side is one row of the tables: one of the two servers, as shipped or
+// with extra arguments.
 type side struct {
-	name string
+	name   string   // the row's label: the server, then its extra arguments
+	server string   // serverServe or serverLlama: which program runs
+	extra  []string // -serve-arg or -llama-arg; nil in the default row
 	// argv returns the command line that serves model m on port
 	// (port < 0: without the port flag, for benchstartup, which appends
 	// its own "-port N").
 	argv func(m *prepared, port int) []string
+}
+
+// The two programs a side can run.
+const (
+	serverServe = "serve"
+	serverLlama = "llama-server"
+)
+
+// tuned reports whether the side's row runs with arguments beyond the
+// defaults (defaults.go).
+func (sd side) tuned() bool { return len(sd.extra) > 0 }
+
+// rowLabel names a side's row: the server alone for the default row,
+// "serve -bf16-dot=false" for one run with extra arguments.
+func rowLabel(server string, extra []string) string {
+	return strings.Join(append([]string{server}, extra...), " ")
+}
+
+// logName is label as a piece of a file name: the characters a shell
+// would trip on become "_".
+func logName(label string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.', r == '=':
+			return r
+		}
+		return '_'
+	}, label)
 }
 
 // prepared is a model written to disk and ready to serve.
@@ -36,25 +67,35 @@ type settings struct {
 	bin         string // this project's runnable (phase08_prefix)
 	llamaServer string // llama-server, or ""
 	threads     int
-	ctx         int    // tokens of KV cache each server holds
-	slots       int    // llama-server's -np: the serving run's concurrency
-	kv          string // llama-server's KV dtype
-	serveKV     string // serve's -kv-cache-dtype, or "" when serve has no such flag (f32)
-	swaFull     bool   // llama-server --swa-full
+	ctx         int // tokens of KV cache each server holds
+	slots       int // llama-server's -np: the serving run's concurrency
 	serveArgs   []string
 	llamaArgs   []string
 }
 
-// serveSide is `phase08_prefix serve` with its radix-tree prefix cache,
-// a KV pool of s.ctx tokens and GOMAXPROCS (set in the environment by
+// sides are the rows every model gets: serve and llama-server (when there
+// is one) as shipped, then each with the extra arguments, if any.
+func (s *settings) sides() []side {
+	out := []side{s.serveSide(nil)}
+	if s.llamaServer != "" {
+		out = append(out, s.llamaSide(nil))
+	}
+	if len(s.serveArgs) > 0 {
+		out = append(out, s.serveSide(s.serveArgs))
+	}
+	if s.llamaServer != "" && len(s.llamaArgs) > 0 {
+		out = append(out, s.llamaSide(s.llamaArgs))
+	}
+	return out
+}
+
+// serveSide is `phase08_prefix serve` with the default flags
+// (serveDefaults), then extra, and GOMAXPROCS (set in the environment by
 // run) as its threads.
-func (s *settings) serveSide() side {
-	return side{name: "serve", argv: func(m *prepared, port int) []string {
-		a := []string{s.bin, "serve", "-model", m.dir, "-prefix-caching", "-blocks", strconv.Itoa(s.ctx / 16), "-block-size", "16"}
-		if s.serveKV != "" {
-			a = append(a, "-kv-cache-dtype", s.serveKV)
-		}
-		a = append(a, s.serveArgs...)
+func (s *settings) serveSide(extra []string) side {
+	return side{name: rowLabel(serverServe, extra), server: serverServe, extra: extra, argv: func(m *prepared, port int) []string {
+		a := append([]string{s.bin, "serve", "-model", m.dir}, flagsOf(s.serveDefaults())...)
+		a = append(a, extra...)
 		if port >= 0 {
 			a = append(a, "-host", "127.0.0.1", "-port", strconv.Itoa(port))
 		}
@@ -62,18 +103,12 @@ func (s *settings) serveSide() side {
 	}}
 }
 
-// llamaSide is llama-server with the settings that match serve's: -np
-// slots (one per request in flight), one KV cache of s.ctx tokens shared
-// by them (-kvu), the KV dtype, flash attention on, -t threads for decode
-// and prompt batches alike.
-func (s *settings) llamaSide() side {
-	return side{name: "llama-server", argv: func(m *prepared, port int) []string {
-		a := []string{s.llamaServer, "-m", m.gguf, "-t", strconv.Itoa(s.threads), "-tb", strconv.Itoa(s.threads),
-			"-c", strconv.Itoa(s.ctx), "-np", strconv.Itoa(s.slots), "-kvu", "-fa", "on", "-ctk", s.kv, "-ctv", s.kv, "--no-webui"}
-		if s.swaFull && m.opts.SlidingWindow > 0 {
-			a = append(a, "--swa-full")
-		}
-		a = append(a, s.llamaArgs...)
+// llamaSide is llama-server with the default flags (llamaDefaults), then
+// extra.
+func (s *settings) llamaSide(extra []string) side {
+	return side{name: rowLabel(serverLlama, extra), server: serverLlama, extra: extra, argv: func(m *prepared, port int) []string {
+		a := append([]string{s.llamaServer, "-m", m.gguf}, flagsOf(s.llamaDefaults())...)
+		a = append(a, extra...)
 		if port >= 0 {
 			a = append(a, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 		}
@@ -155,7 +190,7 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 // first answer, and the RSS then.
 func measureStartup(benchstartup, work string, sd side, m *prepared) (startup, error) {
 	argv := sd.argv(m, -1)
-	if sd.name == "llama-server" {
+	if sd.server == serverLlama {
 		script := filepath.Join(work, "llama-server-port.sh")
 		if err := os.WriteFile(script, []byte(portScript), 0o755); err != nil {
 			return startup{}, err

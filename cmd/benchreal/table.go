@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kvlab/common/metrics"
+	"kvlab/kernels/cpu"
 )
 
 // markdown lays rows out as a markdown table under header, each column
@@ -120,17 +121,18 @@ func pick(ss []metrics.Summary, f func(metrics.Summary) float64) []float64 {
 	return out
 }
 
-// figuresTable is the table of what each server measured on each model.
+// figuresTable is the table of what each server measured on each model
+// alone: (a), (b) and (d); the serving runs have their own
+// (servingTable).
 func figuresTable(results []*result, o options) string {
 	header := []string{"model", "server",
 		fmt.Sprintf("(a) TTFT, cold %s tok, s", commas(o.prompt)), "(a) TTFT, cached, s", "(a) tok cached",
-		"(b) decode tok/s", fmt.Sprintf("(c) out tok/s, %d×%d", o.requests, o.concurrency),
-		"(c) TTFT p50 / p99, s", "(c) ITL p50, ms", "(c) tok cached", "(d) first answer, s", "(d) RSS, MiB"}
+		"(b) decode tok/s", "(d) first answer, s", "(d) RSS, MiB"}
 	var rows [][]string
 	var notes []string
 	for _, r := range results {
-		for _, name := range r.sides {
-			s := r.s[name]
+		for _, sd := range r.sides {
+			s := r.s[sd.name]
 			var starts, rss []float64
 			for _, st := range s.starts {
 				starts = append(starts, st.first.Seconds())
@@ -140,20 +142,10 @@ func figuresTable(results []*result, o options) string {
 			for i, h := range s.cachedHit {
 				hits[i] = float64(h)
 			}
-			cached := "–"
-			if len(s.serving) > 0 {
-				cached = fmt.Sprintf("%s of %s", commas(int(medianF(pick(s.serving, func(x metrics.Summary) float64 { return float64(x.CachedTokens) })))),
-					commas(s.serving[0].PromptTokens))
-			}
-			rows = append(rows, []string{r.m.name, name,
+			rows = append(rows, []string{r.m.name, sd.name,
 				spread(secs(s.ttftCold)),
 				spread(secs(s.ttftCached)), commas(int(medianF(hits))),
 				spread(s.decode),
-				spread(pick(s.serving, func(x metrics.Summary) float64 { return x.OutputTokensPerSec })),
-				fmt.Sprintf("%s / %s", num(medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.TTFT.P50.Seconds() }))),
-					num(medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.TTFT.P99.Seconds() })))),
-				num(medianF(pick(s.serving, func(x metrics.Summary) float64 { return ms(x.ITL.P50) }))),
-				cached,
 				spread(starts),
 				spread(rss),
 			})
@@ -167,6 +159,44 @@ func figuresTable(results []*result, o options) string {
 		out += "\n" + strings.Join(notes, "\n") + "\n"
 	}
 	return out
+}
+
+// servingTable is the table of (c): each server's serving runs on each
+// model, one row a run, the run without a shared prefix beside the one
+// with, and the runs under load after them.
+func servingTable(results []*result, o options) string {
+	header := []string{"model", "server", "(c) workload", fmt.Sprintf("out tok/s, %d×%d", o.requests, o.concurrency),
+		"TTFT p50 / p99, s", "ITL p50, ms", "prompt tok computed", "tok cached"}
+	var rows [][]string
+	for _, r := range results {
+		for _, sd := range r.sides {
+			for _, k := range servingRuns(o.hogs) {
+				rows = append(rows, servingRow(r.m.name, sd.name, k, r.s[sd.name].serving[k]))
+			}
+		}
+	}
+	return markdown(header, rows) + fmt.Sprintf("\nShared prefix: %d requests over %d system prompts of %d tokens, then %d–%d tokens of their own; "+
+		"no shared prefix: the same requests with each system prompt replaced by %d tokens of the request's own, its first token unlike any other request's. "+
+		"%d output tokens each, %d in flight; prompt tok computed: prompt tokens less those the server found cached (medians of the rounds).\n",
+		o.requests, o.systems, o.systemLen, o.suffixMin, o.suffixMax, o.systemLen, o.output, o.concurrency)
+}
+
+// servingRow is one row of servingTable: run k of server on model, over
+// the rounds' summaries ss.
+func servingRow(model, server string, k servingRun, ss []metrics.Summary) []string {
+	computed, cached := "–", "–"
+	if len(ss) > 0 {
+		c := medianF(pick(ss, func(x metrics.Summary) float64 { return float64(x.CachedTokens) }))
+		computed = fmt.Sprintf("%s of %s", commas(ss[0].PromptTokens-int(c)), commas(ss[0].PromptTokens))
+		cached = commas(int(c))
+	}
+	return []string{model, server, k.label(),
+		spread(pick(ss, func(x metrics.Summary) float64 { return x.OutputTokensPerSec })),
+		fmt.Sprintf("%s / %s", num(medianF(pick(ss, func(x metrics.Summary) float64 { return x.TTFT.P50.Seconds() }))),
+			num(medianF(pick(ss, func(x metrics.Summary) float64 { return x.TTFT.P99.Seconds() })))),
+		num(medianF(pick(ss, func(x metrics.Summary) float64 { return ms(x.ITL.P50) }))),
+		computed, cached,
+	}
 }
 
 // bound is the arithmetic behind one server's figures on one model.
@@ -194,11 +224,11 @@ func bounds(r *result, s *sample, o options, kvElem float64) bound {
 	b.decodeBytes = decodeBytes(cfg, dtypeSize(r.m.opts.DType), kvElem, o.prompt, o.decode)
 	dec := medianF(s.decode)
 	b.decodeRate = b.decodeBytes * dec
-	if len(s.serving) > 0 {
-		sv := s.serving[0]
-		b.computed = sv.PromptTokens - int(medianF(pick(s.serving, func(x metrics.Summary) float64 { return float64(x.CachedTokens) })))
+	if shared := s.serving[servingRun{shared: true}]; len(shared) > 0 {
+		sv := shared[0]
+		b.computed = sv.PromptTokens - int(medianF(pick(shared, func(x metrics.Summary) float64 { return float64(x.CachedTokens) })))
 		b.steps = (sv.OutputTokens + o.concurrency - 1) / o.concurrency
-		b.serveWall = medianF(pick(s.serving, func(x metrics.Summary) float64 { return x.Wall.Seconds() }))
+		b.serveWall = medianF(pick(shared, func(x metrics.Summary) float64 { return x.Wall.Seconds() }))
 		if dec > 0 && b.prefillRate > 0 {
 			// A step of conc rows reads the weights once, as a single
 			// decode does, and computes conc rows of products, as a
@@ -211,50 +241,30 @@ func bounds(r *result, s *sample, o options, kvElem float64) bound {
 	return b
 }
 
-// peakFor is the GFLOP/s that server's prefill on a dtype checkpoint is
+// peakFor is the GFLOP/s that sd's prefill on a dtype checkpoint is
 // measured against: the bf16 products' peak where it multiplies bf16 by
-// bf16 (llama-server on a bf16 checkpoint, serve there with -bf16-dot)
-// and that peak is known, else the float32 products' (0: unknown).
-func peakFor(o options, dtype, server string) float64 {
-	inBF16 := dtype == "bf16" && (server != "serve" || bf16DotArg(o.serveArgs))
-	if inBF16 && o.peakBF16 > 0 {
+// bf16 (multipliesInBF16, on a CPU that has the bf16 dot product or not:
+// native) and that peak is known, else the float32 products' (0: unknown).
+func peakFor(o options, dtype string, sd side, native bool) float64 {
+	if multipliesInBF16(sd, dtype, native) && o.peakBF16 > 0 {
 		return o.peakBF16
 	}
 	return o.peakGFLOPs
 }
 
-// bf16DotArg reports whether serve's extra arguments turn -bf16-dot on
-// (-bf16-dot, --bf16-dot or =true; the flag package's last one wins).
-func bf16DotArg(args []string) bool {
-	on := false
-	for _, a := range args {
-		switch strings.TrimLeft(a, "-") {
-		case "bf16-dot", "bf16-dot=true":
-			on = true
-		case "bf16-dot=false":
-			on = false
-		}
-	}
-	return on
-}
-
 // boundsTable is the table of what bounds each figure.
-func boundsTable(results []*result, o options, kvServe string, copyBW, readBW float64) string {
+func boundsTable(results []*result, o options, copyBW, readBW float64) string {
 	header := []string{"model", "server", fmt.Sprintf("prefill: GFLOP in %s tok", commas(o.prompt)), "GFLOP/s", "of peak",
 		"decode: MB read a token", "GB/s", "of copy", "of read", "serving: prompt tok computed", "decode steps", "s a step", "est. s", "measured s"}
 	var rows [][]string
 	for _, r := range results {
-		for _, name := range r.sides {
-			kv := kvSize(o.kv)
-			if name == "serve" {
-				kv = kvSize(kvServe)
-			}
-			b := bounds(r, r.s[name], o, kv)
+		for _, sd := range r.sides {
+			b := bounds(r, r.s[sd.name], o, kvSize(kvDType(sd)))
 			peak := "–"
-			if p := peakFor(o, r.m.opts.DType, name); p > 0 {
+			if p := peakFor(o, r.m.opts.DType, sd, cpu.BF16DotNative()); p > 0 {
 				peak = fmt.Sprintf("%.0f %%", 100*b.prefillRate/1e9/p)
 			}
-			rows = append(rows, []string{r.m.name, name,
+			rows = append(rows, []string{r.m.name, sd.name,
 				num(b.prefillFLOPs / 1e9), num(b.prefillRate / 1e9), peak,
 				num(b.decodeBytes / 1e6), num(b.decodeRate / 1e9), fmt.Sprintf("%.0f %%", 100*b.decodeRate/copyBW),
 				fmt.Sprintf("%.0f %%", 100*b.decodeRate/readBW),
@@ -265,7 +275,7 @@ func boundsTable(results []*result, o options, kvServe string, copyBW, readBW fl
 		"\nPrefill: 2 FLOPs per projection weight per token, the LM head once, attention 4·heads·head_dim per (query, visible key); "+
 			"of peak: against -peak-gflops, or -peak-gflops-bf16 where the server multiplies bf16 weights in bf16. "+
 			"Decode: every projection weight and the LM head at the checkpoint's dtype, plus the KV the layers see, averaged over the %d steps after the %s-token prompt; "+
-			"copy bandwidth %.1f GB/s (read + written), read bandwidth %.1f GB/s (a scan that only reads, as decode does). Serving est.: the prompt tokens computed at the cold prefill's rate, "+
+			"copy bandwidth %.1f GB/s (read + written), read bandwidth %.1f GB/s (a scan that only reads, as decode does). Serving (the shared-prefix run) est.: the prompt tokens computed at the cold prefill's rate, "+
 			"plus one decode step per %d output tokens, each the longer of a single-stream decode step (the weights read once) "+
 			"and %d rows of products at the prefill's FLOP rate.\n", o.decode, commas(o.prompt), copyBW/1e9, readBW/1e9, o.concurrency, o.concurrency)
 }

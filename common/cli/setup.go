@@ -31,8 +31,8 @@ type runtimeFlags struct {
 	commit     string
 	order      string // -order: fcfs or longest-prefix
 	noCache    bool
-	share      float64 // -tenant-cache-share; 0: no cap
-	bf16Dot    bool    // -bf16-dot: bf16 products (kernels/cpu/bf16dot.go)
+	share      float64     // -tenant-cache-share; 0: no cap
+	bf16Dot    bf16DotMode // -bf16-dot: bf16 products (kernels/cpu/bf16dot.go)
 
 	// weights is -mlock and -no-mmap, and the load line serve prints.
 	weights weightFlags
@@ -59,7 +59,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, v Variant) {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (cpu.pprof) into this directory")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a heap profile (mem.pprof) into this directory")
 	f.weights.register(fs)
-	fs.BoolVar(&f.bf16Dot, "bf16-dot", false, "multiply bf16 weights by activations rounded to bf16, with the CPU's bf16 dot product (AVX512-BF16), as llama.cpp does: about twice the prefill speed of a bf16 checkpoint, logits about 1% of their norm from float32 activations' (docs/phase07.md); cpu only, no effect on f32 weights")
+	fs.Var(&f.bf16Dot, "bf16-dot", "multiply bf16 weights by activations rounded to bf16, with the CPU's bf16 dot product (AVX512-BF16), as llama.cpp does: about twice the prefill speed of a bf16 checkpoint, logits about 1% of their norm from float32 activations' (docs/phase07.md); auto (the default): on where the CPU has the instruction and -device is cpu; -bf16-dot or =true: on, refused without it; =false: float32 activations, the reference; no effect on f32 weights")
 	fs.IntVar(&f.eng.BlockSize, "block-size", f.eng.BlockSize, "tokens per KV block")
 	fs.IntVar(&f.eng.NumBlocks, "blocks", f.eng.NumBlocks, "KV pool size in blocks")
 	f.kvDType.register(fs, &f.eng.KVCacheDType)
@@ -152,18 +152,14 @@ func (f *runtimeFlags) engineConfig(v Variant) (engine.Config, error) {
 
 // backend returns the compute backend the -device flag names.
 func (f *runtimeFlags) backend() (kernels.Backend, error) {
-	if f.bf16Dot && f.device != "cpu" {
-		return nil, fmt.Errorf("-bf16-dot: bf16 products are the cpu backend's; drop the flag or use -device cpu")
+	dot, err := f.bf16Dot.decide(f.device, cpu.BF16DotNative(), cpu.KernelSet())
+	if err != nil {
+		return nil, err
 	}
 	switch f.device {
 	case "cpu":
 		be := cpu.New()
-		if f.bf16Dot {
-			if !cpu.BF16DotNative() {
-				return nil, fmt.Errorf("-bf16-dot: the %s kernel set has no bf16 dot product (it needs AVX512-BF16), and bf16 products in Go would be many times slower than without the flag; drop it", cpu.KernelSet())
-			}
-			be.SetBF16Dot(true)
-		}
+		be.SetBF16Dot(dot)
 		return be, nil
 	case "cuda":
 		be, err := cuda.New()
