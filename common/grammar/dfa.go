@@ -17,13 +17,22 @@ type dfa struct {
 	g      *Grammar
 	states []state
 	// trans[id<<8|b] is the transition of state id on byte b: 0 not
-	// computed yet, -1 refused, k > 0 the state with id k-1.
+	// computed yet, -1 refused, tooMany refused because the step would
+	// have needed more than MaxStacks stacks, k > 0 the state with id k-1.
 	trans []int32
 	index map[uint64][]int32
 	ss    stackSet
 	tmp   state
 	masks maskCache // whole masks by state id
+	// overflow is set by a walk that met a tooMany transition; widest is
+	// the most stacks of any state met so far. The position masks need
+	// both to prove that no token could reach MaxStacks (position.go).
+	overflow bool
+	widest   int
 }
+
+// tooMany marks a transition refused for MaxStacks, not by the grammar.
+const tooMany = -2
 
 func newDFA(g *Grammar) *dfa {
 	return &dfa{g: g, index: make(map[uint64][]int32)}
@@ -81,6 +90,7 @@ func (d *dfa) intern(st state, owned bool) int32 {
 	}
 	id := int32(len(d.states))
 	d.states = append(d.states, st)
+	d.widest = max(d.widest, len(st.stacks))
 	d.trans = append(d.trans, make([]int32, 256)...)
 	d.index[k] = append(d.index[k], id)
 	return id
@@ -115,26 +125,116 @@ func sameState(a, b *state) bool {
 func (d *dfa) next(ids []int32, raw []state, depth int32, c byte) bool {
 	p := ids[depth-1]
 	if p < 0 {
-		ok, _ := d.g.feed(&raw[depth-1], c, &raw[depth], &d.ss)
+		ok, err := d.g.feed(&raw[depth-1], c, &raw[depth], &d.ss)
 		ids[depth] = -1
+		d.overflow = d.overflow || err != nil
+		d.widest = max(d.widest, len(raw[depth].stacks))
 		return ok
 	}
 	t := d.trans[int(p)<<8|int(c)]
 	if t == 0 {
-		ok, _ := d.g.feed(&d.states[p], c, &d.tmp, &d.ss)
-		if !ok {
+		ok, err := d.g.feed(&d.states[p], c, &d.tmp, &d.ss)
+		switch {
+		case err != nil:
+			t = tooMany
+		case !ok:
 			t = -1
-		} else if id := d.intern(d.tmp, true); id >= 0 {
-			t = id + 1
-		} else {
-			ids[depth], raw[depth] = -1, d.tmp
-			return true
+		default:
+			if id := d.intern(d.tmp, true); id >= 0 {
+				t = id + 1
+			} else {
+				ids[depth], raw[depth] = -1, d.tmp
+				d.widest = max(d.widest, len(d.tmp.stacks))
+				return true
+			}
 		}
 		d.trans[int(p)<<8|int(c)] = t
 	}
 	if t < 0 {
+		d.overflow = d.overflow || t == tooMany
 		return false
 	}
 	ids[depth] = t - 1
 	return true
+}
+
+// walk sets in dst (without clearing it) the bit of every token of v that
+// the state st accepts, root being its interned id (-1: not interned). It
+// is the trie walk of Allowed: one state per depth, a refused byte skips
+// the subtree.
+func (d *dfa) walk(v *Vocab, root int32, st state, dst []uint64) {
+	ids := make([]int32, v.max+1)
+	raw := make([]state, v.max+1) // for states past the cache's bound
+	ids[0] = root
+	raw[0] = st
+	nodes := v.nodes
+	trans := d.trans
+	for i := int32(1); i < int32(len(nodes)-1); {
+		n := &nodes[i]
+		var t int32 // the common case inline: a transition in the table
+		if p := ids[n.depth-1]; p >= 0 {
+			t = trans[int(p)<<8|int(n.edge)]
+		}
+		switch {
+		case t > 0:
+			ids[n.depth] = t - 1
+		case t == 0: // not computed yet, or the parent is past the cache
+			if !d.next(ids, raw, n.depth, n.edge) {
+				t = -1
+			}
+			trans = d.trans // next may have grown it
+		case t == tooMany:
+			d.overflow = true
+		}
+		if t < 0 {
+			i = n.skip
+			continue
+		}
+		for _, id := range v.ids[n.tok:nodes[i+1].tok] {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+		i++
+	}
+}
+
+// walkUnder is walk restricted to the subtrees of the trie nodes under
+// (sorted): it descends only towards them, and sets bits only inside
+// them, so its cost is that of those subtrees and the paths to them.
+func (d *dfa) walkUnder(v *Vocab, under []int32, root int32, st state, dst []uint64) {
+	ids := make([]int32, v.max+1)
+	raw := make([]state, v.max+1)
+	ids[0] = root
+	raw[0] = st
+	nodes := v.nodes
+	next := 0          // under[next] is the first mark at or after the node
+	inside := int32(0) // the end of the marked subtree being walked, 0 none
+	for i := int32(1); i < int32(len(nodes)-1); {
+		n := &nodes[i]
+		if i >= inside {
+			inside = 0
+			for next < len(under) && under[next] < i {
+				next++
+			}
+			if next == len(under) {
+				return
+			}
+			if under[next] >= n.skip {
+				i = n.skip // no mark below: nothing of U here
+				continue
+			}
+			if under[next] == i {
+				inside = n.skip
+			}
+		}
+		if !d.next(ids, raw, n.depth, n.edge) {
+			i = n.skip
+			continue
+		}
+		if inside != 0 {
+			for _, id := range v.ids[n.tok:nodes[i+1].tok] {
+				dst[id>>6] |= 1 << (id & 63)
+			}
+		}
+		i++
+	}
 }

@@ -126,6 +126,12 @@ type Grammar struct {
 	rules   [][]int32 // rule id -> start position of each alternative
 	names   []string  // rule id -> name (generated rules: parent_N)
 	root    int32
+	// popMark is a hidden position after the program, a character
+	// position whose class is empty, that no rule refers to: the position
+	// masks put it under a stack's top frames to see where a token pops
+	// out of them (position.go). Matching never reaches it.
+	popMark   int32
+	positions positionCache
 }
 
 // Rules returns the number of rules after repetitions and groups were turned
@@ -634,6 +640,9 @@ func (p *parser) compile(root int32) *Grammar {
 			g.elems = append(g.elems, elem{kind: elemEnd})
 		}
 	}
+	g.popMark = int32(len(g.elems))
+	g.classes = append(g.classes, newClass(nil, false))
+	g.elems = append(g.elems, elem{kind: elemChar, arg: int32(len(g.classes) - 1)}, elem{kind: elemEnd})
 	return g
 }
 
