@@ -29,6 +29,9 @@ type dfa struct {
 	// both to prove that no token could reach MaxStacks (position.go).
 	overflow bool
 	widest   int
+	// positioned counts the masks put together from position masks, for
+	// tests.
+	positioned int
 }
 
 // tooMany marks a transition refused for MaxStacks, not by the grammar.
@@ -197,44 +200,74 @@ func (d *dfa) walk(v *Vocab, root int32, st state, dst []uint64) {
 	}
 }
 
-// walkUnder is walk restricted to the subtrees of the trie nodes under
-// (sorted): it descends only towards them, and sets bits only inside
-// them, so its cost is that of those subtrees and the paths to them.
-func (d *dfa) walkUnder(v *Vocab, under []int32, root int32, st state, dst []uint64) {
+// marks is a set of trie nodes, none inside another's subtree, with the
+// bytes of the path to each, front coded: node i shares lcp[i] bytes with
+// the path of node i-1, and tail[off[i]:off[i+1]] follow.
+type marks struct {
+	nodes []int32
+	lcp   []int32
+	off   []int32
+	tail  []byte
+}
+
+// add appends node i (after every node added before it, in trie order).
+func (m *marks) add(v *Vocab, i int32) {
+	n := &v.nodes[i]
+	path := v.pieces[v.ids[n.tok]][:n.depth] // every token below starts so
+	k := 0
+	if len(m.nodes) > 0 {
+		prev := &v.nodes[m.nodes[len(m.nodes)-1]]
+		before := v.pieces[v.ids[prev.tok]][:prev.depth]
+		for k < len(before) && k < len(path) && before[k] == path[k] {
+			k++
+		}
+	}
+	if len(m.off) == 0 {
+		m.off = append(m.off, 0)
+	}
+	m.nodes = append(m.nodes, i)
+	m.lcp = append(m.lcp, int32(k))
+	m.tail = append(m.tail, path[k:]...)
+	m.off = append(m.off, int32(len(m.tail)))
+}
+
+// size is the memory of m in bytes.
+func (m *marks) size() int { return 12*len(m.nodes) + len(m.tail) }
+
+// walkUnder is walk restricted to the subtrees of the marked nodes: it
+// goes straight down each mark's path, keeping the states of the part it
+// shares with the path before, so the cost is those paths and subtrees,
+// not the siblings between them.
+func (d *dfa) walkUnder(v *Vocab, under *marks, root int32, st state, dst []uint64) {
 	ids := make([]int32, v.max+1)
 	raw := make([]state, v.max+1)
 	ids[0] = root
 	raw[0] = st
 	nodes := v.nodes
-	next := 0          // under[next] is the first mark at or after the node
-	inside := int32(0) // the end of the marked subtree being walked, 0 none
-	for i := int32(1); i < int32(len(nodes)-1); {
-		n := &nodes[i]
-		if i >= inside {
-			inside = 0
-			for next < len(under) && under[next] < i {
-				next++
-			}
-			if next == len(under) {
-				return
-			}
-			if under[next] >= n.skip {
-				i = n.skip // no mark below: nothing of U here
+	valid := int32(0) // ids[0..valid] are the states along the path before
+	for j, u := range under.nodes {
+		top := &nodes[u]
+		valid = min(valid, under.lcp[j])
+		tail := under.tail[under.off[j]:under.off[j+1]]
+		for valid < top.depth && d.next(ids, raw, valid+1, tail[valid-under.lcp[j]]) {
+			valid++
+		}
+		if valid < top.depth {
+			continue // refused on the way: nothing below is allowed
+		}
+		for _, id := range v.ids[top.tok:nodes[u+1].tok] {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+		for i := u + 1; i < top.skip; {
+			n := &nodes[i]
+			if !d.next(ids, raw, n.depth, n.edge) {
+				i = n.skip
 				continue
 			}
-			if under[next] == i {
-				inside = n.skip
-			}
-		}
-		if !d.next(ids, raw, n.depth, n.edge) {
-			i = n.skip
-			continue
-		}
-		if inside != 0 {
 			for _, id := range v.ids[n.tok:nodes[i+1].tok] {
 				dst[id>>6] |= 1 << (id & 63)
 			}
+			i++
 		}
-		i++
 	}
 }

@@ -270,8 +270,23 @@ func (p *parser) newRule(parent int32) int32 {
 
 // Parse parses llama.cpp's GBNF; the start rule is "root". Errors are
 // *SyntaxError: undefined rules, a missing root, and left recursion (which
-// would make matching loop forever) are reported like syntax errors.
+// would make matching loop forever) are reported like syntax errors. The
+// last few grammars parsed are kept by their text (parsecache.go): the
+// same text gives the same *Grammar, so requests that send one grammar
+// share its position masks.
 func Parse(src string) (*Grammar, error) {
+	if g := recentGrammar(src); g != nil {
+		return g, nil
+	}
+	g, err := parse(src)
+	if err == nil {
+		keepGrammar(src, g)
+	}
+	return g, err
+}
+
+// parse is Parse without the cache of recent grammars.
+func parse(src string) (*Grammar, error) {
 	p := &parser{src: src, line: 1, col: 1, ids: map[string]int32{}, refAt: map[int32][2]int{}}
 	p.space(true)
 	for !p.eof() {

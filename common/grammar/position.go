@@ -19,6 +19,10 @@ import "sync"
 //     nodes below which a token has popped;
 //   - and every other token is refused, for every rest.
 //
+// (When the key is the whole stack there is no rest: popMark stands for
+// the empty stack, the end of the sentence, which takes no byte more,
+// like popMark's empty class, so the walk is the plain one and U empty.)
+//
 // One walk of the whole trie finds both, from the key's frames over
 // popMark, a hidden position that stands for the rest: a trie node whose
 // state holds the stack popMark has popped, its own tokens go to W and its
@@ -56,21 +60,24 @@ const maxPositionStacks = 16
 
 // maxPositionBytes bounds the memory of one Grammar's position masks, over
 // all vocabularies. An entry holds W (vocab/8 bytes as a bitset, 32 KiB at
-// 262144 tokens, or 4 bytes a token when W is sparse) and U (4 bytes for
-// each trie node where tokens pop out of the key, U at most vocab/4
-// tokens). Past the bound, states
+// 262144 tokens, or 4 bytes a token when W is sparse) and U (12 bytes and
+// a few of path for each trie node where tokens pop out of the key, U at
+// most vocab/4 tokens). Past the bound, states
 // whose keys are new walk the whole trie; the entries made stay.
-var maxPositionBytes = 32 << 20 // a variable so a test can make it tiny
+var maxPositionBytes = 8 << 20 // a variable so a test can make it tiny
 
 // usePositions turns the position masks off, for tests and benchmarks
 // that compare with the walk of the whole trie.
 var usePositions = true
 
-// posKey names one entry: a vocabulary and the top n positions of a stack.
+// posKey names one entry: a vocabulary and the top n positions of a
+// stack; whole when they are the whole stack, and then what pops out of
+// them is the end of the sentence, after which nothing is accepted.
 type posKey struct {
-	v   *Vocab
-	n   int32
-	pos [keyFrames]int32
+	v     *Vocab
+	n     int32
+	pos   [keyFrames]int32
+	whole bool
 }
 
 // posEntry is what the top frames of posKey decide over its vocabulary.
@@ -80,7 +87,7 @@ type posEntry struct {
 	wIDs  []int32  // W as ids, when that is smaller
 	// U as the trie nodes (in order) where a token pops out of the key:
 	// U is their subtrees.
-	u   []int32
+	u   marks
 	max int // the most stacks of a state of the key's walk
 	// unusable: the walk met MaxStacks, or U was too wide to keep.
 	unusable bool
@@ -105,6 +112,7 @@ func keyOf(v *Vocab, s *node) (posKey, *node) {
 		k.n++
 		s = s.next
 	}
+	k.whole = s == nil
 	return k, s
 }
 
@@ -170,7 +178,8 @@ func (g *Grammar) fillEntry(k posKey, e *posEntry) {
 		}
 		return popped[id] == 2
 	}
-	var w, u []int32
+	var w []int32
+	var u marks
 	wide := 0 // tokens in U
 	nodes := v.nodes
 	for i := int32(1); i < int32(len(nodes)-1); {
@@ -180,8 +189,8 @@ func (g *Grammar) fillEntry(k posKey, e *posEntry) {
 			continue
 		}
 		w = append(w, v.ids[n.tok:nodes[i+1].tok]...)
-		if hasPopped(n.depth) {
-			u = append(u, i)
+		if !k.whole && hasPopped(n.depth) {
+			u.add(v, i)
 			wide += int(nodes[n.skip].tok - nodes[i+1].tok)
 			i = n.skip
 			continue
@@ -204,7 +213,7 @@ func (g *Grammar) fillEntry(k posKey, e *posEntry) {
 		e.bytes = 8 * len(e.wBits)
 	}
 	e.u = u
-	e.bytes += 4 * len(u)
+	e.bytes += u.size()
 }
 
 // holdsPopMark reports whether some stack of st has popped out of its key
@@ -274,11 +283,15 @@ func (m *Matcher) allowedByPosition(v *Vocab, d *dfa, dst []uint64) bool {
 	}
 	d.overflow = false
 	for _, p := range parts[:np] {
-		if len(p.e.u) == 0 {
+		if len(p.e.u.nodes) == 0 {
 			continue
 		}
 		st := state{stacks: []*node{p.s}}
-		d.walkUnder(v, p.e.u, d.intern(st, true), st, dst)
+		d.walkUnder(v, &p.e.u, d.intern(st, true), st, dst)
 	}
-	return !d.overflow && bound+np*d.widest <= MaxStacks
+	if d.overflow || bound+np*d.widest > MaxStacks {
+		return false
+	}
+	d.positioned++
+	return true
 }
