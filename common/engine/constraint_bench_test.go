@@ -75,23 +75,35 @@ func benchRecord(i int) string {
 // and Gemma-3-1B: Allowed (through the Constraint), the engine's masking
 // of one row of logits (Engine.constrained: copy, bias, -Inf, EOS) and
 // Accept, replaying a JSON answer `[A, B, C]` (three records of one
-// shape) token by token with the JSON grammar. cold: a fresh matcher per
-// document, as a new request starts, every token of the document timed;
-// warm: only the tokens of C and the closing bracket, after B filled the
-// matcher's caches (the steady state of a long array: B's parse stacks are
-// C's, while A's differ, being the array's first element). Reported as ns/token,
-// with allowed-ns/token the part of it spent in Allowed and
-// worst-ns/token the slowest single token (one from a state no cache has
-// seen yet).
+// shape) token by token with the JSON grammar. first: a grammar no
+// request has used yet and a fresh matcher per document, as the first
+// request with a new grammar starts (the grammar's position masks are
+// made on the way), every token timed; cold: a fresh matcher of one
+// grammar per document, as every later request with that grammar starts
+// (the position masks are there, the matcher's own caches empty), every
+// token timed; warm: only the tokens of C and the closing bracket, after
+// B filled the matcher's caches (the steady state of a long array: B's
+// parse stacks are C's, while A's differ, being the array's first
+// element). Reported as ns/token, with allowed-ns/token the part of it
+// spent in Allowed and worst-ns/token the slowest single token (one from
+// a state no cache has seen yet).
 func BenchmarkConstrainedStep(b *testing.B) {
 	src, err := os.ReadFile("../grammar/testdata/json.gbnf")
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := grammar.Parse(string(src))
-	if err != nil {
-		b.Fatal(err)
+	// Parse keeps recent grammars by their text: a comment no other
+	// document had makes a grammar no request has used.
+	fresh := 0
+	parse := func() *grammar.Grammar {
+		fresh++
+		g, err := grammar.Parse(fmt.Sprintf("%s\n# bench %d %d\n", src, fresh, time.Now().UnixNano()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return g
 	}
+	g := parse()
 	for _, n := range []int{128256, 151936, 262144} {
 		pieces := benchVocab(n, uint64(n))
 		v := grammar.NewVocab(pieces)
@@ -110,17 +122,24 @@ func BenchmarkConstrainedStep(b *testing.B) {
 			row[i] = float32(rng.NormFloat64())
 		}
 		eos := int32(n - 1)
-		for _, warm := range []bool{false, true} {
-			name := fmt.Sprintf("vocab=%d/cold", n)
-			if warm {
-				name = fmt.Sprintf("vocab=%d/warm", n)
-			}
-			b.Run(name, func(b *testing.B) {
+		// One document with g first, so cold finds its position masks
+		// at every size, as a second request would.
+		for m, i := g.NewMatcher(), 0; i < len(doc); i++ {
+			m.Allowed(v, nil)
+			m.Accept(pieces[doc[i]])
+		}
+		for _, kind := range []string{"first", "cold", "warm"} {
+			warm := kind == "warm"
+			b.Run(fmt.Sprintf("vocab=%d/%s", n, kind), func(b *testing.B) {
 				e := &Engine{eos: map[int32]bool{eos: true}}
 				var spent, inAllowed, worst time.Duration
 				tokens := 0
 				for b.Loop() {
-					con := &benchGrammar{m: g.NewMatcher(), v: v, pieces: pieces}
+					gr := g
+					if kind == "first" {
+						gr = parse()
+					}
+					con := &benchGrammar{m: gr.NewMatcher(), v: v, pieces: pieces}
 					s := &sequence{con: con}
 					step := func(tok int32) {
 						if _, err := e.constrained(s, row); err != nil {

@@ -1,6 +1,9 @@
 package grammar
 
-import "sync"
+import (
+	"math/bits"
+	"sync"
+)
 
 // Position masks: what a stack's top frames decide on their own.
 //
@@ -161,34 +164,48 @@ func (g *Grammar) fillEntry(k posKey, e *posEntry) {
 	raw := make([]state, v.max+1)
 	ids[0] = d.intern(st, true)
 	raw[0] = st
-	popped := []int8{} // by state id: 0 not known yet, 1 no, 2 yes
+	var popped []bool // by state id, filled as states are interned
 	hasPopped := func(depth int32) bool {
 		id := ids[depth]
 		if id < 0 {
 			return g.holdsPopMark(&raw[depth])
 		}
-		for int(id) >= len(popped) {
-			popped = append(popped, 0)
+		for len(popped) <= int(id) {
+			popped = append(popped, g.holdsPopMark(&d.states[len(popped)]))
 		}
-		if popped[id] == 0 {
-			popped[id] = 1
-			if g.holdsPopMark(&d.states[id]) {
-				popped[id] = 2
-			}
-		}
-		return popped[id] == 2
+		return popped[id]
 	}
-	var w []int32
+	wBits := make([]uint64, (v.Len()+63)/64)
+	nw := 0
 	var u marks
 	wide := 0 // tokens in U
 	nodes := v.nodes
+	trans := d.trans
 	for i := int32(1); i < int32(len(nodes)-1); {
 		n := &nodes[i]
-		if !d.next(ids, raw, n.depth, n.edge) {
+		var t int32 // as in walk: a transition in the table inline
+		if p := ids[n.depth-1]; p >= 0 {
+			t = trans[int(p)<<8|int(n.edge)]
+		}
+		switch {
+		case t > 0:
+			ids[n.depth] = t - 1
+		case t == 0:
+			if !d.next(ids, raw, n.depth, n.edge) {
+				t = -1
+			}
+			trans = d.trans
+		case t == tooMany:
+			d.overflow = true
+		}
+		if t < 0 {
 			i = n.skip
 			continue
 		}
-		w = append(w, v.ids[n.tok:nodes[i+1].tok]...)
+		for _, id := range v.ids[n.tok:nodes[i+1].tok] {
+			wBits[id>>6] |= 1 << (id & 63)
+			nw++
+		}
 		if !k.whole && hasPopped(n.depth) {
 			u.add(v, i)
 			wide += int(nodes[n.skip].tok - nodes[i+1].tok)
@@ -202,15 +219,17 @@ func (g *Grammar) fillEntry(k posKey, e *posEntry) {
 		e.unusable = true
 		return
 	}
-	if 32*len(w) < v.Len() {
-		e.wIDs = w
-		e.bytes = 4 * len(w)
-	} else {
-		e.wBits = make([]uint64, (v.Len()+63)/64)
-		for _, id := range w {
-			e.wBits[id>>6] |= 1 << (id & 63)
+	if 32*nw < v.Len() {
+		e.wIDs = make([]int32, 0, nw)
+		for w, x := range wBits {
+			for ; x != 0; x &= x - 1 {
+				e.wIDs = append(e.wIDs, int32(w*64+bits.TrailingZeros64(x)))
+			}
 		}
-		e.bytes = 8 * len(e.wBits)
+		e.bytes = 4 * nw
+	} else {
+		e.wBits = wBits
+		e.bytes = 8 * len(wBits)
 	}
 	e.u = u
 	e.bytes += u.size()
