@@ -118,8 +118,9 @@ func (c *class) overlaps(lo, hi rune) bool {
 }
 
 // Grammar is a parsed GBNF grammar compiled to a flat program of positions.
-// It is immutable and safe to share between goroutines; each generation
-// gets its own Matcher.
+// The program is immutable and the position masks its matchers fill are
+// kept under a lock, so a Grammar is safe to share between goroutines;
+// each generation gets its own Matcher.
 type Grammar struct {
 	elems   []elem
 	classes []*class
