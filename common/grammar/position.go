@@ -207,8 +207,10 @@ func (g *Grammar) fillEntry(k posKey, e *posEntry) {
 			nw++
 		}
 		if !k.whole && hasPopped(n.depth) {
-			u.add(v, i)
-			wide += int(nodes[n.skip].tok - nodes[i+1].tok)
+			if below := int(nodes[n.skip].tok - nodes[i+1].tok); below > 0 {
+				u.add(v, i)
+				wide += below
+			}
 			i = n.skip
 			continue
 		}

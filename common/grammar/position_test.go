@@ -119,10 +119,11 @@ y ::= "é" x | "😀"`,
 
 // TestPositionMasksMaxStacks: where a token's bytes need more than
 // MaxStacks stacks, Accept refuses it whichever stack would take it, and
-// so must Allowed. Two grammars: one whose stacks double with every "a"
-// (2^12 > MaxStacks), and one where each of two stacks alone stays under
-// the bound when its frame pops but together they pass it, so only the
-// sum over the state's stacks can tell.
+// so must Allowed. Three grammars: one whose stacks double with every "a"
+// (2^12 > MaxStacks); one where each of two stacks alone stays under the
+// bound when its key pops but together they pass it, so only the sum over
+// the state's stacks can tell; and one where a single byte takes one
+// stack past the bound while another stack would accept the token.
 func TestPositionMasksMaxStacks(t *testing.T) {
 	defer func(n int) { maxMasks = n }(maxMasks)
 	maxMasks = 0
@@ -131,17 +132,32 @@ func TestPositionMasksMaxStacks(t *testing.T) {
 		alts = append(alts, fmt.Sprintf(`"\u%04x"`, 0x100+i))
 	}
 	wide := strings.Join(alts, " | ")
-	cases := []struct{ name, src string }{
+	halves := "a ::= b \"x\"?\nb ::= c \"x\"?\nc ::= \"p\" \"x\"?\ny1 ::= " + wide + "\n"
+	var many []string
+	for i := range 5000 {
+		many = append(many, fmt.Sprintf(`"\u%04x"`, 0x100+i))
+	}
+	cases := []struct{ name, src, extra string }{
 		{"doubling", `root ::= x
-x ::= "a" x "c" | "a" x "c" "c" | "b"`},
-		{"two halves", "root ::= w y1 | w y2\nw ::= \"p\" \"q\"?\ny1 ::= " + wide + "\ny2 ::= " + wide},
+x ::= "a" x "c" | "a" x "c" "c" | "b"`, ""},
+		// Four frames deep, so the key is not the whole stack and what
+		// pops out of it is the expansion of y1 or y2 below.
+		{"two halves", halves + "root ::= a y1 | a y2\ny2 ::= " + wide, ""},
+		// One byte after the key ("q") takes one stack past MaxStacks at
+		// once, so no state on the way is wide: only the walk's refusal
+		// for the bound tells that "pq" is refused, though the other
+		// stack alone would take it.
+		{"one step past", halves + "root ::= a \"q\" many | a \"q\" \"z\"\nmany ::= " + strings.Join(many, " | "), "pq"},
 	}
 	for _, c := range cases {
 		g, err := Parse(c.src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pieces := [][]byte{[]byte("p"), []byte("pq"), []byte("q"), []byte("b"), []byte("c"), []byte("\u0100"), []byte("q\u0101")}
+		// No token starts with "p" and goes on (but extra), so no walk
+		// of U meets the wide state after "p": only the bound on what
+		// popping expands can tell.
+		pieces := [][]byte{[]byte("p"), []byte(c.extra), []byte("x"), []byte("b"), []byte("c"), []byte("\u0100"), []byte("x\u0101"), []byte("qz")}
 		for n := 1; n <= 14; n++ {
 			pieces = append(pieces, []byte(strings.Repeat("a", n)), []byte(strings.Repeat("a", n)+"b"))
 		}
@@ -158,13 +174,18 @@ x ::= "a" x "c" | "a" x "c" "c" | "b"`},
 			}
 		}
 		if c.name == "two halves" {
-			// "p" alone pops w with 2100 stacks from each side: past
+			// "p" alone pops a with 2100 stacks from each side: past
 			// the bound together.
 			if got := m.allowedPlain(v, nil); got[0]&1 != 0 {
 				t.Fatal(`plain allows "p": the case does not reach MaxStacks`)
 			}
-			if one, _ := Parse("root ::= w y1\nw ::= \"p\" \"q\"?\ny1 ::= " + wide); !one.NewMatcher().Accept([]byte("p")) {
+			if one, _ := Parse(halves + "root ::= a y1"); !one.NewMatcher().Accept([]byte("p")) {
 				t.Fatal(`one half alone refuses "p": the case is not what it says`)
+			}
+		}
+		if c.name == "one step past" {
+			if got := m.allowedPlain(v, nil); got[0]&3 != 1 {
+				t.Fatalf(`plain mask %b: want "p" allowed and "pq" refused for MaxStacks`, got[0])
 			}
 		}
 	}
