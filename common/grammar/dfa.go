@@ -234,27 +234,57 @@ func (m *marks) add(v *Vocab, i int32) {
 // size is the memory of m in bytes.
 func (m *marks) size() int { return 12*len(m.nodes) + len(m.tail) }
 
-// walkUnder is walk restricted to the subtrees of the marked nodes: it
-// goes straight down each mark's path, keeping the states of the part it
-// shares with the path before, so the cost is those paths and subtrees,
-// not the siblings between them.
-func (d *dfa) walkUnder(v *Vocab, under *marks, root int32, st state, dst []uint64) {
+// markPath is one marked node with the bytes of the path to it.
+type markPath struct {
+	node int32
+	path []byte
+}
+
+// paths appends m's nodes with their paths (decoded into buf) to dst.
+func (m *marks) paths(dst []markPath, buf []byte) ([]markPath, []byte) {
+	var prev []byte
+	for j, n := range m.nodes {
+		start := len(buf)
+		buf = append(buf, prev[:m.lcp[j]]...)
+		buf = append(buf, m.tail[m.off[j]:m.off[j+1]]...)
+		prev = buf[start:]
+		dst = append(dst, markPath{n, prev})
+	}
+	return dst, buf
+}
+
+// walkUnder is walk restricted to the subtrees of the marked nodes (in
+// trie order; one inside another's subtree adds nothing): it goes straight
+// down each mark's path, keeping the states of the part it shares with the
+// path before, so the cost is those paths and subtrees, not the siblings
+// between them.
+func (d *dfa) walkUnder(v *Vocab, under []markPath, root int32, st state, dst []uint64) {
 	ids := make([]int32, v.max+1)
 	raw := make([]state, v.max+1)
 	ids[0] = root
 	raw[0] = st
 	nodes := v.nodes
-	valid := int32(0) // ids[0..valid] are the states along the path before
-	for j, u := range under.nodes {
+	var prev []byte
+	valid := int32(0) // ids[0..valid] are the states along prev
+	end := int32(0)   // the end of the last subtree walked
+	for _, mp := range under {
+		u := mp.node
+		if u < end {
+			continue // inside the subtree walked before
+		}
 		top := &nodes[u]
-		valid = min(valid, under.lcp[j])
-		tail := under.tail[under.off[j]:under.off[j+1]]
-		for valid < top.depth && d.next(ids, raw, valid+1, tail[valid-under.lcp[j]]) {
+		k := int32(0)
+		for k < valid && int(k) < len(prev) && int(k) < len(mp.path) && prev[k] == mp.path[k] {
+			k++
+		}
+		prev, valid = mp.path, k
+		for valid < top.depth && d.next(ids, raw, valid+1, mp.path[valid]) {
 			valid++
 		}
 		if valid < top.depth {
 			continue // refused on the way: nothing below is allowed
 		}
+		end = top.skip
 		for _, id := range v.ids[top.tok:nodes[u+1].tok] {
 			dst[id>>6] |= 1 << (id & 63)
 		}

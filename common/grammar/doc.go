@@ -72,8 +72,8 @@
 // whatever lies below, sorts every token into those the key accepts on
 // its own, those that pop out of it (the rest of the stack decides them)
 // and those it refuses. A state's mask is then, over its stacks, the
-// union of the first set and a walk of the stack itself over the second,
-// usually a few thousand tokens instead of all of them. The same JSON
+// union of the first sets and one walk of the whole state over the
+// second ones, usually a few thousand tokens instead of all of them. The same JSON
 // string rule under a new caller finds its key's masks made; exactness
 // is proved per state (a bound on the stacks any token could need), and
 // where it cannot be (a UTF-8 sequence half read, more than 16 stacks, an

@@ -31,7 +31,9 @@ import (
 // state holds the stack popMark has popped, its own tokens go to W and its
 // whole subtree to U, unwalked. The mask of a state (a set of stacks, and
 // a token is allowed when some stack accepts it) is then the union, over
-// its stacks s, of W(key s) and the walk of s itself over U(key s) only.
+// its stacks s, of W(key s), and one walk of the whole state over the
+// union of the U(key s) only (stacks that pop into one rest, as a
+// number's digit loop, fraction and exponent do, share that walk).
 // Inside a JSON string the key is the string's own frames, the same for
 // the first key of the first record as for any string value later, so
 // the walk that took every one of 262144 tokens is paid once per grammar,
@@ -40,15 +42,16 @@ import (
 //
 // Exactness. The union is the plain answer as long as no token's bytes
 // need more than MaxStacks stacks at once (past it Accept refuses the
-// token, whichever stack would have taken it). allowedByPosition bounds
-// that count, per byte of any token: a stack s has at most max(key s)
-// stacks (the most any state of the key's walk held) while the token
-// stays inside the key, plus the expansion of its rest at the byte that
-// pops, and afterwards what its own walk over U met (the dfa's widest).
-// When the sum over the stacks could pass MaxStacks, or a walk met the
-// bound, or the state has more than maxPositionStacks stacks or a UTF-8
-// sequence half read, or the grammar's cache is full, Allowed walks the
-// whole trie as before.
+// token, whichever stack would have taken it). A token of U is walked
+// from the whole state, so the walk meets the bound where Accept would,
+// and then the state falls back. A token outside every U never pops out
+// of a key before its last byte, and allowedByPosition bounds its stacks
+// per byte: each stack s gives at most max(key s) (the most any state of
+// the key's walk held), plus the expansion of its rest at the byte that
+// pops. When that sum could pass MaxStacks, or the walk met the bound, or
+// the state has more than maxPositionStacks stacks or a UTF-8 sequence
+// half read, or the grammar's cache is full, Allowed walks the whole trie
+// as before.
 
 // keyFrames is how many top frames a position key holds. One is too few:
 // inside a JSON string the top frame is one character class, which pops
@@ -299,18 +302,34 @@ func (m *Matcher) allowedByPosition(v *Vocab, d *dfa, dst []uint64) bool {
 		parts[np] = part{s, e}
 		np++
 	}
-	for _, p := range parts[:np] {
+	var lists [maxPositionStacks][]markPath
+	var buf []byte
+	for i, p := range parts[:np] {
 		p.e.orW(dst)
+		lists[i], buf = p.e.u.paths(nil, buf)
+	}
+	// U of every stack in trie order, walked once from the whole state:
+	// the stacks that share a rest share the walk below it too.
+	var merged []markPath
+	for {
+		best := -1
+		for i := range lists[:np] {
+			if len(lists[i]) > 0 && (best < 0 || lists[i][0].node < lists[best][0].node) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		merged = append(merged, lists[best][0])
+		lists[best] = lists[best][1:]
 	}
 	d.overflow = false
-	for _, p := range parts[:np] {
-		if len(p.e.u.nodes) == 0 {
-			continue
-		}
-		st := state{stacks: []*node{p.s}}
-		d.walkUnder(v, &p.e.u, d.intern(st, true), st, dst)
+	if len(merged) > 0 {
+		root := d.intern(m.st, false)
+		d.walkUnder(v, merged, root, m.st, dst)
 	}
-	if d.overflow || bound+np*d.widest > MaxStacks {
+	if d.overflow || bound > MaxStacks {
 		return false
 	}
 	d.positioned++
