@@ -143,11 +143,11 @@ x ::= "a" x "c" | "a" x "c" "c" | "b"`, ""},
 		// Four frames deep, so the key is not the whole stack and what
 		// pops out of it is the expansion of y1 or y2 below.
 		{"two halves", halves + "root ::= a y1 | a y2\ny2 ::= " + wide, ""},
-		// One byte after the key ("q") takes one stack past MaxStacks at
-		// once, so no state on the way is wide: only the walk's refusal
-		// for the bound tells that "pq" is refused, though the other
-		// stack alone would take it.
-		{"one step past", halves + "root ::= a \"q\" many | a \"q\" \"z\"\nmany ::= " + strings.Join(many, " | "), "pq"},
+		// One byte after the first stack's key ("q") takes it past
+		// MaxStacks at once, while "pq" never leaves the second stack's
+		// key: only the walk's refusal for the bound tells that "pq" is
+		// refused, though the second stack alone would take it.
+		{"one step past", halves + "root ::= a \"q\" many | \"p\" \"q\" \"z\"?\nmany ::= " + strings.Join(many, " | "), "pq"},
 	}
 	for _, c := range cases {
 		g, err := Parse(c.src)
