@@ -68,8 +68,11 @@ const maxPositionStacks = 16
 // all vocabularies. An entry holds W (vocab/8 bytes as a bitset, 32 KiB at
 // 262144 tokens, or 4 bytes a token when W is sparse) and U (12 bytes and
 // a few of path for each trie node where tokens pop out of the key, U at
-// most vocab/4 tokens). Past the bound, states
-// whose keys are new walk the whole trie; the entries made stay.
+// most vocab/4 tokens). A new entry is made only while the entries so far
+// and a whole bitset more fit (its marks may go a little past); after
+// that, states whose keys are new walk the whole trie, and the entries
+// made stay. Parse keeps maxRecentGrammars grammars, so 64 MiB at most
+// are held by grammars no request is using.
 var maxPositionBytes = 8 << 20 // a variable so a test can make it tiny
 
 // usePositions turns the position masks off, for tests and benchmarks
