@@ -75,10 +75,6 @@ const maxPositionStacks = 16
 // are held by grammars no request is using.
 var maxPositionBytes = 8 << 20 // a variable so a test can make it tiny
 
-// usePositions turns the position masks off, for tests and benchmarks
-// that compare with the walk of the whole trie.
-var usePositions = true
-
 // posKey names one entry: a vocabulary and the top n positions of a
 // stack; whole when they are the whole stack, and then what pops out of
 // them is the end of the sentence, after which nothing is accepted.
@@ -272,7 +268,7 @@ func (e *posEntry) orW(dst []uint64) {
 // prove the result exact (see the comment at the top of this file), and
 // then dst holds nothing the caller may use.
 func (m *Matcher) allowedByPosition(v *Vocab, d *dfa, dst []uint64) bool {
-	if !usePositions || m.st.npend != 0 || len(m.st.stacks) > maxPositionStacks {
+	if m.st.npend != 0 || len(m.st.stacks) > maxPositionStacks {
 		return false
 	}
 	type part struct {
