@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -83,17 +84,41 @@ func (e *Engine) constrained(s *sequence, row []float32) ([]float32, error) {
 	if len(bits) < words {
 		return nil, fmt.Errorf("engine: the constraint's bitset has %d words, the vocabulary of %d tokens needs %d", len(bits), len(row), words)
 	}
-	canEnd := s.con.CanEnd()
 	cs.row = growFloats(cs.row, len(row))
-	out := cs.row
+	m := rowMask{bits: bits[:words], bias: s.req.Sampling.LogitBias, eos: e.eos, canEnd: s.con.CanEnd(), ignoreEOS: s.req.IgnoreEOS}
+	var live bool
+	cs.eos, live = m.apply(cs.row, row, cs.eos[:0])
+	if !live {
+		return nil, ErrConstraintDead
+	}
+	return cs.row, nil
+}
+
+// rowMask is what masking one row of logits needs: the allowed tokens,
+// the request's logit bias, the end-of-sequence tokens and whether the
+// constraint (and the request) let generation end now.
+type rowMask struct {
+	bits      []uint64
+	bias      []Bias
+	eos       map[int32]bool
+	canEnd    bool
+	ignoreEOS bool
+}
+
+// applyPlain is the plain masking, the reference apply is held to: copy
+// the row, add the bias, -Inf every refused token, set the
+// end-of-sequence tokens aside, then look for a finite logit. It writes
+// into out (len(row)), holds end-of-sequence logits in held, and reports
+// whether anything is left to draw.
+func (m rowMask) applyPlain(out, row []float32, held []eosLogit) ([]eosLogit, bool) {
 	copy(out, row)
-	for _, b := range s.req.Sampling.LogitBias {
+	for _, b := range m.bias {
 		if int(b.ID) < len(out) {
 			out[b.ID] += b.Bias
 		}
 	}
 	negInf := float32(math.Inf(-1))
-	for w, word := range bits[:words] {
+	for w, word := range m.bits {
 		if word == math.MaxUint64 {
 			continue
 		}
@@ -103,28 +128,102 @@ func (e *Engine) constrained(s *sequence, row []float32) ([]float32, error) {
 			}
 		}
 	}
-	// End-of-sequence tokens: the constraint's bits for them do not count.
-	cs.eos = cs.eos[:0]
-	for id := range e.eos {
+	return m.finish(out, row, held, slices.ContainsFunc)
+}
+
+// apply is applyPlain in one pass over the row, by 64-token words: a word
+// of all ones is a copy, a word of zeros a fill of -Inf, only a mixed one
+// goes bit by bit; the bias is added afterwards to the allowed tokens it
+// names. Whether a finite logit is left is found on the way: the first
+// allowed finite logit is remembered, and the row is searched again only
+// when the bias or the end-of-sequence handling took that one away.
+func (m rowMask) apply(out, row []float32, held []eosLogit) ([]eosLogit, bool) {
+	negInf := float32(math.Inf(-1))
+	first := -1 // the first allowed token with a finite logit
+	for w, word := range m.bits {
+		lo, hi := w*64, min(w*64+64, len(out))
+		if lo >= hi {
+			break
+		}
+		switch word {
+		case math.MaxUint64:
+			copy(out[lo:hi], row[lo:hi])
+			if first < 0 {
+				for i := lo; i < hi; i++ {
+					if finite(row[i]) {
+						first = i
+						break
+					}
+				}
+			}
+		case 0:
+			seg := out[lo:hi]
+			for i := range seg {
+				seg[i] = negInf
+			}
+		default:
+			if hi-lo < 64 {
+				word &= 1<<uint(hi-lo) - 1 // the last word: no bits past the row
+			}
+			if bits.OnesCount64(word) >= 32 {
+				// Mostly allowed: copy, then -Inf the few refused.
+				copy(out[lo:hi], row[lo:hi])
+				for z := ^word; z != 0; z &= z - 1 {
+					if i := lo + bits.TrailingZeros64(z); i < hi {
+						out[i] = negInf
+					}
+				}
+			} else {
+				// Mostly refused: fill, then copy the few allowed.
+				seg := out[lo:hi]
+				for i := range seg {
+					seg[i] = negInf
+				}
+				for x := word; x != 0; x &= x - 1 {
+					i := lo + bits.TrailingZeros64(x)
+					out[i] = row[i]
+				}
+			}
+			for x := word; x != 0 && first < 0; x &= x - 1 {
+				if i := lo + bits.TrailingZeros64(x); finite(row[i]) {
+					first = i
+				}
+			}
+		}
+	}
+	for _, b := range m.bias {
+		if int(b.ID) < len(out) && m.bits[b.ID>>6]&(1<<(uint(b.ID)&63)) != 0 {
+			out[b.ID] += b.Bias
+		}
+	}
+	return m.finish(out, row, held, func(out []float32, f func(float32) bool) bool {
+		// Bias and end-of-sequence only ever make a logit non-finite, so
+		// nothing before first can have become finite.
+		return first >= 0 && (f(out[first]) || slices.ContainsFunc(out[first+1:], f))
+	})
+}
+
+// finish is the end-of-sequence handling both versions share: those
+// tokens' own bits do not count; their biased logits are held aside and
+// put back while the constraint can end (even with IgnoreEOS when nothing
+// else is left: the grammar's end outranks the request's wish for a fixed
+// length). anyFinite is how the version at hand finds a finite logit.
+func (m rowMask) finish(out, row []float32, held []eosLogit, anyFinite func([]float32, func(float32) bool) bool) ([]eosLogit, bool) {
+	negInf := float32(math.Inf(-1))
+	for id := range m.eos {
 		if int(id) < len(out) {
-			cs.eos = append(cs.eos, eosLogit{id, row[id] + biasOf(s.req.Sampling.LogitBias, id)})
+			held = append(held, eosLogit{id, row[id] + biasOf(m.bias, id)})
 			out[id] = negInf
 		}
 	}
-	live := slices.ContainsFunc(out, finite)
-	// Generation may end where the constraint can, even with IgnoreEOS
-	// when nothing else is left: the grammar's end outranks the request's
-	// wish for a fixed length.
-	if canEnd && (!s.req.IgnoreEOS || !live) {
-		for _, l := range cs.eos {
+	live := anyFinite(out, finite)
+	if m.canEnd && (!m.ignoreEOS || !live) {
+		for _, l := range held {
 			out[l.id] = l.logit
 			live = live || finite(l.logit)
 		}
 	}
-	if !live {
-		return nil, ErrConstraintDead
-	}
-	return out, nil
+	return held, live
 }
 
 // sampleConstrained draws s's next token from the masked row and feeds it

@@ -11,9 +11,12 @@ import (
 // BenchmarkAllowed measures one mask over a large vocabulary with the JSON
 // grammar at the start, inside a string (almost every token allowed) and
 // inside a number (almost none), the work a sampler adds to a decode step:
-// cold (a matcher whose caches are empty) and warm (the caches left by a
-// call from the same state, as in consecutive steps inside a string: the
-// whole mask is kept, so warm is a copy of it).
+// first (a grammar just parsed: its position masks are made by the call),
+// cold (a matcher whose own caches are empty, of a grammar whose position
+// masks were made before, as for every request after the first with a
+// grammar) and warm (the caches left by a call from the same state, as in
+// consecutive steps inside a string: the whole mask is kept, so warm is a
+// copy of it).
 func BenchmarkAllowed(b *testing.B) {
 	src, err := os.ReadFile("testdata/json.gbnf")
 	if err != nil {
@@ -35,21 +38,28 @@ func BenchmarkAllowed(b *testing.B) {
 			if !m.Accept([]byte(st.prefix)) {
 				b.Fatalf("prefix %q refused", st.prefix)
 			}
-			for _, warm := range []bool{false, true} {
-				name := fmt.Sprintf("vocab=%d/%s/cold", n, st.name)
-				if warm {
-					name = fmt.Sprintf("vocab=%d/%s/warm", n, st.name)
-				}
-				b.Run(name, func(b *testing.B) {
+			for _, kind := range []string{"first", "cold", "warm"} {
+				b.Run(fmt.Sprintf("vocab=%d/%s/%s", n, st.name, kind), func(b *testing.B) {
 					dst := make([]uint64, (n+63)/64)
 					warmed := m.Clone()
 					warmed.Allowed(v, dst)
 					b.ReportAllocs()
 					for b.Loop() {
-						if warm {
-							dst = warmed.Allowed(v, dst) // the cache of the call before
-						} else {
+						switch kind {
+						case "first":
+							b.StopTimer()
+							fresh, err := parse(string(src)) // not Parse: no grammar kept
+							if err != nil {
+								b.Fatal(err)
+							}
+							fm := fresh.NewMatcher()
+							fm.Accept([]byte(st.prefix))
+							b.StartTimer()
+							dst = fm.Allowed(v, dst)
+						case "cold":
 							dst = m.Clone().Allowed(v, dst) // a clone starts with no cache
+						default:
+							dst = warmed.Allowed(v, dst) // the cache of the call before
 						}
 					}
 					allowed := 0

@@ -64,6 +64,22 @@
 // a token is the one before it, so the next mask is a copy of a bitset,
 // O(vocab/64), with no walk. The caches are not shared by Clones: each is
 // written by every call, and a Clone may be used on another goroutine.
+//
+// A state met for the first time is put together from position masks,
+// which live on the Grammar and are shared by all its matchers, Clones
+// and goroutines (position.go): for the top three frames of a stack (its
+// key) one walk over the whole trie, with a hidden position standing for
+// whatever lies below, sorts every token into those the key accepts on
+// its own, those that pop out of it (the rest of the stack decides them)
+// and those it refuses. A state's mask is then, over its stacks, the
+// union of the first sets and one walk of the whole state over the
+// second ones, usually a few thousand tokens instead of all of them. The same JSON
+// string rule under a new caller finds its key's masks made; exactness
+// is proved per state (a bound on the stacks any token could need), and
+// where it cannot be (a UTF-8 sequence half read, more than 16 stacks, an
+// ambiguous grammar near MaxStacks, the grammar's 8 MiB of masks spent)
+// the whole trie is walked as before. Parse keeps the last 8 grammars by
+// their text, so requests that send the same grammar share its masks.
 // allowedPlain (Clone and Accept per token) is the plain version the tests
 // hold all of them to.
 //

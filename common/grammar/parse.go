@@ -118,14 +118,21 @@ func (c *class) overlaps(lo, hi rune) bool {
 }
 
 // Grammar is a parsed GBNF grammar compiled to a flat program of positions.
-// It is immutable and safe to share between goroutines; each generation
-// gets its own Matcher.
+// The program is immutable and the position masks its matchers fill are
+// kept under a lock, so a Grammar is safe to share between goroutines;
+// each generation gets its own Matcher.
 type Grammar struct {
 	elems   []elem
 	classes []*class
 	rules   [][]int32 // rule id -> start position of each alternative
 	names   []string  // rule id -> name (generated rules: parent_N)
 	root    int32
+	// popMark is a hidden position after the program, a character
+	// position whose class is empty, that no rule refers to: the position
+	// masks put it under a stack's top frames to see where a token pops
+	// out of them (position.go). Matching never reaches it.
+	popMark   int32
+	positions positionCache
 }
 
 // Rules returns the number of rules after repetitions and groups were turned
@@ -264,8 +271,23 @@ func (p *parser) newRule(parent int32) int32 {
 
 // Parse parses llama.cpp's GBNF; the start rule is "root". Errors are
 // *SyntaxError: undefined rules, a missing root, and left recursion (which
-// would make matching loop forever) are reported like syntax errors.
+// would make matching loop forever) are reported like syntax errors. The
+// last few grammars parsed are kept by their text (parsecache.go): the
+// same text gives the same *Grammar, so requests that send one grammar
+// share its position masks.
 func Parse(src string) (*Grammar, error) {
+	if g := recentGrammar(src); g != nil {
+		return g, nil
+	}
+	g, err := parse(src)
+	if err == nil {
+		keepGrammar(src, g)
+	}
+	return g, err
+}
+
+// parse is Parse without the cache of recent grammars.
+func parse(src string) (*Grammar, error) {
 	p := &parser{src: src, line: 1, col: 1, ids: map[string]int32{}, refAt: map[int32][2]int{}}
 	p.space(true)
 	for !p.eof() {
@@ -634,6 +656,9 @@ func (p *parser) compile(root int32) *Grammar {
 			g.elems = append(g.elems, elem{kind: elemEnd})
 		}
 	}
+	g.popMark = int32(len(g.elems))
+	g.classes = append(g.classes, newClass(nil, false))
+	g.elems = append(g.elems, elem{kind: elemChar, arg: int32(len(g.classes) - 1)}, elem{kind: elemEnd})
 	return g
 }
 

@@ -28,7 +28,6 @@ type trieNode struct {
 
 // NewVocab builds the trie. pieces[id] is what token id emits.
 func NewVocab(pieces [][]byte) *Vocab {
-	v := &Vocab{pieces: pieces}
 	order := make([]int32, 0, len(pieces))
 	for id, p := range pieces {
 		if len(p) > 0 {
@@ -41,6 +40,14 @@ func NewVocab(pieces [][]byte) *Vocab {
 		}
 		return order[i] < order[j]
 	})
+	return buildTrie(pieces, order)
+}
+
+// buildTrie arranges the tokens order names (non-empty pieces, sorted by
+// their bytes, then by id) as a trie over the whole id space of pieces, so
+// a trie of a few tokens still sets their bits where the full one would.
+func buildTrie(pieces [][]byte, order []int32) *Vocab {
+	v := &Vocab{pieces: pieces}
 	// Root node.
 	v.nodes = []trieNode{{}}
 	var path []int32 // node index at each depth (path[0] = root)
@@ -111,15 +118,18 @@ func (m *Matcher) allowedPlain(v *Vocab, dst []uint64) []uint64 {
 // than MaxStacks stacks. It walks the vocabulary trie with one state per
 // depth, so a shared prefix is matched once and a rejected byte prunes the
 // whole subtree under it; states met on the way are interned with their
-// byte transitions (a lazy DFA for this one call), so the many trie edges
-// that lead from a state to one already seen (every plain character inside
-// a JSON string) cost an array lookup. The table is kept in m for the next
-// call (at most maxDFAStates states, about 4 MiB), and so is the whole
-// mask of m's state (the last maxMasks of them, least recently used out):
-// when m comes back to a state whose mask it has computed, over the same
-// Vocab, Allowed is a copy of that bitset, no walk at all. Otherwise m is
-// not changed, but like every method it must not run concurrently with
-// another on the same Matcher.
+// byte transitions (a lazy DFA), so the many trie edges that lead from a
+// state to one already seen (every plain character inside a JSON string)
+// cost an array lookup. The table is kept in m for the next call (at most
+// maxDFAStates states, about 4 MiB), and so is the whole mask of m's
+// state (the last maxMasks of them, least recently used out): when m
+// comes back to a state whose mask it has computed, over the same Vocab,
+// Allowed is a copy of that bitset, no walk at all. A state it has not
+// seen is put together from the grammar's position masks where it can
+// (allowedByPosition: what each stack's top frames decide, kept on the
+// Grammar for every matcher of it), and walks the whole trie only where
+// it cannot. Otherwise m is not changed, but like every method it must
+// not run concurrently with another on the same Matcher.
 func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
 	dst = words(v, dst)
 	d := m.dfa
@@ -131,35 +141,9 @@ func (m *Matcher) Allowed(v *Vocab, dst []uint64) []uint64 {
 	if root >= 0 && d.masks.get(v, root, dst) {
 		return dst
 	}
-	ids := make([]int32, v.max+1)
-	raw := make([]state, v.max+1) // for states past the cache's bound
-	ids[0] = root
-	raw[0] = m.st
-	nodes := v.nodes
-	trans := d.trans
-	for i := int32(1); i < int32(len(nodes)-1); {
-		n := &nodes[i]
-		var t int32 // the common case inline: a transition in the table
-		if p := ids[n.depth-1]; p >= 0 {
-			t = trans[int(p)<<8|int(n.edge)]
-		}
-		switch {
-		case t > 0:
-			ids[n.depth] = t - 1
-		case t == 0: // not computed yet, or the parent is past the cache
-			if !d.next(ids, raw, n.depth, n.edge) {
-				t = -1
-			}
-			trans = d.trans // next may have grown it
-		}
-		if t < 0 {
-			i = n.skip
-			continue
-		}
-		for _, id := range v.ids[n.tok:nodes[i+1].tok] {
-			dst[id>>6] |= 1 << (id & 63)
-		}
-		i++
+	if !m.allowedByPosition(v, d, dst) {
+		clear(dst)
+		d.walk(v, root, m.st, dst)
 	}
 	if root >= 0 {
 		d.masks.put(v, root, dst)
