@@ -10,6 +10,7 @@ import (
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"kvlab/common/grammar"
+	"kvlab/common/grammar/grammartest"
 )
 
 // testTools cover what arguments schemas use: required and optional
@@ -76,59 +77,16 @@ func validators(t *testing.T, tools []Tool) map[string]*validator.Schema {
 	return out
 }
 
-var walkCandidates = func() [][]byte {
-	var out [][]byte
-	for b := byte(0x20); b < 0x7F; b++ {
-		out = append(out, []byte{b})
-	}
-	for _, s := range []string{"\n", "\t", "é", "中"} {
-		out = append(out, []byte(s))
-	}
-	return out
-}()
-
-// walk produces one answer the grammar accepts: random bytes the matcher
-// takes, closing strings and brackets first once past a random length.
+// walk produces one answer the grammar accepts (grammartest.Walk),
+// closing strings, brackets and tags first once past a random length.
 func walk(t *testing.T, g *grammar.Grammar, rng *rand.Rand) string {
 	t.Helper()
-	m := g.NewMatcher()
-	var doc []byte
-	target := 1 + rng.IntN(150)
 	closers := [][]byte{[]byte(`"`), []byte("]"), []byte("}"), []byte("\n"), []byte("<")}
-	order := rng.Perm(len(walkCandidates))
-	for len(doc) < 5000 {
-		if m.CanEnd() && (len(doc) >= target || rng.IntN(20) == 0) {
-			return string(doc)
-		}
-		var next []byte
-		if len(doc) >= target {
-			for _, c := range closers {
-				if m.Clone().Accept(c) {
-					next = c
-					break
-				}
-			}
-		}
-		if next == nil {
-			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-			for _, i := range order {
-				if m.Clone().Accept(walkCandidates[i]) {
-					next = walkCandidates[i]
-					break
-				}
-			}
-		}
-		if next == nil {
-			if m.CanEnd() {
-				return string(doc)
-			}
-			t.Fatalf("the matcher is stuck after %q", doc)
-		}
-		m.Accept(next)
-		doc = append(doc, next...)
+	doc, err := grammartest.Walk(g.NewMatcher(), rng, closers, 1+rng.IntN(150), 5000)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no end after %q", doc)
-	return ""
+	return string(doc)
 }
 
 func accepts(g *grammar.Grammar, s string) bool {

@@ -2,6 +2,7 @@ package jsonschema
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"kvlab/common/grammar"
+	"kvlab/common/grammar/grammartest"
 )
 
 // roundTrip are schemas covering every supported keyword, each with
@@ -165,65 +167,20 @@ func matches(g *grammar.Grammar, doc []byte) bool {
 	return m.Accept(doc) && m.CanEnd()
 }
 
-// walkCandidates are the byte strings the random walk tries to feed.
-var walkCandidates = func() [][]byte {
-	var out [][]byte
-	for b := byte(0x20); b < 0x7F; b++ {
-		out = append(out, []byte{b})
-	}
-	for _, s := range []string{"\n", "\t", "é", "中", "😀"} {
-		out = append(out, []byte(s))
-	}
-	return out
-}()
-
-// walk produces one document the grammar accepts by feeding random bytes the
-// matcher takes (uniform over those it takes), closing brackets and strings
-// first once the document is longer than its random target length.
+// walk produces one document the grammar accepts (grammartest.Walk),
+// closing brackets and strings first once the document is longer than its
+// random target length; false when it found no end within 4000 bytes, or
+// (with the test failed) when the walk is stuck.
 func walk(t *testing.T, g *grammar.Grammar, rng *rand.Rand) ([]byte, bool) {
-	m := g.NewMatcher()
-	var doc []byte
-	target := 1 + rng.IntN(120)
 	closers := [][]byte{[]byte(`"`), []byte("]"), []byte("}")}
-	order := make([]int, len(walkCandidates))
-	for len(doc) < 4000 {
-		if m.CanEnd() && (len(doc) >= target || rng.IntN(20) == 0) {
-			return doc, true
+	doc, err := grammartest.Walk(g.NewMatcher(), rng, closers, 1+rng.IntN(120), 4000)
+	if err != nil {
+		if !errors.Is(err, grammartest.ErrNoEnd) {
+			t.Error(err)
 		}
-		var next []byte
-		if len(doc) >= target {
-			for _, c := range closers {
-				if m.Clone().Accept(c) {
-					next = c
-					break
-				}
-			}
-		}
-		if next == nil {
-			for i := range order {
-				order[i] = i
-			}
-			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-			for _, i := range order {
-				if m.Clone().Accept(walkCandidates[i]) {
-					next = walkCandidates[i]
-					break
-				}
-			}
-		}
-		if next == nil {
-			if m.CanEnd() {
-				return doc, true
-			}
-			t.Errorf("the matcher is stuck after %q", doc)
-			return nil, false
-		}
-		if !m.Accept(next) {
-			t.Fatalf("Accept(%q) refused after a clone accepted it", next)
-		}
-		doc = append(doc, next...)
+		return nil, false
 	}
-	return nil, false
+	return doc, true
 }
 
 // mutate changes doc at one random place: a byte deleted, inserted or replaced.
