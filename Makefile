@@ -42,6 +42,7 @@ FUZZ_TARGETS += ./phase08_hashcow/blockhash/:FuzzWalkFast
 FUZZ_TARGETS += ./phase08_compressed/trie/:FuzzMergingIsInvisible
 FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzPattern
 FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzToGBNF
+FUZZ_TARGETS += ./common/toolcall/:FuzzStream
 FUZZ_TIME    ?= 20s
 
 .PHONY: test-long
