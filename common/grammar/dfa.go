@@ -21,6 +21,11 @@ type dfa struct {
 	// have needed more than MaxStacks stacks, k > 0 the state with id k-1.
 	trans []int32
 	index map[uint64][]int32
+	// base[id] is, for a state with bytes pending, the state with its
+	// stacks and none (-1: not known); runes holds the transitions of
+	// completed code points by runeKey (runes.go).
+	base  []int32
+	runes map[runeKey]int32
 	ss    stackSet
 	tmp   state
 	masks maskCache // whole masks by state id
@@ -32,13 +37,15 @@ type dfa struct {
 	// positioned counts the masks put together from position masks, for
 	// tests.
 	positioned int
+	// runeHits counts transitions taken from runes, for tests.
+	runeHits int
 }
 
 // tooMany marks a transition refused for MaxStacks, not by the grammar.
 const tooMany = -2
 
 func newDFA(g *Grammar) *dfa {
-	return &dfa{g: g, index: make(map[uint64][]int32)}
+	return &dfa{g: g, index: make(map[uint64][]int32), runes: make(map[runeKey]int32)}
 }
 
 // stateKey hashes a state independently of the order of its stacks.
@@ -93,6 +100,7 @@ func (d *dfa) intern(st state, owned bool) int32 {
 	}
 	id := int32(len(d.states))
 	d.states = append(d.states, st)
+	d.base = append(d.base, -1)
 	d.widest = max(d.widest, len(st.stacks))
 	d.trans = append(d.trans, make([]int32, 256)...)
 	d.index[k] = append(d.index[k], id)
@@ -136,19 +144,32 @@ func (d *dfa) next(ids []int32, raw []state, depth int32, c byte) bool {
 	}
 	t := d.trans[int(p)<<8|int(c)]
 	if t == 0 {
-		ok, err := d.g.feed(&d.states[p], c, &d.tmp, &d.ss)
-		switch {
-		case err != nil:
-			t = tooMany
-		case !ok:
-			t = -1
-		default:
-			if id := d.intern(d.tmp, true); id >= 0 {
+		rk, memo := d.completes(p, c)
+		if memo {
+			t = d.runes[rk]
+			if t != 0 {
+				d.runeHits++
+			}
+		}
+		if t == 0 {
+			ok, err := d.g.feed(&d.states[p], c, &d.tmp, &d.ss)
+			switch {
+			case err != nil:
+				t = tooMany
+			case !ok:
+				t = -1
+			default:
+				id := d.intern(d.tmp, true)
+				if id < 0 {
+					ids[depth], raw[depth] = -1, d.tmp
+					d.widest = max(d.widest, len(d.tmp.stacks))
+					return true
+				}
+				d.setBase(p, id)
 				t = id + 1
-			} else {
-				ids[depth], raw[depth] = -1, d.tmp
-				d.widest = max(d.widest, len(d.tmp.stacks))
-				return true
+			}
+			if memo {
+				d.runes[rk] = t
 			}
 		}
 		d.trans[int(p)<<8|int(c)] = t
