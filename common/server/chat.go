@@ -154,7 +154,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if e = h.constrain(tools, &g, structuredField(&q.openAIRequest)); e != nil {
+	if e = h.constrain(tools, &g); e != nil {
 		writeError(w, e)
 		return
 	}

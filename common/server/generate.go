@@ -45,9 +45,12 @@ type genRequest struct {
 	timingsPerToken bool
 	// grammar constrains every sample's text (structured.go); nil: free.
 	// grammarSrc is its GBNF (a schema's after conversion), for /slots
-	// and generation_settings.
-	grammar    *grammar.Grammar
-	grammarSrc string
+	// and generation_settings; grammarField the request field that asked
+	// for it (grammar, json_schema or response_format), for the errors of
+	// a field that may not join it (tools).
+	grammar      *grammar.Grammar
+	grammarSrc   string
+	grammarField string
 }
 
 // tokenProbs is one generated token's probability and the most probable

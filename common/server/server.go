@@ -161,15 +161,14 @@ type Handler struct {
 	created int64          // unix time the handler was made (for /v1/models)
 	// tierNames are the engine's cache tiers' names, in order: the tiers
 	// are fixed when the engine is built.
-	tierNames  []string
-	mux        map[string]route
-	metrics    *metrics
-	llama      *llamaMetrics // llama-server's llamacpp:* series (llamametrics.go)
-	reg        *prometheus.Registry
-	slots      *slotTable
-	text       chan struct{} // one token per /tokenize or /detokenize being served (textgate.go)
-	vocab      grammarVocab  // the tokenizer's vocabulary for grammars, built on first use (structured.go)
-	toolFormat toolFormat    // how the chat template writes tool calls, read on first use (toolcalls.go)
+	tierNames []string
+	mux       map[string]route
+	metrics   *metrics
+	llama     *llamaMetrics // llama-server's llamacpp:* series (llamametrics.go)
+	reg       *prometheus.Registry
+	slots     *slotTable
+	text      chan struct{} // one token per /tokenize or /detokenize being served (textgate.go)
+	vocab     grammarVocab  // the tokenizer's vocabulary for grammars, built on first use (structured.go)
 }
 
 // route is a path's handlers by method.

@@ -68,7 +68,7 @@ func (h *Handler) structured(q *structuredFields, format json.RawMessage, g *gen
 		return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Param: field,
 			Message: field + ": the grammar converted from the schema does not parse: " + err.Error()}
 	}
-	g.grammar, g.grammarSrc = gr, src
+	g.grammar, g.grammarSrc, g.grammarField = gr, src, field
 	return nil
 }
 

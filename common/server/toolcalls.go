@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 
 	"kvlab/common/grammar"
 	"kvlab/common/toolcall"
@@ -38,26 +37,6 @@ type toolUse struct {
 	parallel bool
 }
 
-// toolFormat is the Handler's tool-call format, read off the chat
-// template on first use and again only if the template changes (a test,
-// or a server that swaps it, sets it after New).
-type toolFormat struct {
-	mu     sync.Mutex
-	source string
-	format toolcall.Format
-	read   bool
-}
-
-// of returns the format of the template source src.
-func (f *toolFormat) of(src string) toolcall.Format {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.read || f.source != src {
-		f.source, f.format, f.read = src, toolcall.Detect(src), true
-	}
-	return f.format
-}
-
 // toolUse reads q's tool fields: tools and tool_choice are checked even
 // when tool_choice is "none", so a request that is wrong is refused
 // whatever it chooses.
@@ -84,7 +63,7 @@ func (h *Handler) toolUse(q *chatTools) (*toolUse, *apiError) {
 	u.choice = choice
 	u.active = len(u.tools) > 0 && choice.Mode != "none"
 	if u.active && h.opts.Tokenizer != nil {
-		u.format = h.toolFormat.of(h.opts.Tokenizer.ChatTemplate())
+		u.format = toolcall.Detect(h.opts.Tokenizer.ChatTemplate()) // a few substring tests: cheaper than keeping it
 	}
 	return u, nil
 }
@@ -94,14 +73,13 @@ func (h *Handler) toolUse(q *chatTools) (*toolUse, *apiError) {
 // leaves the answer free, since a grammar that allowed either text or a
 // call would still have to let text start the answer, and free text may
 // start like a call. Tools do not combine with the structured-output
-// fields: both would constrain the same answer. field names the one of
-// those that set g's grammar.
-func (h *Handler) constrain(u *toolUse, g *genRequest, field string) *apiError {
+// fields: both would constrain the same answer.
+func (h *Handler) constrain(u *toolUse, g *genRequest) *apiError {
 	if !u.active {
 		return nil
 	}
 	if g.grammar != nil {
-		return errBadRequest(field, "tools cannot be combined with %s: both constrain the answer; send one", field)
+		return errBadRequest(g.grammarField, "tools cannot be combined with %s: both constrain the answer; send one", g.grammarField)
 	}
 	src, err := toolcall.Grammar(u.format, u.tools, u.choice, u.parallel)
 	if err != nil { // a parameters schema the converter refuses
@@ -129,24 +107,6 @@ func toolFieldError(field string, err error) *apiError {
 		param = path
 	}
 	return errBadRequest(param, "%s", msg)
-}
-
-// structuredField names the structured-output field a request set, ""
-// for none (response_format of type text sets none).
-func structuredField(q *openAIRequest) string {
-	switch {
-	case q.Grammar != "":
-		return "grammar"
-	case given(q.JSONSchema):
-		return "json_schema"
-	case given(q.ResponseFormat):
-		var f responseFormat
-		if json.Unmarshal(q.ResponseFormat, &f) == nil && f.Type == "text" {
-			return ""
-		}
-		return "response_format"
-	}
-	return ""
 }
 
 // chatToolCall is one call in an answer: OpenAI's
