@@ -33,6 +33,22 @@ func randomVocab(rng *rand.Rand, n int, alphabet []byte) [][]byte {
 	return pieces
 }
 
+// pickAllowed is a random token of mask over v (uniform over its set
+// bits), for tests that walk a grammar by the tokens it allows; false when
+// mask allows none.
+func pickAllowed(rng *rand.Rand, v *Vocab, mask []uint64) (int, bool) {
+	var ids []int
+	for id := range v.Len() {
+		if mask[id>>6]>>(id&63)&1 != 0 {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, false
+	}
+	return ids[rng.IntN(len(ids))], true
+}
+
 // TestAllowedAgreesWithPlain: the trie walk and Clone+Accept per token give
 // the same mask, on random regular grammars and the JSON grammar, from
 // states reached by random prefixes of sentences (cut at any byte, so

@@ -34,16 +34,10 @@ func positionWalk(t *testing.T, rng *rand.Rand, m *Matcher, v *Vocab, steps int,
 			}
 		}
 		done++
-		var ids []int
-		for id := range v.Len() {
-			if want[id>>6]>>(id&63)&1 != 0 {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) == 0 {
+		id, ok := pickAllowed(rng, v, want)
+		if !ok {
 			break
 		}
-		id := ids[rng.IntN(len(ids))]
 		if !m.Accept(v.pieces[id]) {
 			t.Fatalf("%s: token %q allowed and refused", what, v.pieces[id])
 		}
