@@ -178,7 +178,7 @@ TEXT ·prefetchRowsAVX2(SB), NOSPLIT, $0-40
 // BCAST loads the float32 bit pattern C into all eight lanes of Y.
 #define BCAST(C, X, Y) \
 	MOVL         C, AX; \
-	MOVL         AX, X; \
+	VMOVD        AX, X; \
 	VPBROADCASTD X, Y
 
 // EXPCONSTS loads expNeg's constants (exp.go) into Y2..Y12 and Y14, the

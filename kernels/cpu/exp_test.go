@@ -149,3 +149,23 @@ func TestScaleMaxKernelsMatchGo(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExpShiftBlock times attention's exponential over one block of
+// attnBlock scores, the length softmaxStep hands it, in every kernel set
+// this machine runs: at this length the cost of entering the kernel
+// (loading its constants) shows beside the arithmetic.
+// TestAMD64AssemblyIsAllVEX keeps that entry cheap on Intel cores.
+func BenchmarkExpShiftBlock(b *testing.B) {
+	for _, ks := range runnable {
+		b.Run(ks.name, func(b *testing.B) {
+			x := make([]float32, attnBlock)
+			for i := range x {
+				x[i] = -float32(i%7) * 0.3
+			}
+			for b.Loop() {
+				ks.attn.expShift(x, 0)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*attnBlock), "ns/score")
+		})
+	}
+}
