@@ -31,27 +31,35 @@ LONG_PKGS  := ./common/engine/ ./phase08/
 test: ## run every test that proves behaviour (CPU only; no GPU, no downloads; a few minutes on 2 cores)
 	$(GOTEST) -count=1 -timeout 20m ./...
 
-# The fuzz targets `make test-long` runs, FUZZ_TIME each, as package:Target
-# (go test -fuzz takes one target a run); append with +=. Their seed
-# corpora (testdata/fuzz/<Target>) run in `make test` as plain tests, and a
-# failing input the fuzzer finds is written there.
-FUZZ_TARGETS := ./common/server/:FuzzCacheFileScan
-FUZZ_TARGETS += ./common/server/:FuzzPromptBody
-FUZZ_TARGETS += ./phase08_prefix/radix/:FuzzFastLanes
-FUZZ_TARGETS += ./phase08_hashcow/blockhash/:FuzzWalkFast
-FUZZ_TARGETS += ./phase08_compressed/trie/:FuzzMergingIsInvisible
-FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzPattern
-FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzToGBNF
-FUZZ_TARGETS += ./common/toolcall/:FuzzStream
-FUZZ_TIME    ?= 20s
+# The fuzz targets `make test-long` runs, as package:Target:executions (go
+# test -fuzz takes one target a run); append with +=. Their seed corpora
+# (testdata/fuzz/<Target>) run in `make test` as plain tests, and a failing
+# input the fuzzer finds is written there.
+#
+# Each target runs a count of executions, about 20 s of two cores, not a
+# duration: Go 1.26's fuzzing coordinator can fail a clean run with a bare
+# "context deadline exceeded" when a -fuzztime duration ends while a worker
+# is busy (go.dev/issue/75804, fixed in Go 1.27), and a count never sets
+# that deadline. FUZZ_TIME=5m (or 1000000x) runs every target for that
+# instead.
+FUZZ_TARGETS := ./common/server/:FuzzCacheFileScan:60000
+FUZZ_TARGETS += ./common/server/:FuzzPromptBody:13000
+FUZZ_TARGETS += ./phase08_prefix/radix/:FuzzFastLanes:20000
+FUZZ_TARGETS += ./phase08_hashcow/blockhash/:FuzzWalkFast:17000
+FUZZ_TARGETS += ./phase08_compressed/trie/:FuzzMergingIsInvisible:38000
+FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzPattern:40000
+FUZZ_TARGETS += ./common/grammar/jsonschema/:FuzzToGBNF:400000
+FUZZ_TARGETS += ./common/toolcall/:FuzzStream:200000
+FUZZ_TIME    ?=
 
 .PHONY: test-long
-test-long: ## the experiments that pin the docs' measured counts, then each fuzz target for FUZZ_TIME (minutes of CPU; internal/testgate)
+test-long: ## the experiments that pin the docs' measured counts, then each fuzz target for its count of executions (minutes of CPU; internal/testgate)
 	KVLAB_TEST_LONG=1 $(GOTEST) -count=1 -timeout 60m -run '^($(subst $(eval) ,|,$(LONG_TESTS)))$$' $(LONG_PKGS)
 	@for t in $(FUZZ_TARGETS); do \
-	  pkg=$${t%%:*}; name=$${t##*:}; \
-	  echo "== fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
-	  $(GOTEST) -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
+	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(FUZZ_TIME); \
+	  [ -n "$$budget" ] || budget=$${rest##*:}x; \
+	  echo "== fuzz $$name in $$pkg for $$budget"; \
+	  $(GOTEST) -run '^$$' -fuzz "^$$name\$$" -fuzztime $$budget $$pkg || exit 1; \
 	done
 
 .PHONY: test-arm64
