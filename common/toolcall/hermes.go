@@ -19,14 +19,20 @@ const (
 //
 // When the bytes so far cannot decide, done is false: more text may still
 // decide either way. final says there is no more text, so done is true.
-func hermesBlock(s string, final bool) (end int, call *Call, done bool) {
+// sc keeps what earlier calls on the same block (s only grown since) have
+// read, so that a stream reads each byte of a block once; Parse passes a
+// new one.
+func hermesBlock(s string, final bool, sc *blockScan) (end int, call *Call, done bool) {
 	fallback := func() (int, *Call, bool) {
-		if i := strings.Index(s[len(openTag):], closeTag); i >= 0 {
-			return len(openTag) + i + len(closeTag), nil, true
+		from := max(len(openTag), sc.closeFrom)
+		if i := strings.Index(s[from:], closeTag); i >= 0 {
+			return from + i + len(closeTag), nil, true
 		}
 		if final {
 			return len(s), nil, true
 		}
+		// No closeTag starts before this; one may end in the next piece.
+		sc.closeFrom = max(from, len(s)-len(closeTag)+1)
 		return 0, nil, false
 	}
 	in := len(openTag)
@@ -39,7 +45,7 @@ func hermesBlock(s string, final bool) (end int, call *Call, done bool) {
 	if in == len(s) || s[in] != '{' {
 		return fallback()
 	}
-	n, ok := objectEnd(s[in:])
+	n, ok := sc.obj.next(s[in:])
 	if !ok && !final {
 		// Even a closeTag already seen may lie inside a string of an
 		// object that is still being written.
@@ -64,6 +70,12 @@ func hermesBlock(s string, final bool) (end int, call *Call, done bool) {
 		return end, &c, true
 	}
 	return end, nil, true
+}
+
+// blockScan is what hermesBlock has read of one block so far.
+type blockScan struct {
+	obj       objScan // the object inside, from its '{'
+	closeFrom int     // no closeTag starts in s before this
 }
 
 // parseHermes cuts text into text runs and blocks, then joins the pieces
@@ -95,7 +107,7 @@ func parseHermes(text string) (content string, calls []Call) {
 		}
 		pending += rest[:i]
 		rest = rest[i:]
-		end, call, _ := hermesBlock(rest, true)
+		end, call, _ := hermesBlock(rest, true, &blockScan{})
 		if call != nil {
 			flush(true)
 			calls = append(calls, *call)

@@ -148,22 +148,49 @@ func parseGeneric(text string) (content string, calls []Call, ok bool) {
 // and strings alone (json.Unmarshal judges the rest); ok is false when s
 // ends first.
 func objectEnd(s string) (end int, ok bool) {
-	depth, inString := 0, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	var o objScan
+	return o.next(s)
+}
+
+// objScan is objectEnd in steps, for a stream: the object arrives a few
+// bytes at a time, and starting over at every piece would read an open
+// object once per token, work quadratic in its length (seconds of CPU for
+// a long tool call). It keeps where it stopped and reads only new bytes.
+type objScan struct {
+	i        int  // the next byte of s to read
+	depth    int  // brackets open
+	inString bool // i is inside a string
+	esc      bool // the byte before i was a backslash in a string
+	end      int  // the object's end once found, else 0
+	read     int  // bytes read in all (TestStreamReadsOnce)
+}
+
+// next goes on reading s, which holds the bytes given before (unchanged)
+// and maybe more, and returns objectEnd's answer for it.
+func (o *objScan) next(s string) (end int, ok bool) {
+	if o.end > 0 {
+		return o.end, true
+	}
+	for ; o.i < len(s); o.i++ {
+		o.read++
+		c := s[o.i]
 		switch {
-		case inString && c == '\\':
-			i++
-		case inString:
-			inString = c != '"'
+		case o.esc:
+			o.esc = false
+		case o.inString && c == '\\':
+			o.esc = true
+		case o.inString:
+			o.inString = c != '"'
 		case c == '"':
-			inString = true
+			o.inString = true
 		case c == '{' || c == '[':
-			depth++
+			o.depth++
 		case c == '}' || c == ']':
-			depth--
-			if depth == 0 {
-				return i + 1, true
+			o.depth--
+			if o.depth == 0 {
+				o.i++
+				o.end = o.i
+				return o.end, true
 			}
 		}
 	}

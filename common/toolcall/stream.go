@@ -13,18 +13,27 @@ import "strings"
 //     block from <tool_call> until it is decided, which is at its end
 //     (a call comes out there) or at Finish.
 type Stream struct {
-	f   Format
-	buf string // text not yet given out
+	f Format
+	// all is every byte pushed and all.String()[off:] the text not yet
+	// given out. A Builder grows by doubling and its String does not
+	// copy, where buf += text would copy the held text at every Push:
+	// a call held for Finish would cost its length squared.
+	all strings.Builder
+	off int
 
 	// Llama3 and Generic
 	decided, hold bool
 
 	// Hermes
-	inBlock   bool   // buf starts with an open block
-	afterCall bool   // the last thing given out was a call: trim leading whitespace
-	pendingWS string // trailing whitespace of the content, given out only if text follows
-	gaveText  bool   // some content has been given out
+	inBlock   bool            // the held text starts with an open block
+	block     blockScan       // what hermesBlock has read of that block
+	afterCall bool            // the last thing given out was a call: trim leading whitespace
+	pendingWS strings.Builder // trailing whitespace of the content, given out only if text follows
+	gaveText  bool            // some content has been given out
 }
+
+// held is the text pushed and not yet given out.
+func (s *Stream) held() string { return s.all.String()[s.off:] }
 
 // NewStream starts parsing an answer in format f.
 func NewStream(f Format) *Stream { return &Stream{f: f} }
@@ -33,21 +42,22 @@ func NewStream(f Format) *Stream { return &Stream{f: f} }
 // to show now (never part of a call) and the calls completed by it.
 func (s *Stream) Push(text string) (content string, calls []Call) {
 	if s.f == Hermes {
-		s.buf += text
+		s.all.WriteString(text)
 		return s.hermes(false)
 	}
 	if s.decided && !s.hold {
 		return text, nil
 	}
-	s.buf += text
+	s.all.WriteString(text)
 	if !s.decided {
-		t := strings.TrimLeft(s.buf, space)
+		t := strings.TrimLeft(s.held(), space)
 		if t == "" {
 			return "", nil
 		}
 		s.decided, s.hold = true, t[0] == '{'
 		if !s.hold {
-			content, s.buf = s.buf, ""
+			content = s.held()
+			s.off += len(content)
 			return content, nil
 		}
 	}
@@ -60,12 +70,12 @@ func (s *Stream) Push(text string) (content string, calls []Call) {
 func (s *Stream) Finish() (content string, calls []Call) {
 	if s.f == Hermes {
 		content, calls = s.hermes(true)
-		content += s.pendingWS
-		s.pendingWS = ""
+		content += s.pendingWS.String()
+		s.pendingWS.Reset()
 		return content, calls
 	}
-	text := s.buf
-	s.buf = ""
+	text := s.held()
+	s.off += len(text)
 	if s.decided && !s.hold {
 		return "", nil
 	}
@@ -76,33 +86,35 @@ func (s *Stream) Finish() (content string, calls []Call) {
 func (s *Stream) hermes(final bool) (content string, calls []Call) {
 	var out strings.Builder
 	for {
+		buf := s.held()
 		if !s.inBlock {
-			i := strings.Index(s.buf, openTag)
+			i := strings.Index(buf, openTag)
 			if i < 0 {
 				keep := 0
 				if !final {
-					keep = partialSuffix(s.buf, openTag)
+					keep = partialSuffix(buf, openTag)
 				}
-				s.text(&out, s.buf[:len(s.buf)-keep])
-				s.buf = s.buf[len(s.buf)-keep:]
+				s.text(&out, buf[:len(buf)-keep])
+				s.off += len(buf) - keep
 				return out.String(), calls
 			}
-			s.text(&out, s.buf[:i])
-			s.buf = s.buf[i:]
-			s.inBlock = true
+			s.text(&out, buf[:i])
+			s.off += i
+			buf = buf[i:]
+			s.inBlock, s.block = true, blockScan{}
 		}
-		end, call, done := hermesBlock(s.buf, final)
+		end, call, done := hermesBlock(buf, final, &s.block)
 		if !done {
 			return out.String(), calls
 		}
 		if call != nil {
-			s.pendingWS = ""
+			s.pendingWS.Reset()
 			calls = append(calls, *call)
 			s.afterCall = true
 		} else {
-			s.text(&out, s.buf[:end])
+			s.text(&out, buf[:end])
 		}
-		s.buf = s.buf[end:]
+		s.off += end
 		s.inBlock = false
 	}
 }
@@ -120,11 +132,16 @@ func (s *Stream) text(out *strings.Builder, x string) {
 			x = "\n" + x
 		}
 	}
-	x = s.pendingWS + x
+	// pendingWS is only whitespace, so the body of pendingWS+x is empty
+	// when x's is; whitespace piling up is appended, never copied again.
 	body := strings.TrimRight(x, space)
-	out.WriteString(body)
-	s.gaveText = s.gaveText || body != ""
-	s.pendingWS = x[len(body):]
+	if body != "" {
+		out.WriteString(s.pendingWS.String())
+		s.pendingWS.Reset()
+		out.WriteString(body)
+		s.gaveText = true
+	}
+	s.pendingWS.WriteString(x[len(body):])
 }
 
 // partialSuffix is the length of the longest suffix of s that is a proper

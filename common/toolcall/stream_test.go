@@ -3,6 +3,7 @@ package toolcall
 import (
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -176,4 +177,103 @@ func FuzzStream(f *testing.F) {
 		checkStream(t, format, text, randomCuts(rng, len(text)))
 		checkStream(t, format, text, nil)
 	})
+}
+
+// longCall is a call whose arguments hold a string of n bytes, in format f.
+func longCall(f Format, n int) string {
+	obj := `{"name": "f", "arguments": {"s": "` + strings.Repeat(`a\"`, n/3) + `"}}`
+	if f == Hermes {
+		return "Sure.\n" + openTag + "\n" + obj + "\n" + closeTag
+	}
+	return obj
+}
+
+// pushPieces streams text in pieces of four bytes, about a token each.
+func pushPieces(s *Stream, text string) (content string, calls []Call) {
+	var b strings.Builder
+	for i := 0; i < len(text); i += 4 {
+		c, cs := s.Push(text[i:min(i+4, len(text))])
+		b.WriteString(c)
+		calls = append(calls, cs...)
+	}
+	c, cs := s.Finish()
+	b.WriteString(c)
+	return b.String(), append(calls, cs...)
+}
+
+// TestStreamReadsOnce holds a long call, streamed a few bytes at a time,
+// to work linear in its length: the Hermes block's scanner reads each
+// byte of the object once (not once per Push), and the bytes allocated
+// are a small multiple of the answer (not the held text again at every
+// Push), also for content that is a long run of whitespace (held back in
+// case a call follows). Both are counts, not times. A 60 kB call read
+// from the start at every Push reads about 450 MB; held with += it
+// allocates as much.
+func TestStreamReadsOnce(t *testing.T) {
+	const n = 60000
+	cases := []struct {
+		f    Format
+		text string
+	}{
+		{Hermes, longCall(Hermes, n)},
+		{Llama3, longCall(Llama3, n)},
+		{Generic, longCall(Generic, n)},
+		{Hermes, "Let me see." + strings.Repeat(" \n", n/2) + "Done."},
+	}
+	for _, c := range cases {
+		f, text := c.f, c.text
+		wantContent, wantCalls := Parse(f, text)
+		s := NewStream(f)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		content, calls := pushPieces(s, text)
+		runtime.ReadMemStats(&after)
+		if content != wantContent || !reflect.DeepEqual(calls, wantCalls) {
+			t.Fatalf("%v: stream gave %q %v, Parse %q %v", f, content, len(calls), wantContent, len(wantCalls))
+		}
+		if f == Hermes && len(wantCalls) > 0 {
+			if len(calls) != 1 {
+				t.Fatalf("Hermes: %d calls, want 1", len(calls))
+			}
+			obj := strings.Index(text, "{")
+			if got, want := s.block.obj.read, strings.LastIndex(text, "}")+1-obj; got != want {
+				t.Errorf("Hermes: the scanner read %d bytes of a %d-byte object", got, want)
+			}
+		}
+		// The answer, the call's arguments twice (decoded and compacted),
+		// the Builder's doublings and JSON's scratch: well under 20×.
+		if got := after.TotalAlloc - before.TotalAlloc; got > 20*uint64(len(text)) {
+			t.Errorf("%v: streaming %d bytes allocated %d bytes", f, len(text), got)
+		}
+	}
+}
+
+// TestStreamSearchesCloseTagOnce: a block that is not a call object ends
+// at the first </tool_call>, and a stream searching for it goes on from
+// where the last search stopped (a tag split across pieces included)
+// instead of from the block's start.
+func TestStreamSearchesCloseTagOnce(t *testing.T) {
+	body := openTag + " not json " + strings.Repeat("<tool_call", 2000)
+	s := NewStream(Hermes)
+	var content strings.Builder
+	for i := 0; i < len(body); i += 3 {
+		c, _ := s.Push(body[i:min(i+3, len(body))])
+		content.WriteString(c)
+	}
+	if want := len(body) - len(closeTag) + 1; s.block.closeFrom != want {
+		t.Fatalf("the next search starts at %d, want %d", s.block.closeFrom, want)
+	}
+	text := body + "</tool_ca" + "ll> after"
+	for _, piece := range []string{"</tool_ca", "ll> after"} {
+		c, calls := s.Push(piece)
+		if calls != nil {
+			t.Fatalf("a call out of a block that is not one: %v", calls)
+		}
+		content.WriteString(c)
+	}
+	c, _ := s.Finish()
+	content.WriteString(c)
+	if want, _ := Parse(Hermes, text); content.String() != want {
+		t.Fatalf("the stream gave %d bytes of content, Parse %d", content.Len(), len(want))
+	}
 }
