@@ -127,4 +127,7 @@ func TestServingTableRows(t *testing.T) {
 		"m serve -bf16-dot=false shared prefix, under load (2 hogs) 5.00 0 / 0 0 70 of 100 30",
 		"m serve -bf16-dot=false no shared prefix, under load (2 hogs) 5.00 0 / 0 0 60 of 100 40",
 	}, rows)
+	assert.Contains(t, servingTable([]*result{r}, o), "4 requests over 1 system prompt of 8 tokens")
+	o.systems = 3
+	assert.Contains(t, servingTable([]*result{r}, o), "4 requests over 3 system prompts of 8 tokens")
 }

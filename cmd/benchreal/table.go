@@ -175,10 +175,14 @@ func servingTable(results []*result, o options) string {
 			}
 		}
 	}
-	return markdown(header, rows) + fmt.Sprintf("\nShared prefix: %d requests over %d system prompts of %d tokens, then %d–%d tokens of their own; "+
+	prompts := fmt.Sprintf("%d system prompts", o.systems)
+	if o.systems == 1 {
+		prompts = "1 system prompt"
+	}
+	return markdown(header, rows) + fmt.Sprintf("\nShared prefix: %d requests over %s of %d tokens, then %d–%d tokens of their own; "+
 		"no shared prefix: the same requests with each system prompt replaced by %d tokens of the request's own, its first token unlike any other request's. "+
 		"%d output tokens each, %d in flight; prompt tok computed: prompt tokens less those the server found cached (medians of the rounds).\n",
-		o.requests, o.systems, o.systemLen, o.suffixMin, o.suffixMax, o.systemLen, o.output, o.concurrency)
+		o.requests, prompts, o.systemLen, o.suffixMin, o.suffixMax, o.systemLen, o.output, o.concurrency)
 }
 
 // servingRow is one row of servingTable: run k of server on model, over
