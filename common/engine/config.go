@@ -47,6 +47,13 @@ type Config struct {
 	// prompt whose prefix they hold copies it back instead of computing
 	// it. They need a prefix cache, and belong to one engine.
 	Tiers []kvcache.Tier
+	// TailBlocks, when > 0, has the pool keep the partial last blocks of
+	// up to that many ended sequences (kvcache.Config.TailBlocks): a
+	// prompt that repeats or continues one of them copies the block and
+	// computes only what follows, not every token after the last whole
+	// block. It needs a prefix cache. 0 (the default): only whole blocks
+	// are reused, the rule each design teaches.
+	TailBlocks int
 	// TiersAlwaysPromote turns off the rule that skips a tier while
 	// copying a block from it costs more than computing it
 	// (kvcache.Pool.SetTierCostRule): for tests and experiments whose
@@ -166,6 +173,7 @@ var configWords = map[string]string{
 	"WindowFree": "freeing out-of-window blocks", "LocalBlocks": "local-layer blocks",
 	"Order": "admission order", "MaxWaitSteps": "max wait steps",
 	"KVCacheDType": "KV cache dtype", "Tiers": "cache tiers", "VerifyHits": "hit verification",
+	"TailBlocks": "kept partial blocks",
 }
 
 // Validate reports settings the engine cannot run with. modelMaxPos is the
@@ -220,6 +228,9 @@ func (c Config) Validate(modelMaxPos int) error {
 	}
 	if len(c.Tiers) > 0 && c.PrefixCache == nil {
 		bad("Tiers", "need a prefix cache: without one nothing is cached, so nothing is evicted into them")
+	}
+	if c.TailBlocks < 0 || (c.TailBlocks > 0 && c.PrefixCache == nil) {
+		bad("TailBlocks", "(%d) must be 0 (off), or positive with a prefix cache whose matches they continue", c.TailBlocks)
 	}
 	if c.VerifyHits < 0 || (c.VerifyHits > 0 && c.PrefixCache == nil) {
 		bad("VerifyHits", "(%d) must be 0 (off), or positive with a prefix cache to verify", c.VerifyHits)

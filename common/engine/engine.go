@@ -110,6 +110,7 @@ func build(m *model.Model, cfg Config) (*Engine, error) {
 		// With WindowFree, the local layers' storage and their windows.
 		Windows:     windowsOf(&mc, cfg.WindowFree),
 		LocalBlocks: localBlocks(cfg),
+		TailBlocks:  cfg.TailBlocks,
 	})
 	if err != nil {
 		return nil, err

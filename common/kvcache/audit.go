@@ -76,6 +76,11 @@ func (p *Pool) Audit() AuditReport {
 			holders[b]++
 		}
 	}
+	if p.tails != nil {
+		for b, n := range p.tails.holds() {
+			holders[b] += n
+		}
+	}
 	for b := range holders {
 		want := holders[b]
 		if p.cache != nil {

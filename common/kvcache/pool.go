@@ -12,6 +12,7 @@ package kvcache
 
 import (
 	"fmt"
+	"slices"
 
 	"kvlab/kernels"
 )
@@ -39,6 +40,11 @@ type Config struct {
 	// every block of the sequence's one page table. It cannot go with a
 	// prefix cache, which would lend blocks whose local-layer KV is gone.
 	LocalBlocks int
+	// TailBlocks, when > 0, keeps the partial last blocks of up to that
+	// many ended sequences, so that a prompt continuing one of them
+	// exactly copies the block instead of computing its tokens again
+	// (tail.go). It needs a prefix cache. 0: only whole blocks are reused.
+	TailBlocks int
 }
 
 // Validate reports an impossible configuration.
@@ -56,6 +62,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kvcache: local blocks must not be negative, have %d", c.LocalBlocks)
 	case c.DType != kernels.KVF32 && c.DType != kernels.KVBF16 && c.DType != kernels.KVF16:
 		return fmt.Errorf("kvcache: unknown KV dtype %v", c.DType)
+	case c.TailBlocks < 0:
+		return fmt.Errorf("kvcache: tail blocks must not be negative, have %d", c.TailBlocks)
+	case c.TailBlocks > 0 && c.NewCache == nil:
+		return fmt.Errorf("kvcache: tail blocks continue a prefix cache's match, and this pool has no prefix cache")
 	case c.LocalBlocks > 0 && len(c.Windows) != c.Layers:
 		return fmt.Errorf("kvcache: local blocks need a window for each of the %d layers, have %d", c.Layers, len(c.Windows))
 	}
@@ -81,6 +91,9 @@ type Pool struct {
 	// local is nil unless local layers give back out-of-window blocks
 	// (Config.LocalBlocks; windowfree.go).
 	local *localPages
+	// tails is nil unless the pool keeps ended sequences' partial last
+	// blocks (Config.TailBlocks; tail.go).
+	tails *tailStore
 }
 
 // seqPages is one sequence's view of the pool.
@@ -93,6 +106,10 @@ type seqPages struct {
 	// salt is the cache salt the sequence was opened with: every commit of
 	// its KV goes under it, so it never lands in another tenant's cache.
 	salt string
+	// prompt and committed are the tokens Open was given and those of the
+	// latest Commit, kept only with tails (tail.go): Release keeps the
+	// blocks where each ends.
+	prompt, committed []int32
 }
 
 // NewPool allocates the KV storage on be and returns an empty pool.
@@ -129,6 +146,9 @@ func NewPool(be kernels.Backend, c Config) (*Pool, error) {
 	if c.NewCache != nil {
 		p.cache = c.NewCache(p.alloc, c.BlockSize)
 	}
+	if c.TailBlocks > 0 {
+		p.tails = newTailStore(c.TailBlocks)
+	}
 	return p, nil
 }
 
@@ -160,13 +180,17 @@ func (p *Pool) Cache() PrefixCache { return p.cache }
 func (p *Pool) BlocksFor(n int) int { return (n + p.blockSize - 1) / p.blockSize }
 
 // FreeTokens returns how many more token slots could be allocated now:
-// free blocks plus blocks the prefix cache could evict on demand (with
+// free blocks plus blocks the prefix cache could evict on demand and kept
+// tails no sequence shares (with
 // LocalBlocks, the fewer of the free global and local blocks: Grow takes
 // one of each per new entry).
 func (p *Pool) FreeTokens() int {
 	free := p.alloc.NumFree()
 	if p.cache != nil {
 		free += p.cache.Evictable()
+	}
+	if p.tails != nil {
+		free += p.tails.freeable(p.alloc)
 	}
 	if p.local != nil {
 		free = min(free, p.local.alloc.NumFree())
@@ -178,14 +202,15 @@ func (p *Pool) FreeTokens() int {
 func (p *Pool) UsedBlocks() int { return p.alloc.Total() - p.alloc.NumFree() }
 
 // MatchLen returns how many prompt tokens a new sequence opened with salt
-// would find cached, in the cache or its tiers, without taking anything (0
-// without a prefix cache).
+// would find cached, in the cache, its tiers or the kept tails, without
+// taking anything (0 without a prefix cache).
 func (p *Pool) MatchLen(salt string, tokens []int32) int {
 	if p.cache == nil {
 		return 0
 	}
 	n := p.cache.MatchLen(salt, tokens)
-	return n + p.tierMatchLen(salt, tokens, n)
+	n += p.tierMatchLen(salt, tokens, n)
+	return n + p.tailMatchLen(salt, tokens, n)
 }
 
 // Open starts a page table for sequence id, whose request carries the cache
@@ -198,6 +223,9 @@ func (p *Pool) Open(id int, salt string, prompt []int32) (cached int, err error)
 		return 0, fmt.Errorf("kvcache: sequence %d already open", id)
 	}
 	s := &seqPages{salt: salt}
+	if p.tails != nil {
+		s.prompt = prompt
+	}
 	if p.cache != nil {
 		var blocks []int32
 		blocks, cached = p.cache.Match(id, salt, prompt)
@@ -217,6 +245,7 @@ func (p *Pool) Open(id int, salt string, prompt []int32) (cached int, err error)
 	if p.tiers != nil {
 		cached += p.promote(id, s, prompt, cached)
 	}
+	cached += p.tailHit(id, s, prompt, cached)
 	return cached, nil
 }
 
@@ -233,7 +262,7 @@ func (p *Pool) Fork(parent, child int) error {
 	if _, ok := p.seqs[child]; ok {
 		return fmt.Errorf("kvcache: sequence %d already open", child)
 	}
-	c := &seqPages{pages: append([]int32(nil), s.pages...), salt: s.salt}
+	c := &seqPages{pages: append([]int32(nil), s.pages...), salt: s.salt, prompt: s.prompt, committed: s.committed}
 	for _, b := range c.pages {
 		p.alloc.Incref(b)
 	}
@@ -278,8 +307,16 @@ func (p *Pool) Grow(id, n int) error {
 	return nil
 }
 
-// reserve makes at least n blocks free, evicting cached blocks if it must.
+// reserve makes at least n blocks free, giving back kept tails and then
+// evicting cached blocks if it must.
 func (p *Pool) reserve(n int) error {
+	if short := n - p.alloc.NumFree(); short > 0 && p.tails != nil {
+		free := p.alloc.NumFree()
+		p.freeTails(short)
+		if p.tr != nil {
+			p.tr.PoolEvent(TraceEvent{Op: TraceEvict, Want: short, Blocks: p.freedSince(free)})
+		}
+	}
 	if short := n - p.alloc.NumFree(); short > 0 && p.cache != nil {
 		free := p.alloc.NumFree()
 		p.cache.Evict(short)
@@ -327,14 +364,16 @@ func (p *Pool) PrepareWrite(id, from, n int) error {
 			continue
 		}
 		if err := p.reserve(1); err != nil {
-			return err
+			// With no room for a copy, a kept tail gives its block up to
+			// the sequence rather than fail it: a tail is the least a
+			// block can be worth.
+			if !p.dropTailOf(old) || p.alloc.Refs(old) > 1 {
+				return err
+			}
+			continue
 		}
 		fresh, _ := p.alloc.Allocate(nil, 1)
-		for l := range p.k {
-			if !p.LocalLayer(l) {
-				p.be.CopyBlock(p.k[l], p.v[l], old, fresh[0], p.blockSize)
-			}
-		}
+		p.copyRows(old, fresh[0])
 		p.alloc.Decref(old)
 		s.pages[i] = fresh[0]
 		p.copies++
@@ -386,6 +425,9 @@ func (p *Pool) Commit(id int, tokens []int32) {
 		ev.Cached[0], ev.Lent[0] = p.cache.Stats().Blocks, s.lent
 	}
 	s.lent = p.cache.Insert(id, s.salt, tokens, s.pages, s.lent)
+	if p.tails != nil {
+		s.committed = tokens
+	}
 	if p.obs != nil {
 		p.obs.commit(id, s.salt, tokens, s.pages)
 	}
@@ -404,8 +446,11 @@ func (p *Pool) Release(id int) {
 		return
 	}
 	free := p.alloc.NumFree()
-	for _, b := range s.pages[s.lent:] {
-		p.alloc.Decref(b)
+	kept := p.keepTails(id, s)
+	for i, b := range s.pages[s.lent:] {
+		if !slices.Contains(kept, s.lent+i) {
+			p.alloc.Decref(b)
+		}
 	}
 	if p.local != nil {
 		p.local.release(id)

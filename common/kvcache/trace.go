@@ -30,6 +30,12 @@ const (
 	TraceFork
 	// TraceRelease: Seq ended; Blocks went back to the free list.
 	TraceRelease
+	// TraceTailKeep: Seq ended with a partial block of Tokens committed
+	// tokens, and the pool kept it, Blocks[0] (Config.TailBlocks).
+	TraceTailKeep
+	// TraceTailHit: Seq opened after a kept tail: Blocks is {the kept
+	// block, Seq's private copy}, whose first Tokens rows it reuses.
+	TraceTailHit
 )
 
 // TraceEvent is one pool operation, as a Tracer sees it. Blocks is only

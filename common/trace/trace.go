@@ -107,6 +107,10 @@ func (t *Writer) PoolEvent(ev kvcache.TraceEvent) {
 		s = fmt.Sprintf("fork    %s → %s: shares pages %s", name, t.Name(ev.Other), list(ev.Blocks))
 	case kvcache.TraceRelease:
 		s = fmt.Sprintf("release %s: freed %s", name, list(ev.Blocks))
+	case kvcache.TraceTailKeep:
+		s = fmt.Sprintf("tail    %s: kept block %d (%s of a partial block)", name, ev.Blocks[0], plural(ev.Tokens, "token"))
+	case kvcache.TraceTailHit:
+		s = fmt.Sprintf("tail    %s: %s of kept block %d, copied to %d", name, plural(ev.Tokens, "token"), ev.Blocks[0], ev.Blocks[1])
 	default:
 		s = fmt.Sprintf("op %d  %s", ev.Op, name)
 	}
