@@ -65,6 +65,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 	ghosts := flags.Bool("ghosts", false, "with -prefix-caching, run rival eviction policies (LRU, LFU, SLRU, ARC, TensorRT-LLM-style priority) as metadata-only ghost caches on the same traffic and report what each would have hit on /metrics (kvlab:ghost_*)")
 	debugCache := flags.Bool("debug-cache", false, "serve the prefix cache drawn live at GET /debug/cache, as JSON at /debug/cache.json and as server-sent events at /debug/cache/events (docs/debug_cache.md)")
 	debugMaxNodes := flags.Int("debug-cache-max-nodes", server.DefaultDebugCacheMaxNodes, "with -debug-cache, the most cache nodes one view carries (the walk runs on the engine's loop); the rest are counted as left out")
+	tailBlocks := flags.Int("tail-blocks", DefaultTailBlocks, "with -prefix-caching, keep the partial last blocks of up to this many ended requests, so that a prompt repeating or continuing one computes only its new tokens, not every token after its last whole block (0: whole blocks only, the rule of each cache design; docs/phase08.md)")
 	verifyHits := flags.Int("verify-hits", 0, "with -prefix-caching, recompute one in N prefix-cache hits from scratch off the engine's goroutine and compare the KV bit for bit; a block that differs is logged, counted (kvlab:prefix_cache_verify_failures_total) and forgotten (0: off)")
 	kvEvents := flags.Bool("kv-events", false, "with -prefix-caching, publish what enters and leaves the prefix cache on GET /v1/kv_events (docs/kv_events.md)")
 	kvEndpoint := flags.String("kv-events-endpoint", "", "with -prefix-caching, also publish the events as vLLM does, on a ZeroMQ PUB socket: tcp://host:port connects to a subscriber (llm-d's indexer), tcp://*:port binds")
@@ -179,6 +180,12 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 			return errors.New("-ghosts runs rival policies beside the prefix cache: it needs -prefix-caching")
 		}
 		cfg.PrefixCache, board = ghost.Wrap(cfg.PrefixCache, ghost.Config{Policies: ghost.Standard(nil)})
+	}
+	if *tailBlocks < 0 || (*tailBlocks > 0 && cfg.PrefixCache == nil && flagGiven(flags, "tail-blocks")) {
+		return fmt.Errorf("-tail-blocks continues prefix-cache matches: it needs -prefix-caching and N ≥ 0, have %d", *tailBlocks)
+	}
+	if cfg.PrefixCache != nil {
+		cfg.TailBlocks = *tailBlocks
 	}
 	if *verifyHits < 0 || (*verifyHits > 0 && cfg.PrefixCache == nil) {
 		return fmt.Errorf("-verify-hits checks prefix-cache hits: it needs -prefix-caching and N ≥ 0, have %d", *verifyHits)
@@ -464,6 +471,21 @@ func openCacheFile(cacheDir, modelDir string, pool *kvcache.Pool, obs *kvcache.O
 		Observer: obs,
 		Seed:     seed,
 	}, nil
+}
+
+// DefaultTailBlocks is serve's -tail-blocks: how many ended requests'
+// partial last blocks the pool keeps. A llama-server slot computes only
+// the last token of a prompt it ran before; with whole blocks only, serve
+// would compute up to a block of them again. A kept block costs nothing
+// while the pool has room (it is given back before a cached block is
+// evicted), so the bound is only on the store's bookkeeping.
+const DefaultTailBlocks = 64
+
+// flagGiven reports whether flag name was on the command line.
+func flagGiven(flags *flag.FlagSet, name string) bool {
+	given := false
+	flags.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // sampleDefaults are -temp, -seed and -n-predict as the server's request

@@ -158,6 +158,9 @@ type Snapshot struct {
 	// what the pool did with them (empty without tiers).
 	Tiers        []kvcache.TierStats
 	TierCounters kvcache.TierCounters
+	// Tails is what the pool did with kept partial blocks (zero without
+	// Config.TailBlocks).
+	Tails kvcache.TailStats
 }
 
 // NewServer wraps e with the default Limits. Call Run to start serving.
@@ -385,6 +388,7 @@ func (s *Server) snapshot() Snapshot {
 		TotalBlocks: p.Allocator().Total(),
 		FreeBlocks:  p.Allocator().NumFree(),
 		Copies:      p.Copies(),
+		Tails:       p.TailStats(),
 	}
 	if c := p.Cache(); c != nil {
 		cs := c.Stats()
