@@ -153,25 +153,18 @@ type cand struct {
 // likely, and of those top-p's smallest set whose probability reaches
 // TopP.
 func (s Sampling) nucleus(logits []float32) ([]cand, float64) {
-	maxLogit := float64(logits[argmax(logits)])
-	cands := make([]cand, len(logits))
+	var cands []cand
 	var sum float64
-	for i, l := range logits {
-		p := math.Exp((float64(l) - maxLogit) / s.Temperature)
-		cands[i] = cand{int32(i), p}
-		sum += p
-	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if c := cmp.Compare(b.p, a.p); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.tok, b.tok)
-	})
-	if s.TopK > 0 && s.TopK < len(cands) {
-		cands, sum = cands[:s.TopK], 0
+	if s.TopK > 0 && s.TopK < len(logits) {
+		// The fast path (sampling_topk.go): the same TopK candidates,
+		// without weighing the whole vocabulary into a sorted slice.
+		cands = s.topK(logits)
 		for _, c := range cands {
 			sum += c.p
 		}
+	} else {
+		cands, sum = s.weights(logits)
+		slices.SortFunc(cands, byWeight)
 	}
 	keep := len(cands)
 	if s.TopP > 0 && s.TopP < 1 {
@@ -189,6 +182,28 @@ func (s Sampling) nucleus(logits []float32) ([]cand, float64) {
 		kept += c.p
 	}
 	return cands[:keep], kept
+}
+
+// weights returns every token with its weight at s.Temperature, in token
+// order, and their sum.
+func (s Sampling) weights(logits []float32) ([]cand, float64) {
+	maxLogit := float64(logits[argmax(logits)])
+	cands := make([]cand, len(logits))
+	var sum float64
+	for i, l := range logits {
+		p := math.Exp((float64(l) - maxLogit) / s.Temperature)
+		cands[i] = cand{int32(i), p}
+		sum += p
+	}
+	return cands, sum
+}
+
+// byWeight orders candidates most likely first, ties by token id.
+func byWeight(a, b cand) int {
+	if c := cmp.Compare(b.p, a.p); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.tok, b.tok)
 }
 
 // argmax returns the index of the largest value, the smallest on ties.
