@@ -426,7 +426,7 @@ func Serve(ctx context.Context, v Variant, args []string, ready func(addr string
 		return fmt.Errorf("after shutdown: %d sequences still hold KV blocks", live)
 	}
 	a := e.Pool().Allocator()
-	fmt.Fprintf(log, "%s serve: stopped; audit clean (%d of %d KV blocks free, the rest held by the prefix cache)\n", v.Name, a.NumFree(), a.Total())
+	fmt.Fprintf(log, "%s serve: stopped; audit clean (%d of %d KV blocks free, the rest held by the prefix cache and %d kept partial blocks)\n", v.Name, a.NumFree(), a.Total(), e.Pool().TailStats().Held)
 	return saveErr
 }
 
