@@ -9,9 +9,6 @@ import (
 
 	"kvlab/common/kvcache"
 	"kvlab/kernels/cpu"
-	"kvlab/phase08_compressed/trie"
-	"kvlab/phase08_hashcow/blockhash"
-	"kvlab/phase08_prefix/radix"
 )
 
 // TestOnEvictReportsTheFreedBlocks caches one prompt's blocks on each
@@ -19,10 +16,9 @@ import (
 // of exactly the cached blocks the allocator got back, before any is
 // handed out again, and nothing when no eviction was needed.
 func TestOnEvictReportsTheFreedBlocks(t *testing.T) {
-	for name, build := range map[string]func(*kvcache.Allocator, int) kvcache.PrefixCache{
-		"radix": radix.PrefixCache, "blockhash": blockhash.PrefixCache, "trie": trie.PrefixCache,
-	} {
-		t.Run(name, func(t *testing.T) {
+	for _, d := range designs {
+		build := d.new
+		t.Run(d.name, func(t *testing.T) {
 			const bs = 4
 			p, err := kvcache.NewPool(cpu.New(), kvcache.Config{Layers: 1, KVDim: 2, Blocks: 6, BlockSize: bs, NewCache: build})
 			require.NoError(t, err)

@@ -7,14 +7,8 @@ import (
 
 	"kvlab/common/kvcache"
 	"kvlab/kernels/cpu"
-	"kvlab/phase08_compressed/trie"
-	"kvlab/phase08_hashcow/blockhash"
 	"kvlab/phase08_prefix/radix"
 )
-
-var tailDesigns = map[string]func(*kvcache.Allocator, int) kvcache.PrefixCache{
-	"radix": radix.PrefixCache, "blockhash": blockhash.PrefixCache, "trie": trie.PrefixCache,
-}
 
 // newTailPool is a pool of blocks blocks of 4 tokens on design build,
 // keeping up to 4 tails.
@@ -48,9 +42,9 @@ var six = []int32{1, 2, 3, 4, 5, 6} // a whole block and two tokens
 // TestTailKeptAndHit: the two tokens after the whole block come back as
 // cached, and the next prompt that shares only one of them gets one.
 func TestTailKeptAndHit(t *testing.T) {
-	for name, build := range tailDesigns {
-		t.Run(name, func(t *testing.T) {
-			p := newTailPool(t, 4, build)
+	for _, d := range designs {
+		t.Run(d.name, func(t *testing.T) {
+			p := newTailPool(t, 4, d.new)
 			require.Equal(t, 0, runSeq(t, p, 1, six))
 			require.Equal(t, 1, p.TailStats().Held)
 			require.Equal(t, 6, p.MatchLen("", six))
@@ -67,9 +61,9 @@ func TestTailKeptAndHit(t *testing.T) {
 // block up to the sequence instead of failing it: a prompt that fits the
 // pool without tails fits it with them.
 func TestTailGivesUpItsBlock(t *testing.T) {
-	for name, build := range tailDesigns {
-		t.Run(name, func(t *testing.T) {
-			p := newTailPool(t, 2, build)
+	for _, d := range designs {
+		t.Run(d.name, func(t *testing.T) {
+			p := newTailPool(t, 2, d.new)
 			runSeq(t, p, 1, six)
 			require.Equal(t, 6, runSeq(t, p, 2, six))
 			require.Equal(t, 1, p.TailStats().Held, "the second run's tail is kept in turn")
@@ -81,9 +75,9 @@ func TestTailGivesUpItsBlock(t *testing.T) {
 // forked one, keeping a tail needs a copy, and with no free block none is
 // kept; the fork's own end keeps it.
 func TestTailNeverEvicts(t *testing.T) {
-	for name, build := range tailDesigns {
-		t.Run(name, func(t *testing.T) {
-			p := newTailPool(t, 2, build)
+	for _, d := range designs {
+		t.Run(d.name, func(t *testing.T) {
+			p := newTailPool(t, 2, d.new)
 			_, err := p.Open(1, "", six)
 			require.NoError(t, err)
 			require.NoError(t, p.Grow(1, 6))
