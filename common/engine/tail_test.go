@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"kvlab/common/model"
+	"kvlab/common/model/modeltest"
 )
 
 // tailConfig is testConfig with design pc and kept partial blocks.
@@ -22,52 +25,59 @@ func tailConfig(name string, tails int) Config {
 // only its last token and the next turn only its new ones, where without
 // them each computes again every token after the last whole block; the
 // tokens and logits are those of an engine without a cache either way.
+//
+// Gemma-3's sliding-window layers run too: the kept block's rows are
+// copied for every layer, and the window is applied at the position.
 func TestTailBlocksRepeatAndContinue(t *testing.T) {
-	m := loadTestModel(t, "llama")
-	vocab := m.Config.VocabSize
-	for name := range missDesigns {
-		t.Run(name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(3, 4))
-			p := randomPrompt(rng, 18, vocab)
-			ref := testConfig()
-			first := Request{ID: 1, Prompt: p, MaxTokens: 6, KeepLogits: true, IgnoreEOS: true}
-			want1 := solo(t, m, ref, []Request{first})[1]
+	for mname, m := range map[string]*model.Model{
+		"llama":  loadTestModel(t, "llama"),
+		"gemma3": modeltest.LoadOptions(t, modeltest.Gemma3Options(7)),
+	} {
+		vocab := m.Config.VocabSize
+		for name := range missDesigns {
+			t.Run(mname+"/"+name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(3, 4))
+				p := randomPrompt(rng, 18, vocab)
+				ref := testConfig()
+				first := Request{ID: 1, Prompt: p, MaxTokens: 6, KeepLogits: true, IgnoreEOS: true}
+				want1 := solo(t, m, ref, []Request{first})[1]
 
-			e := newTestEngine(t, m, tailConfig(name, 8))
-			got1 := e.RunAll([]Request{first})[1]
-			require.NoError(t, got1.Err)
-			require.Equal(t, want1.Tokens, got1.Tokens)
-			require.Zero(t, got1.Cached)
+				e := newTestEngine(t, m, tailConfig(name, 8))
+				got1 := e.RunAll([]Request{first})[1]
+				require.NoError(t, got1.Err)
+				require.Equal(t, want1.Tokens, got1.Tokens)
+				require.Zero(t, got1.Cached)
 
-			// The same prompt: 16 tokens from the cache, 2 from the tail.
-			before := e.Stats().PrefillTokens
-			again := first
-			again.ID = 2
-			got2 := e.RunAll([]Request{again})[2]
-			require.NoError(t, got2.Err)
-			require.Equal(t, len(p), got2.Cached)
-			require.Equal(t, 1, e.Stats().PrefillTokens-before, "a full hit recomputes only the last prompt token")
-			require.Equal(t, want1.Tokens, got2.Tokens)
-			require.Equal(t, want1.Logits, got2.Logits)
+				// The same prompt: 16 tokens from the cache, 2 from the tail.
+				before := e.Stats().PrefillTokens
+				again := first
+				again.ID = 2
+				got2 := e.RunAll([]Request{again})[2]
+				require.NoError(t, got2.Err)
+				require.Equal(t, len(p), got2.Cached)
+				require.Equal(t, 1, e.Stats().PrefillTokens-before, "a full hit recomputes only the last prompt token")
+				require.Equal(t, want1.Tokens, got2.Tokens)
+				require.Equal(t, want1.Logits, got2.Logits)
 
-			// The next turn: the 23 tokens with KV (the prompt and 5 of the
-			// 6 outputs; the sixth was never fed back) and 3 new ones.
-			next := Request{ID: 3, Prompt: slices.Concat(p, got1.Tokens[:5], randomPrompt(rng, 3, vocab)),
-				MaxTokens: 4, KeepLogits: true, IgnoreEOS: true}
-			want3 := solo(t, m, ref, []Request{next})[3]
-			before = e.Stats().PrefillTokens
-			got3 := e.RunAll([]Request{next})[3]
-			require.NoError(t, got3.Err)
-			require.Equal(t, 23, got3.Cached, "5 whole blocks and a tail of 3")
-			require.Equal(t, 3, e.Stats().PrefillTokens-before)
-			require.Equal(t, want3.Tokens, got3.Tokens)
-			require.Equal(t, want3.Logits, got3.Logits)
+				// The next turn: the 23 tokens with KV (the prompt and 5 of the
+				// 6 outputs; the sixth was never fed back) and 3 new ones.
+				next := Request{ID: 3, Prompt: slices.Concat(p, got1.Tokens[:5], randomPrompt(rng, 3, vocab)),
+					MaxTokens: 4, KeepLogits: true, IgnoreEOS: true}
+				want3 := solo(t, m, ref, []Request{next})[3]
+				before = e.Stats().PrefillTokens
+				got3 := e.RunAll([]Request{next})[3]
+				require.NoError(t, got3.Err)
+				require.Equal(t, 23, got3.Cached, "5 whole blocks and a tail of 3")
+				require.Equal(t, 3, e.Stats().PrefillTokens-before)
+				require.Equal(t, want3.Tokens, got3.Tokens)
+				require.Equal(t, want3.Logits, got3.Logits)
 
-			st := e.Pool().TailStats()
-			require.Equal(t, 2, st.Hits)
-			require.Equal(t, 2+3, st.Tokens)
-			require.LessOrEqual(t, st.Held, 8)
-		})
+				st := e.Pool().TailStats()
+				require.Equal(t, 2, st.Hits)
+				require.Equal(t, 2+3, st.Tokens)
+				require.LessOrEqual(t, st.Held, 8)
+			})
+		}
 	}
 }
 
