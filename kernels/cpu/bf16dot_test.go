@@ -73,8 +73,15 @@ func TestBF16DotKernels(t *testing.T) {
 // and MatMulTMany give the definition's bits for bf16 weights, at any
 // number of workers and whether a row comes alone or in a batch, and leave
 // float32 weights' products as they were; with it off, bf16 weights give
-// dot.go's bits.
+// dot.go's bits. It runs the fastest set without AMX tiles: the amx
+// set's bf16 products follow amxdot.go (TestAMXMatMulT).
 func TestBF16DotMatMulT(t *testing.T) {
+	defer func(k kernelSet) { kern = k }(kern)
+	for _, ks := range runnable {
+		if !ks.tiles {
+			kern = *ks
+		}
+	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n, in, out = 50, 96, 72 // two row blocks, two column blocks, column-major jobs
 	x := make([]float32, n*in)

@@ -72,8 +72,11 @@ type kernelSet struct {
 	// MatMulT follows when the backend's BF16Dot is on.
 	dp       dotKernels[uint16, uint16]
 	toBF16   func(dst []uint16, src []float32)
-	dpNative bool        // dp runs on the CPU's bf16 instructions (not Go's)
-	attn     attnKernels // attnkern.go
+	dpNative bool // dp runs on the CPU's bf16 instructions (not Go's)
+	// tiles, where set, run bf16 products on AMX instead, by amxdot.go's
+	// definition; dp is then used nowhere.
+	tiles bool
+	attn  attnKernels // attnkern.go
 	// kvBF16 and kvF16 are attention's kernels over a 16-bit KV cache
 	// (kv16.go); a set without them runs the Go ones.
 	kvBF16, kvF16 kv16Kernels

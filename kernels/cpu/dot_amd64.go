@@ -125,7 +125,7 @@ func hasAVX2FMA() bool {
 }
 
 // cpuKernelSets returns the kernel sets this CPU runs, slowest first:
-// the Go kernels, then AVX2+FMA and AVX-512 where the CPU has them.
+// the Go kernels, then AVX2+FMA, AVX-512 and AMX where the CPU has them.
 func cpuKernelSets() []*kernelSet {
 	sets := []*kernelSet{&goKernels}
 	if hasAVX2FMA() {
@@ -133,6 +133,9 @@ func cpuKernelSets() []*kernelSet {
 	}
 	if hasAVX512() {
 		sets = append(sets, &avx512Kernels)
+	}
+	if hasAMX() { // amx_amd64.go
+		sets = append(sets, &amxKernels)
 	}
 	return sets
 }

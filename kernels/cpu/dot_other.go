@@ -6,6 +6,6 @@ package cpu
 // tag), MatMulT runs goKernels, the same order of operations in Go, or on
 // arm64 neonKernels (dot_arm64.go) unless the purego tag is set.
 
-// avx2Kernels and avx512Kernels are goKernels here, so tests can name
-// every set on any architecture.
-var avx2Kernels, avx512Kernels = goKernels, goKernels
+// amxKernels, avx2Kernels and avx512Kernels are goKernels here, so tests
+// can name every set on any architecture.
+var amxKernels, avx2Kernels, avx512Kernels = goKernels, goKernels, goKernels

@@ -8,14 +8,17 @@ import (
 
 // KernelSet names the kernel set MatMulT and attention run in this
 // process, chosen once at start-up: by default the fastest this CPU runs —
-// "avx512" or "avx2" on amd64 CPUs that have those instructions
-// (dot_amd64.go), "neon" on arm64 (dot_arm64.go), and "go" for the
-// portable Go kernels (another architecture, an amd64 CPU without AVX2 and
-// FMA, or a build with the purego tag). Every set gives the same bits;
-// they differ only in speed.
+// "amx", "avx512" or "avx2" on amd64 CPUs that have those instructions
+// (amx_amd64.go, dot_amd64.go), "neon" on arm64 (dot_arm64.go), and "go"
+// for the portable Go kernels (another architecture, an amd64 CPU without
+// AVX2 and FMA, or a build with the purego tag). Every set gives the same
+// bits; they differ only in speed. The one exception is amx's bf16
+// products (bf16 weights with -bf16-dot on): AMX adds in an order of its
+// own, so they follow amxdot.go's definition instead of bf16dot.go's;
+// everything else amx computes is avx512's.
 //
 // The environment variable KVLAB_KERNEL_SET, when set, names the set to
-// run instead (avx512, avx2, neon or go), e.g. KVLAB_KERNEL_SET=avx2 to
+// run instead (amx, avx512, avx2, neon or go), e.g. KVLAB_KERNEL_SET=avx2 to
 // measure on an AVX-512 machine what a learner's AVX2 laptop runs, or
 // KVLAB_KERNEL_SET=go for the portable kernels. A set this CPU cannot run,
 // or an unknown name, makes the process panic at start-up with a message
@@ -27,7 +30,7 @@ const kernelSetEnv = "KVLAB_KERNEL_SET"
 
 // kernelSetNames are the names of every kernel set on any machine, fastest
 // first.
-var kernelSetNames = []string{"avx512", "avx2", "neon", "go"}
+var kernelSetNames = []string{"amx", "avx512", "avx2", "neon", "go"}
 
 // chooseKernelSet returns the set of runnable named want, or the last
 // (fastest) when want is empty. It fails for a name that is not a kernel

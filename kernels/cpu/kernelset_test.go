@@ -48,7 +48,7 @@ func TestChooseKernelSet(t *testing.T) {
 		{goOnly, "", &goKernels, ""},
 		{both, "avx512", nil, "KVLAB_KERNEL_SET=avx512: this CPU cannot run the avx512 kernels; this CPU runs go, avx2"},
 		{goOnly, "neon", nil, "cannot run the neon kernels; this CPU runs go (unset KVLAB_KERNEL_SET for the fastest, go)"},
-		{both, "AVX2", nil, `KVLAB_KERNEL_SET="AVX2" is not a kernel set (the sets are avx512, avx2, neon, go); this CPU runs go, avx2`},
+		{both, "AVX2", nil, `KVLAB_KERNEL_SET="AVX2" is not a kernel set (the sets are amx, avx512, avx2, neon, go); this CPU runs go, avx2`},
 		{both, "sse", nil, "is not a kernel set"},
 	} {
 		ks, err := chooseKernelSet(c.sets, c.want)

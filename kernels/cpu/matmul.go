@@ -37,8 +37,21 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 		xb := b.roundRows(p.x)
 		defer bf16Rows.Put(xb)
 		p.xb = *xb
+		if p.tile != nil {
+			xp := b.packRows(p.tile, p.xb)
+			defer packedRows.Put(xp)
+		}
 	}
 	b.parallel(p.jobs, func(_, job int) { p.run(job) })
+}
+
+// packRows packs the rounded rows xb for the tile product t (amxdot.go)
+// into a pooled buffer, which the caller gives back with packedRows.Put.
+func (b *Backend) packRows(t *tileProduct, xb []uint16) *[]uint16 {
+	xp := packedBuffer(packedLen(t.n, t.in))
+	t.xb, t.xp = xb, *xp
+	t.pack(b)
+	return xp
 }
 
 // MatMulTMany computes ps[i].Dst = x · ps[i].Wᵀ for every i
@@ -49,7 +62,8 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 func (b *Backend) MatMulTMany(x kernels.Tensor, ps []kernels.Product) {
 	var buf [4]product
 	plans, jobs := buf[:0], 0
-	var xb *[]uint16
+	var xb, xp *[]uint16
+	var packed *tileProduct
 	for _, p := range ps {
 		pl := b.planProduct(p.Dst, x, p.W)
 		if pl.dp && pl.jobs > 0 {
@@ -58,6 +72,15 @@ func (b *Backend) MatMulTMany(x kernels.Tensor, ps []kernels.Product) {
 				defer bf16Rows.Put(xb)
 			}
 			pl.xb = *xb
+			if pl.tile != nil {
+				// Every product has the same x: one packing for all.
+				if xp == nil {
+					xp = b.packRows(pl.tile, pl.xb)
+					defer packedRows.Put(xp)
+					packed = pl.tile
+				}
+				pl.tile.xb, pl.tile.xp = packed.xb, packed.xp
+			}
 		}
 		plans = append(plans, pl)
 		jobs += pl.jobs
@@ -89,6 +112,9 @@ type product struct {
 	jobs                int      // 0: nothing left to compute
 	dp                  bool     // a bf16 product (bf16dot.go): w is bf16 and BF16Dot is on
 	xb                  []uint16 // x rounded to bf16, when dp
+	// tile, for a bf16 product in a set with AMX tiles, replaces the jobs
+	// above with its own (amxdot.go).
+	tile *tileProduct
 }
 
 // planProduct checks the shapes of dst = x · wᵀ and cuts it into jobs
@@ -106,6 +132,11 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 	}
 	if in == 0 {
 		clear(d.Data)
+		return p
+	}
+	if p.dp && kern.tiles {
+		t := newTileProduct(d.Data, nil, wt.bf16, n, in, out)
+		p.tile, p.jobs = &t, t.jobs
 		return p
 	}
 	rowBlocks := (n + mmRowBlock - 1) / mmRowBlock
@@ -131,6 +162,10 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 
 // run computes job j of the product.
 func (p *product) run(job int) {
+	if p.tile != nil {
+		p.tile.run(job)
+		return
+	}
 	rb, cb := job/p.colBlocks, job%p.colBlocks
 	if p.colMajor {
 		rowBlocks := p.jobs / p.colBlocks
