@@ -8,17 +8,23 @@ package cpu
 func tile2x2AMX(cfg *tileConfig, w *uint16, ldw int, xp *uint16, kb int, c *float32)
 
 //go:noescape
-func tile2x1sAMX(cfg *tileConfig, w *uint16, ldw int, xp *uint16, kb int, c *float32)
+func tileBandsAMX(cfg *tileConfig, w *uint16, bands int, xp *uint16, kb int, c *float32, cstride, cstep int, buf *uint16)
+
+//go:noescape
+func tileGroupsAMX(cfg *tileConfig, w *uint16, groups int, xp *uint16, kb int, c *float32, cstride, cstep int, buf *uint16)
 
 //go:noescape
 func tile2x1AMX(cfg *tileConfig, w *uint16, ldw int, xp *uint16, kb int, c *float32)
 
 // amxKernels is avx512Kernels with bf16 products on AMX tiles (amxdot.go).
-// Everything else, float32 products included, is avx512's.
+// Everything else, float32 products included, is avx512's. It runs only
+// when asked for (KVLAB_KERNEL_SET=amx): a cold prompt's products are
+// several times faster, a single sequence's decode slower
+// (docs/benchmarks/cpu-kernels.md, "AMX").
 var amxKernels = func() kernelSet {
 	ks := avx512Kernels
 	ks.name = "amx"
-	ks.tiles = true
+	ks.tiles, ks.optIn = true, true
 	return ks
 }()
 

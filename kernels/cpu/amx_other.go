@@ -13,6 +13,10 @@ func tile2x1AMX(cfg *tileConfig, w *uint16, ldw int, xp *uint16, kb int, c *floa
 	panic("cpu: no AMX tiles in this build")
 }
 
-func tile2x1sAMX(cfg *tileConfig, w *uint16, ldw int, xp *uint16, kb int, c *float32) {
+func tileBandsAMX(cfg *tileConfig, w *uint16, bands int, xp *uint16, kb int, c *float32, cstride, cstep int, buf *uint16) {
+	panic("cpu: no AMX tiles in this build")
+}
+
+func tileGroupsAMX(cfg *tileConfig, w *uint16, groups int, xp *uint16, kb int, c *float32, cstride, cstep int, buf *uint16) {
 	panic("cpu: no AMX tiles in this build")
 }

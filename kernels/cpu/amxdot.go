@@ -68,10 +68,19 @@ func tileDotGo(r float32, x, w []uint16, k0 int) float32 {
 // against blocks of sixteen rows of x packed by packX, into c as tiles of
 // 16×16 (a tile row is a row of w, its columns rows of x):
 //
-//	tile2x2AMX:  two bands against two blocks, tiles 0–3 of c
-//	tile2x1AMX:  two bands against one block, tiles 0 and 2
-//	tile2x1sAMX: tile2x1AMX for a block of at most tileStagedMax rows
-//	             (a decode step), the weights staged through the stack
+//	tile2x2AMX:    two bands against two blocks, tiles 0–3 of c
+//	tile2x1AMX:    two bands against one block, tiles 0 and 2
+//
+// A decode step (at most tileDecodeMax rows of x, one block) reads every
+// weight once from memory, and a tile load straight from memory streams
+// at about half the rate of vector loads on the machines measured
+// (docs/benchmarks/cpu-kernels.md, "AMX"). Its kernels copy the weights
+// with vector loads into a buffer a step ahead and load the tiles from
+// there; the sums are the same:
+//
+//	tileGroupsAMX: four bands at a time (four output tiles, so four chains
+//	               of products in flight), chunks of four blocks copied
+//	tileBandsAMX:  one band at a time, the next band copied in memory order
 
 // tileConfig is the 64-byte operand of LDTILECFG: palette 1, then each
 // tile's bytes a row and rows. Tiles 0–3 are outputs, 4–5 weights, 6–7
@@ -107,25 +116,39 @@ func newTileConfig(c0, c1 int) tileConfig {
 const (
 	tilePanel     = 32
 	tileChunk     = 128
-	tileStagedMax = 16 // rows of x whose products stage the weights (tile2x1sAMX)
+	tileDecodeMax = 16 // rows of x that run the decode kernels
 )
 
 // tileProduct is one MatMulT with bf16 products on AMX: x rounded to
 // bf16 (xb, n rows of in) and packed (xp), w bf16 (out rows of in).
 // Job j is rows [r0, r0+tileChunk) with r0 = (j / panels)·tileChunk,
 // against panel j % panels.
+//
+// With bands set (a decode step: at most tileDecodeMax rows of x, whose
+// products have only whole blocks) job j is instead the bands of sixteen
+// weight rows [j·bands/jobs, (j+1)·bands/jobs), one run of memory each,
+// and the rows short of a band go to the last job.
 type tileProduct struct {
 	d              []float32
 	xb, xp, w      []uint16
 	n, in, out, kb int
 	panels, jobs   int
+	bands          int
 }
 
-func newTileProduct(d []float32, xb, w []uint16, n, in, out int) tileProduct {
-	panels := (out + tilePanel - 1) / tilePanel
-	chunks := (n + tileChunk - 1) / tileChunk
-	return tileProduct{d: d, xb: xb, w: w, n: n, in: in, out: out, kb: in / 32,
-		panels: panels, jobs: panels * chunks}
+func newTileProduct(d []float32, xb, w []uint16, n, in, out, workers int) tileProduct {
+	t := tileProduct{d: d, xb: xb, w: w, n: n, in: in, out: out, kb: in / 32}
+	if n <= tileDecodeMax && in%32 == 0 && out >= 16 {
+		// Four runs a worker: a run's first band is copied before
+		// anything overlaps it, so not too many, and the workers finish
+		// close together.
+		t.bands = out / 16
+		t.jobs = min(t.bands, 4*workers)
+		return t
+	}
+	t.panels = (out + tilePanel - 1) / tilePanel
+	t.jobs = t.panels * ((n + tileChunk - 1) / tileChunk)
+	return t
 }
 
 // packedLen is the length of the packed x for n rows of in elements.
@@ -172,6 +195,10 @@ func (t *tileProduct) pack(b *Backend) {
 
 // run computes job j.
 func (t *tileProduct) run(job int) {
+	if t.bands > 0 {
+		t.runBands(job)
+		return
+	}
 	chunk, panel := job/t.panels, job%t.panels
 	r0, r1 := chunk*tileChunk, min(t.n, (chunk+1)*tileChunk)
 	c0, c1 := panel*tilePanel, min(t.out, (panel+1)*tilePanel)
@@ -192,11 +219,7 @@ func (t *tileProduct) run(job int) {
 				t.store(&out, r+16, rows1, c, 1, 2)
 			} else {
 				cfg := newTileConfig(rows0, 0)
-				if t.n <= tileStagedMax {
-					tile2x1sAMX(&cfg, w, 2*t.in, xp, t.kb, &out[0])
-				} else {
-					tile2x1AMX(&cfg, w, 2*t.in, xp, t.kb, &out[0])
-				}
+				tile2x1AMX(&cfg, w, 2*t.in, xp, t.kb, &out[0])
 				t.store(&out, r, rows0, c, 0, 2)
 			}
 		}
@@ -217,6 +240,63 @@ func (t *tileProduct) run(job int) {
 		for cc := c0; cc < c; cc++ {
 			i := r*t.out + cc
 			t.d[i] = tileDotGo(t.d[i], xr, t.w[cc*t.in:(cc+1)*t.in], 32*t.kb)
+		}
+	}
+}
+
+// bandsAtOnce is how many bands one call of the decode kernels covers
+// when their outputs go through a buffer (more than one row of x), a
+// multiple of four.
+const bandsAtOnce = 16
+
+// bandRun computes bands [b0, b1) of a decode-step product into c (band b
+// at c[(b-b0)·cstep/4:], rows cstride bytes apart), four at a time where
+// the product is short enough, the rest one at a time.
+func (t *tileProduct) bandRun(cfg *tileConfig, b0, b1 int, c []float32, cstride, cstep int, buf []uint16) {
+	b := b0
+	if t.kb%4 == 0 && b1-b0 >= 4 {
+		groups := (b1 - b0) / 4
+		tileGroupsAMX(cfg, &t.w[16*b*t.in], groups, &t.xp[0], t.kb, &c[0], cstride, cstep, &buf[0])
+		b += 4 * groups
+	}
+	if b < b1 {
+		tileBandsAMX(cfg, &t.w[16*b*t.in], b1-b, &t.xp[0], t.kb, &c[(b-b0)*cstep/4], cstride, cstep, &buf[0])
+	}
+}
+
+// runBands computes job j of a decode-step product (bands > 0).
+func (t *tileProduct) runBands(job int) {
+	b0, b1 := job*t.bands/t.jobs, (job+1)*t.bands/t.jobs
+	buf := packedBuffer(max(16384, 2*t.kb*512)) // tileGroupsAMX's 32 KB, tileBandsAMX's 2·kb KB
+	defer packedRows.Put(buf)
+	cfg := newTileConfig(t.n, t.n) // tileGroupsAMX's four output tiles all take the block
+	if t.n == 1 {
+		// The one row's outputs are a tile's column: stored 4 bytes
+		// apart, they land in dst in order.
+		t.bandRun(&cfg, b0, b1, t.d[16*b0:], 4, 64, *buf)
+	} else {
+		var out [bandsAtOnce * 256]float32
+		for b := b0; b < b1; b += bandsAtOnce {
+			nb := min(bandsAtOnce, b1-b)
+			t.bandRun(&cfg, b, b+nb, out[:], 64, 1024, *buf)
+			for i := range nb {
+				tile := out[i*256 : (i+1)*256]
+				for m := range t.n {
+					dst := t.d[m*t.out+16*(b+i) : m*t.out+16*(b+i)+16]
+					for r := range dst {
+						dst[r] = tile[r*16+m]
+					}
+				}
+			}
+		}
+	}
+	if job == t.jobs-1 {
+		// Weight rows short of a band: the definition in Go.
+		for m := range t.n {
+			xr := t.xb[m*t.in : (m+1)*t.in]
+			for c := 16 * t.bands; c < t.out; c++ {
+				t.d[m*t.out+c] = tileDotGo(0, xr, t.w[c*t.in:(c+1)*t.in], 0)
+			}
 		}
 	}
 }

@@ -76,6 +76,9 @@ type kernelSet struct {
 	// tiles, where set, run bf16 products on AMX instead, by amxdot.go's
 	// definition; dp is then used nowhere.
 	tiles bool
+	// optIn sets run only when KVLAB_KERNEL_SET names them, never as
+	// the default (kernelset.go).
+	optIn bool
 	attn  attnKernels // attnkern.go
 	// kvBF16 and kvF16 are attention's kernels over a 16-bit KV cache
 	// (kv16.go); a set without them runs the Go ones.

@@ -8,14 +8,18 @@ import (
 
 // KernelSet names the kernel set MatMulT and attention run in this
 // process, chosen once at start-up: by default the fastest this CPU runs —
-// "amx", "avx512" or "avx2" on amd64 CPUs that have those instructions
+// "avx512" or "avx2" on amd64 CPUs that have those instructions
 // (amx_amd64.go, dot_amd64.go), "neon" on arm64 (dot_arm64.go), and "go"
 // for the portable Go kernels (another architecture, an amd64 CPU without
 // AVX2 and FMA, or a build with the purego tag). Every set gives the same
-// bits; they differ only in speed. The one exception is amx's bf16
-// products (bf16 weights with -bf16-dot on): AMX adds in an order of its
-// own, so they follow amxdot.go's definition instead of bf16dot.go's;
-// everything else amx computes is avx512's.
+// bits; they differ only in speed.
+//
+// "amx" (amx_amd64.go), on Xeons with AMX, is never the default: it runs
+// bf16 products (bf16 weights with -bf16-dot on) on AMX tiles, several
+// times faster for a prompt and slower for a single sequence's decode.
+// AMX adds in an order of its own, so those products follow amxdot.go's
+// definition instead of bf16dot.go's, the same for every row of the
+// process; everything else amx computes is avx512's.
 //
 // The environment variable KVLAB_KERNEL_SET, when set, names the set to
 // run instead (amx, avx512, avx2, neon or go), e.g. KVLAB_KERNEL_SET=avx2 to
@@ -33,11 +37,11 @@ const kernelSetEnv = "KVLAB_KERNEL_SET"
 var kernelSetNames = []string{"amx", "avx512", "avx2", "neon", "go"}
 
 // chooseKernelSet returns the set of runnable named want, or the last
-// (fastest) when want is empty. It fails for a name that is not a kernel
-// set, or one this CPU cannot run.
+// (fastest) that is not opt-in when want is empty. It fails for a name
+// that is not a kernel set, or one this CPU cannot run.
 func chooseKernelSet(runnable []*kernelSet, want string) (*kernelSet, error) {
 	if want == "" {
-		return runnable[len(runnable)-1], nil
+		return defaultKernelSet(runnable), nil
 	}
 	for _, ks := range runnable {
 		if ks.name == want {
@@ -48,13 +52,23 @@ func chooseKernelSet(runnable []*kernelSet, want string) (*kernelSet, error) {
 	for _, ks := range runnable {
 		names = append(names, ks.name)
 	}
-	runs := fmt.Sprintf("this CPU runs %s (unset %s for the fastest, %s)",
-		strings.Join(names, ", "), kernelSetEnv, names[len(names)-1])
+	runs := fmt.Sprintf("this CPU runs %s (unset %s for the default, %s)",
+		strings.Join(names, ", "), kernelSetEnv, defaultKernelSet(runnable).name)
 	if !slices.Contains(kernelSetNames, want) {
 		return nil, fmt.Errorf("cpu: %s=%q is not a kernel set (the sets are %s); %s",
 			kernelSetEnv, want, strings.Join(kernelSetNames, ", "), runs)
 	}
 	return nil, fmt.Errorf("cpu: %s=%s: this CPU cannot run the %s kernels; %s", kernelSetEnv, want, want, runs)
+}
+
+// defaultKernelSet is the last of runnable that is not opt-in.
+func defaultKernelSet(runnable []*kernelSet) *kernelSet {
+	for i := len(runnable) - 1; i > 0; i-- {
+		if !runnable[i].optIn {
+			return runnable[i]
+		}
+	}
+	return runnable[0]
 }
 
 // chooseKernelSetOrPanic is chooseKernelSet at start-up: a kernel set

@@ -14,28 +14,34 @@ import (
 // TestKernelSet checks that KernelSet names the set MatMulT runs and,
 // where KVLAB_KERNEL_SET names a set (make test-arm64 sets it to neon;
 // TestKernelSetEnvSelects sets each runnable one), that this process runs
-// that set, otherwise the fastest, the last of runnable: a build that fell
-// back to the Go kernels would otherwise pass every comparison with
-// itself.
+// that set, otherwise the fastest, the last of runnable that is not
+// opt-in (amx): a build that fell back to the Go kernels would otherwise
+// pass every comparison with itself.
 func TestKernelSet(t *testing.T) {
 	want := os.Getenv(kernelSetEnv)
+	last := runnable[len(runnable)-1]
+	if last.optIn {
+		last = runnable[len(runnable)-2]
+	}
 	if want == "" {
-		want = runnable[len(runnable)-1].name
+		want = last.name
 	}
 	if KernelSet() != kern.name || KernelSet() != want {
-		t.Fatalf("KernelSet %q, kern %q; want %q (%s=%q, last runnable %q)",
-			KernelSet(), kern.name, want, kernelSetEnv, os.Getenv(kernelSetEnv), runnable[len(runnable)-1].name)
+		t.Fatalf("KernelSet %q, kern %q; want %q (%s=%q, default %q)",
+			KernelSet(), kern.name, want, kernelSetEnv, os.Getenv(kernelSetEnv), last.name)
 	}
 	t.Logf("kernel set: %s (of %d runnable)", KernelSet(), len(runnable))
 }
 
 // TestChooseKernelSet checks the choice KVLAB_KERNEL_SET makes: empty is
-// the fastest runnable set, a runnable name is that set, and a set the CPU
+// the fastest runnable set that is not opt-in, a runnable name is that set, and a set the CPU
 // cannot run or an unknown name is an error naming the runnable sets.
 func TestChooseKernelSet(t *testing.T) {
 	goOnly := []*kernelSet{&goKernels}
 	avx2 := kernelSet{name: "avx2"}
 	both := []*kernelSet{&goKernels, &avx2}
+	amx := kernelSet{name: "amx", optIn: true}
+	withAMX := []*kernelSet{&goKernels, &avx2, &amx}
 	for _, c := range []struct {
 		sets []*kernelSet
 		want string
@@ -43,11 +49,13 @@ func TestChooseKernelSet(t *testing.T) {
 		err  string
 	}{
 		{both, "", &avx2, ""},
+		{withAMX, "", &avx2, ""},
+		{withAMX, "amx", &amx, ""},
 		{both, "avx2", &avx2, ""},
 		{both, "go", &goKernels, ""},
 		{goOnly, "", &goKernels, ""},
 		{both, "avx512", nil, "KVLAB_KERNEL_SET=avx512: this CPU cannot run the avx512 kernels; this CPU runs go, avx2"},
-		{goOnly, "neon", nil, "cannot run the neon kernels; this CPU runs go (unset KVLAB_KERNEL_SET for the fastest, go)"},
+		{goOnly, "neon", nil, "cannot run the neon kernels; this CPU runs go (unset KVLAB_KERNEL_SET for the default, go)"},
 		{both, "AVX2", nil, `KVLAB_KERNEL_SET="AVX2" is not a kernel set (the sets are amx, avx512, avx2, neon, go); this CPU runs go, avx2`},
 		{both, "sse", nil, "is not a kernel set"},
 	} {

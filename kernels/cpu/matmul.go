@@ -135,7 +135,7 @@ func (b *Backend) planProduct(dst, x, w kernels.Tensor) product {
 		return p
 	}
 	if p.dp && kern.tiles {
-		t := newTileProduct(d.Data, nil, wt.bf16, n, in, out)
+		t := newTileProduct(d.Data, nil, wt.bf16, n, in, out, b.workers)
 		p.tile, p.jobs = &t, t.jobs
 		return p
 	}
