@@ -267,8 +267,8 @@ func (t *tileProduct) bandRun(cfg *tileConfig, b0, b1 int, c []float32, cstride,
 // runBands computes job j of a decode-step product (bands > 0).
 func (t *tileProduct) runBands(job int) {
 	b0, b1 := job*t.bands/t.jobs, (job+1)*t.bands/t.jobs
-	buf := packedBuffer(max(16384, 2*t.kb*512)) // tileGroupsAMX's 32 KB, tileBandsAMX's 2·kb KB
-	defer packedRows.Put(buf)
+	buf := pooledUint16(&bandBuffers, max(16384, 2*t.kb*512)) // tileGroupsAMX's 32 KB, tileBandsAMX's 2·kb KB
+	defer bandBuffers.Put(buf)
 	cfg := newTileConfig(t.n, t.n) // tileGroupsAMX's four output tiles all take the block
 	if t.n == 1 {
 		// The one row's outputs are a tile's column: stored 4 bytes
@@ -317,17 +317,7 @@ func (t *tileProduct) store(out *[1024]float32, r, rows, c0, b, step int) {
 	}
 }
 
-// packedRows are the packed blocks of x of tile products, pooled so that
-// decode steps do not allocate.
-var packedRows sync.Pool // *[]uint16
-
-// packedBuffer returns a pooled buffer of at least n elements.
-func packedBuffer(n int) *[]uint16 {
-	buf, _ := packedRows.Get().(*[]uint16)
-	if buf == nil || cap(*buf) < n {
-		s := make([]uint16, n)
-		buf = &s
-	}
-	*buf = (*buf)[:n]
-	return buf
-}
+// packedRows are the packed blocks of x of tile products, and
+// bandBuffers the buffers the decode kernels copy weights through, pooled
+// apart (their sizes differ) so that decode steps do not allocate.
+var packedRows, bandBuffers sync.Pool // *[]uint16

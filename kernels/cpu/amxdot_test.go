@@ -115,19 +115,7 @@ func TestAMXMatMulT(t *testing.T) {
 		{1, 64, 64}, {3, 96, 96}, {16, 64, 32}, {2, 128, 64}, {9, 256, 96}, {1, 128, 1000}, {4, 64, 600}, {1, 96, 8}, {1, 256, 4000}, {3, 128, 200}, {3, 128, 1024}, {16, 64, 2048}, {17, 100, 64}, {40, 33, 45}, {150, 128, 96}, {290, 64, 64}, {5, 7, 40},
 	} {
 		t.Run(fmt.Sprintf("%dx%dx%d", sh.n, sh.in, sh.out), func(t *testing.T) {
-			x := make([]float32, sh.n*sh.in)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			wf := make([]float32, sh.out*sh.in)
-			for i := range wf {
-				wf[i] = kernels.BF16ToF32(kernels.F32ToBF16(float32(rng.NormFloat64()) / 8))
-			}
-			xb, wh := make([]uint16, len(x)), make([]uint16, len(wf))
-			toBF16Go(xb, x)
-			for i, f := range wf {
-				wh[i] = kernels.F32ToBF16(f)
-			}
+			x, wf, xb, wh := bf16Operands(rng, sh.n, sh.in, sh.out)
 			want := make([]float32, sh.n*sh.out)
 			for r := range sh.n {
 				for c := range sh.out {
@@ -158,23 +146,6 @@ func TestAMXMatMulT(t *testing.T) {
 // TestAMXAccuracy is TestBF16DotAccuracy for amxdot.go's order: within
 // 2⁻⁸·Σ|x·w| of the exact product, at the sizes of real rows.
 func TestAMXAccuracy(t *testing.T) {
-	rng := rand.New(rand.NewPCG(27, 28))
-	for _, in := range []int{1152, 2048, 8192, 9728} {
-		x := make([]float32, in)
-		w := make([]uint16, in)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-			w[i] = kernels.F32ToBF16(float32(rng.NormFloat64()) / 32)
-		}
-		xb := make([]uint16, in)
-		toBF16Go(xb, x)
-		var exact, mag float64
-		for i := range x {
-			p := float64(x[i]) * float64(kernels.BF16ToF32(w[i]))
-			exact += p
-			mag += math.Abs(p)
-		}
-		have := float64(tileDotGo(0, xb, w, 0))
-		require.LessOrEqual(t, math.Abs(have-exact), mag/256, "in %d: have %v; exact %v", in, have, exact)
-	}
+	requireNearExact(t, rand.New(rand.NewPCG(27, 28)), []int{1152, 2048, 8192, 9728},
+		func(xb, w []uint16) float32 { return tileDotGo(0, xb, w, 0) })
 }

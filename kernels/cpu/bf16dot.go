@@ -129,18 +129,24 @@ func (b *Backend) BF16Dot() bool { return b.bf16Dot }
 // pooled so that decode steps do not allocate.
 var bf16Rows sync.Pool // *[]uint16
 
-// roundRows returns x rounded to bf16 in a pooled buffer, which the caller
-// gives back with bf16Rows.Put. Large inputs are split across the workers
-// (rowChunks).
-func (b *Backend) roundRows(x *Tensor) *[]uint16 {
-	n := len(x.Data)
-	buf, _ := bf16Rows.Get().(*[]uint16)
+// pooledUint16 returns a buffer of n elements from pool, a new one where
+// the pool has none that large; the caller gives it back with pool.Put.
+func pooledUint16(pool *sync.Pool, n int) *[]uint16 {
+	buf, _ := pool.Get().(*[]uint16)
 	if buf == nil || cap(*buf) < n {
 		s := make([]uint16, n)
 		buf = &s
 	}
-	dst := (*buf)[:n]
-	*buf = dst
+	*buf = (*buf)[:n]
+	return buf
+}
+
+// roundRows returns x rounded to bf16 in a pooled buffer, which the caller
+// gives back with bf16Rows.Put. Large inputs are split across the workers
+// (rowChunks).
+func (b *Backend) roundRows(x *Tensor) *[]uint16 {
+	buf := pooledUint16(&bf16Rows, len(x.Data))
+	dst := *buf
 	b.rowChunks(x, func(lo, hi int) { kern.toBF16(dst[lo:hi], x.Data[lo:hi]) })
 	return buf
 }

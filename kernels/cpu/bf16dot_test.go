@@ -84,20 +84,7 @@ func TestBF16DotMatMulT(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n, in, out = 50, 96, 72 // two row blocks, two column blocks, column-major jobs
-	x := make([]float32, n*in)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	wf := make([]float32, out*in)
-	for i := range wf {
-		wf[i] = kernels.BF16ToF32(kernels.F32ToBF16(float32(rng.NormFloat64()) / 8))
-	}
-	xb := make([]uint16, len(x))
-	toBF16Go(xb, x)
-	wh := make([]uint16, len(wf))
-	for i, f := range wf {
-		wh[i] = kernels.F32ToBF16(f)
-	}
+	x, wf, xb, wh := bf16Operands(rng, n, in, out)
 	want := make([]float32, n*out)
 	for r := range n {
 		for c := range out {
@@ -135,13 +122,33 @@ func TestBF16DotMatMulT(t *testing.T) {
 	}
 }
 
-// TestBF16DotAccuracy bounds what rounding the activations costs: each
-// element is within 2⁻⁸·Σ|x·w| of the exact product (float64, unrounded
-// x), the bound of one bf16 rounding (2⁻⁹ relative) per term plus the
-// float32 sums, at the sizes of real hidden and FFN rows.
-func TestBF16DotAccuracy(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	for _, in := range []int{1152, 2048, 8192} {
+// bf16Operands draws the operands of an n×in · (out×in)ᵀ bf16 product:
+// x, weights wf that are exactly bf16 values (as float32), x rounded to
+// bf16 (xb) and the weights' bf16 bits (wh).
+func bf16Operands(rng *rand.Rand, n, in, out int) (x, wf []float32, xb, wh []uint16) {
+	x = make([]float32, n*in)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	wf = make([]float32, out*in)
+	for i := range wf {
+		wf[i] = kernels.BF16ToF32(kernels.F32ToBF16(float32(rng.NormFloat64()) / 8))
+	}
+	xb = make([]uint16, len(x))
+	toBF16Go(xb, x)
+	wh = make([]uint16, len(wf))
+	for i, f := range wf {
+		wh[i] = kernels.F32ToBF16(f)
+	}
+	return x, wf, xb, wh
+}
+
+// requireNearExact holds a definition of bf16 products, dot, to within
+// 2⁻⁸·Σ|x·w| of the exact product (float64, unrounded x), for one row of
+// each length in ins.
+func requireNearExact(t *testing.T, rng *rand.Rand, ins []int, dot func(xb, w []uint16) float32) {
+	t.Helper()
+	for _, in := range ins {
 		x := make([]float32, in)
 		w := make([]uint16, in)
 		for i := range x {
@@ -156,9 +163,17 @@ func TestBF16DotAccuracy(t *testing.T) {
 			exact += p
 			mag += math.Abs(p)
 		}
-		have := float64(dpRef(xb, w))
+		have := float64(dot(xb, w))
 		require.LessOrEqual(t, math.Abs(have-exact), mag/256, "in %d: have %v; exact %v", in, have, exact)
 	}
+}
+
+// TestBF16DotAccuracy bounds what rounding the activations costs: each
+// element is within 2⁻⁸·Σ|x·w| of the exact product (float64, unrounded
+// x), the bound of one bf16 rounding (2⁻⁹ relative) per term plus the
+// float32 sums, at the sizes of real hidden and FFN rows.
+func TestBF16DotAccuracy(t *testing.T) {
+	requireNearExact(t, rand.New(rand.NewPCG(9, 10)), []int{1152, 2048, 8192}, dpRef)
 }
 
 // TestRoundBF16 checks step 0 on the values whose handling is chosen, not

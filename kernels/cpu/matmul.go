@@ -48,7 +48,7 @@ func (b *Backend) MatMulT(dst, x, w kernels.Tensor) {
 // packRows packs the rounded rows xb for the tile product t (amxdot.go)
 // into a pooled buffer, which the caller gives back with packedRows.Put.
 func (b *Backend) packRows(t *tileProduct, xb []uint16) *[]uint16 {
-	xp := packedBuffer(packedLen(t.n, t.in))
+	xp := pooledUint16(&packedRows, packedLen(t.n, t.in))
 	t.xb, t.xp = xb, *xp
 	t.pack(b)
 	return xp
