@@ -221,6 +221,26 @@ func serving(ctx context.Context, client *http.Client, t target, reqs []workload
 	return run, errors.Join(errs...)
 }
 
+// limitedServing is serving cut at limit (none when 0): a server that
+// stalls — llama-server's threads waiting at a barrier for one the hogs
+// have descheduled, say — costs the run limit, not the benchmark. The
+// requests unfinished when it passes are cut and count as failed, so the
+// summary has Failed > 0 and its row says how many finished
+// (servingRow); any other failure is the run's error.
+func limitedServing(ctx context.Context, limit time.Duration, client *http.Client, t target, reqs []workload.Request, conc int) (metrics.Summary, error) {
+	rctx := ctx
+	if limit > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	run, err := serving(rctx, client, t, reqs, conc)
+	if err != nil && (ctx.Err() != nil || rctx.Err() == nil) {
+		return metrics.Summary{}, err
+	}
+	return run.Summary(), nil
+}
+
 // nonUTF8Tokens returns a logit_bias banning every token of tok whose
 // piece is not valid UTF-8 by itself (a lone byte of a longer character,
 // say). llama-server parses every answer's text as a chat message, also

@@ -30,7 +30,8 @@
 //     and beside it the same run with no shared prefix (each request's
 //     system prompt its own: workload.go), which no cache can shorten;
 //     with -hogs N, both once more beside N busy-looping processes
-//     (hogs.go), rows "under load (N hogs)";
+//     (hogs.go), rows "under load (N hogs)"; a run not done within
+//     -run-limit is cut, and its row says how many requests finished;
 //
 // then stops them and (d) starts each -startup-runs times under
 // cmd/benchstartup: exec to the first answer, and the RSS after it.
@@ -105,6 +106,7 @@ type options struct {
 	startups    int
 	ctx         int
 	hogs        int
+	runLimit    time.Duration
 	peakGFLOPs  float64
 	peakBF16    float64 // GFLOP/s of bf16 products, for the rows that multiply in bf16
 	copyMiB     int
@@ -145,6 +147,7 @@ func main() {
 	flag.IntVar(&o.startups, "startup-runs", 2, "(d) starts of each server under benchstartup, alternating")
 	flag.IntVar(&o.ctx, "ctx", 16384, "tokens of KV cache of each server: serve's -blocks × 16, llama-server's -c")
 	flag.IntVar(&o.hogs, "hogs", 0, "(c) also run the serving runs beside this many busy-looping processes, one core each (0: not)")
+	flag.DurationVar(&o.runLimit, "run-limit", 15*time.Minute, "(c) longest a serving run may take: its requests unfinished then are cut and its row says how many finished (0: no limit)")
 	flag.Float64Var(&o.peakGFLOPs, "peak-gflops", 0, "the machine's matrix-product GFLOP/s (from make bench-kernels), for the prefill bound; 0: not shown")
 	flag.Float64Var(&o.peakBF16, "peak-gflops-bf16", 0, "the machine's bf16-product GFLOP/s (BenchmarkMatMulTBF16Dot), the prefill bound of the rows that multiply in bf16: llama-server on a bf16 checkpoint, and serve there unless -bf16-dot is off (its default is on where the CPU has AVX512-BF16); 0: those rows use -peak-gflops")
 	flag.IntVar(&o.copyMiB, "copy-mib", 512, "size of each buffer of the copy-bandwidth measurement")
@@ -187,6 +190,9 @@ func (o options) check() error {
 		if c.v < c.min {
 			errs = append(errs, fmt.Errorf("%s must be ≥ %d, have %d", c.name, c.min, c.v))
 		}
+	}
+	if o.runLimit < 0 {
+		errs = append(errs, fmt.Errorf("-run-limit must be ≥ 0, have %s", o.runLimit))
 	}
 	if o.suffixMax < o.suffixMin {
 		errs = append(errs, fmt.Errorf("-suffix-max (%d) must be ≥ -suffix-min (%d)", o.suffixMax, o.suffixMin))
@@ -547,11 +553,7 @@ func servingStep(ctx context.Context, o options, client *http.Client, t target, 
 		}
 		defer h.stop()
 	}
-	run, err := serving(ctx, client, t, reqs, o.concurrency)
-	if err != nil {
-		return metrics.Summary{}, err
-	}
-	return run.Summary(), nil
+	return limitedServing(ctx, o.runLimit, client, t, reqs, o.concurrency)
 }
 
 // greedyCheck starts both servers with f32 KV caches (so that only the

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,6 +301,9 @@ func TestCheckRefusesBadFlags(t *testing.T) {
 	o.hogs = -1
 	assert.ErrorContains(t, o.check(), "-hogs")
 	o.hogs = 0
+	o.runLimit = -time.Second
+	assert.ErrorContains(t, o.check(), "-run-limit")
+	o.runLimit = 0
 	o.ctx = 1000
 	assert.ErrorContains(t, o.check(), "-ctx")
 	o.ctx, o.models = 16384, []string{"gpt2"}
@@ -349,4 +354,68 @@ func TestEveryShapeHasASmallForm(t *testing.T) {
 		assert.Equal(t, big.opts.DType, small.opts.DType, name)
 		assert.Less(t, small.opts.Hidden*small.opts.Vocab, big.opts.Hidden*big.opts.Vocab/100, name)
 	}
+}
+
+// stallingServer answers /completion as fakeServer does for the first
+// `answer` requests, then accepts each later one and sends nothing, as a
+// llama-server whose threads wait for a descheduled one does.
+func stallingServer(t *testing.T, answer int32) *httptest.Server {
+	fake := fakeServer(t)
+	t.Cleanup(fake.Close)
+	var n atomic.Int32
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > answer {
+			io.Copy(io.Discard, r.Body) // then the server notices the client go
+			select {
+			case <-r.Context().Done():
+			case <-stop: // the test ends
+			}
+			return
+		}
+		fake.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // first: Close waits for the handlers
+	return srv
+}
+
+// TestRunLimitCutsAStalledServer: a serving run against a server that
+// stops answering ends at -run-limit with the finished requests counted,
+// and its row says it was cut instead of a rate over the part that ran.
+func TestRunLimitCutsAStalledServer(t *testing.T) {
+	srv := stallingServer(t, 5)
+	reqs, err := workload.SystemPrompts(workload.Params{Requests: 12, PrefixLen: 8, SuffixMin: 1, SuffixMax: 4, OutputMin: 3, OutputMax: 3,
+		RPS: 1, Seed: 1, Vocab: 100, Conversations: 1, Turns: 1}, 2)
+	require.NoError(t, err)
+	var s metrics.Summary
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		s, err = limitedServing(context.Background(), 300*time.Millisecond, newClient(), target{url: srv.URL}, reqs, 2)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a cut run is a result, not an error")
+	case <-time.After(20 * time.Second):
+		t.Fatal("a run limit of 0.3 s did not end the run in 20 s")
+	}
+	assert.Equal(t, 12, s.Requests)
+	assert.Equal(t, 5, s.Completed)
+	assert.Equal(t, 7, s.Failed)
+	row := servingRow("m", "serve", servingRun{shared: true}, []metrics.Summary{s})
+	assert.Contains(t, row[3], "cut at")
+	assert.Contains(t, row[3], "5 of 12 done")
+	assert.Equal(t, "–", row[4], "no TTFT percentiles over the requests that happened to finish")
+
+	// Without a limit, a server that answers is measured as before, and a
+	// failure that is not the limit's is the run's error.
+	fake := fakeServer(t)
+	defer fake.Close()
+	s, err = limitedServing(context.Background(), 0, newClient(), target{url: fake.URL}, reqs, 2)
+	require.NoError(t, err)
+	assert.Equal(t, 12, s.Completed)
+	_, err = limitedServing(context.Background(), time.Minute, newClient(), target{url: fake.URL + "/nowhere"}, reqs, 2)
+	assert.ErrorContains(t, err, "HTTP 404")
 }

@@ -194,6 +194,14 @@ func servingRow(model, server string, k servingRun, ss []metrics.Summary) []stri
 		computed = fmt.Sprintf("%s of %s", commas(ss[0].PromptTokens-int(c)), commas(ss[0].PromptTokens))
 		cached = commas(int(c))
 	}
+	for _, x := range ss {
+		// Cut at -run-limit: a rate or a percentile over the requests that
+		// finished would flatter the server that stalled.
+		if x.Failed > 0 {
+			return []string{model, server, k.label(), fmt.Sprintf("cut at %s: %d of %d done", x.Wall.Round(time.Second), x.Completed, x.Requests),
+				"–", "–", computed, cached}
+		}
+	}
 	return []string{model, server, k.label(),
 		spread(pick(ss, func(x metrics.Summary) float64 { return x.OutputTokensPerSec })),
 		fmt.Sprintf("%s / %s", num(medianF(pick(ss, func(x metrics.Summary) float64 { return x.TTFT.P50.Seconds() }))),
