@@ -91,23 +91,28 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 // ldw is the row length), and PREFETCH256 / PREFETCH128 fetch the next
 // 256 / 128 bytes of them, what one step of float32 / bf16 weights reads
 // of eight rows. The ...Next tiles run them in their loops: MatMulT calls
-// those for the last band of each group of eight weight rows, whose
-// successor reads the next eight. A product of a few rows streams its
-// weights from memory once, and a tile's arithmetic does not hide eight
-// cold streams; prefetching in every band instead would only crowd L1
-// with lines a product of many rows reads much later.
+// those for one band of each group of eight weight rows (matMulBands says
+// which), whose successor reads the next eight. A product of a few rows
+// streams its weights from memory once, and a tile's arithmetic does not
+// hide eight cold streams; prefetching in every band instead would only
+// crowd L1 with lines a product of many rows reads much later. The hint
+// is T1 (to L2), not T0: on the AMD EPYC of docs/benchmarks/real-models.md
+// it took eight rows from 18 to 23 GB/s of weights and six from 21 to 28
+// (BenchmarkMatMulTFewRows), the lines no longer filling L1's miss
+// buffers and pushing out the group the tile is reading; a tile reads
+// its rows from L2 as fast as it multiplies them.
 #define NEXT LEAQ (DI)(R9*8), AX
 
 #define PREFETCH256 \
-	PREFETCHT0 (AX); \
-	PREFETCHT0 64(AX); \
-	PREFETCHT0 128(AX); \
-	PREFETCHT0 192(AX); \
+	PREFETCHT1 (AX); \
+	PREFETCHT1 64(AX); \
+	PREFETCHT1 128(AX); \
+	PREFETCHT1 192(AX); \
 	ADDQ       $256, AX
 
 #define PREFETCH128 \
-	PREFETCHT0 (AX); \
-	PREFETCHT0 64(AX); \
+	PREFETCHT1 (AX); \
+	PREFETCHT1 64(AX); \
 	ADDQ       $128, AX
 
 #define WIDENCTL VMOVDQU32 widenBF16<>(SB), Z31

@@ -229,8 +229,12 @@ func matMulBlock[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd 
 // matMulBands covers rows [r, end) with k's 6×8 tiles and then, for what
 // they leave, its 2×8 tiles (each where k has them), visiting all the bands of
 // a group of eight weight rows before the next group, so that the group
-// comes from memory once for every band; the group's last band runs the
-// tile that prefetches the next group (next6x8, next2x8) where k has one.
+// comes from memory once for every band. One band of each group runs the
+// tile that prefetches the next group (next6x8, next2x8) where k has one:
+// the first band when the rows are few (prefetchFirstRows), so that the
+// prefetch spreads over the longest tile instead of the two-row one that
+// would end a serving step's eight rows, and otherwise the last, whose
+// prefetched lines then come just before they are read.
 // It returns the first row it left.
 func matMulBands[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd int, x []X, ldx int, w []W, ldw, nb, r, end, c0, cols int) int {
 	r1 := r // end of the rows the 6×8 tiles cover
@@ -241,28 +245,29 @@ func matMulBands[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd 
 	if k.dots2x8 != nil {
 		r2 += (end - r1) / 2 * 2
 	}
-	ct := c0 + cols/8*8
-	last6, last2 := k.dots6x8, k.dots2x8
-	if k.next6x8 != nil {
-		last6 = k.next6x8
+	if r2 == r {
+		return r
 	}
-	if k.next2x8 != nil {
-		last2 = k.next2x8
-	}
-	for c := c0; c < ct; c += 8 {
-		for i := r; i < r1; i += 6 {
-			tile := k.dots6x8
-			if i+6 == r1 && r2 == r1 {
-				tile = last6
-			}
-			tile(x[i*ldx:], ldx, w[c*ldw:], ldw, nb, dst[i*ldd+c:], ldd)
+	// pf is the first row of the band that prefetches.
+	pf := r
+	if r2-r > prefetchFirstRows {
+		pf = r2 - 2
+		if r2 == r1 {
+			pf = r1 - 6
 		}
-		for i := r1; i < r2; i += 2 {
-			tile := k.dots2x8
-			if i+2 == r2 {
-				tile = last2
+	}
+	ct := c0 + cols/8*8
+	for c := c0; c < ct; c += 8 {
+		for i := r; i < r2; {
+			tile, next, h := k.dots6x8, k.next6x8, 6
+			if i >= r1 {
+				tile, next, h = k.dots2x8, k.next2x8, 2
+			}
+			if i == pf && next != nil {
+				tile = next
 			}
 			tile(x[i*ldx:], ldx, w[c*ldw:], ldw, nb, dst[i*ldd+c:], ldd)
+			i += h
 		}
 	}
 	for i := r; i < r2; i++ {
@@ -272,6 +277,10 @@ func matMulBands[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd 
 	}
 	return r2
 }
+
+// prefetchFirstRows is the most rows for which matMulBands prefetches the
+// next group of weights in a group's first band (BenchmarkMatMulTFewRows).
+const prefetchFirstRows = 12
 
 // matMulTiles covers as many whole th-row bands of rows [r, end) as fit
 // with th×tw tiles over columns [c0, c0+cols), the columns short of a tile
