@@ -231,8 +231,11 @@ func TestFirstDifference(t *testing.T) {
 // fakeServer streams /completion as llama-server does: one event per
 // token (the ids of the request's prompt, echoed), then a last event with
 // stop and timings.
-func fakeServer(t *testing.T) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func fakeServer(t *testing.T) *httptest.Server { return httptest.NewServer(fakeCompletion(t)) }
+
+// fakeCompletion is fakeServer's handler.
+func fakeCompletion(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/completion" {
 			http.NotFound(w, r)
 			return
@@ -252,7 +255,7 @@ func fakeServer(t *testing.T) *httptest.Server {
 			w.(http.Flusher).Flush()
 		}
 		fmt.Fprintf(w, "data: {\"tokens\":[],\"stop\":true,\"timings\":{\"prompt_n\":1,\"cache_n\":%d}}\n\n", len(body.Prompt)-1)
-	}))
+	}
 }
 
 func TestCompleteReadsTheStream(t *testing.T) {
@@ -360,8 +363,7 @@ func TestEveryShapeHasASmallForm(t *testing.T) {
 // `answer` requests, then accepts each later one and sends nothing, as a
 // llama-server whose threads wait for a descheduled one does.
 func stallingServer(t *testing.T, answer int32) *httptest.Server {
-	fake := fakeServer(t)
-	t.Cleanup(fake.Close)
+	answering := fakeCompletion(t)
 	var n atomic.Int32
 	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -373,7 +375,7 @@ func stallingServer(t *testing.T, answer int32) *httptest.Server {
 			}
 			return
 		}
-		fake.Config.Handler.ServeHTTP(w, r)
+		answering(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(stop) }) // first: Close waits for the handlers

@@ -97,8 +97,9 @@ GLOBL widenBF16<>(SB), RODATA|NOPTR, $64
 // hide eight cold streams; prefetching in every band instead would only
 // crowd L1 with lines a product of many rows reads much later. The hint
 // is T1 (to L2), not T0: on the AMD EPYC of docs/benchmarks/real-models.md
-// it took eight rows from 18 to 23 GB/s of weights and six from 21 to 28
-// (BenchmarkMatMulTFewRows), the lines no longer filling L1's miss
+// it took eight rows from 19.7–21.3 to 24.6–26.2 GB/s of weights and six
+// from 22.6–25.2 to 31.3–32.1 (BenchmarkMatMulTFewRows, bf16 products,
+// old and new binaries alternating), the lines no longer filling L1's miss
 // buffers and pushing out the group the tile is reading; a tile reads
 // its rows from L2 as fast as it multiplies them.
 #define NEXT LEAQ (DI)(R9*8), AX

@@ -245,9 +245,6 @@ func matMulBands[X, W float32 | uint16](k *dotKernels[X, W], dst []float32, ldd 
 	if k.dots2x8 != nil {
 		r2 += (end - r1) / 2 * 2
 	}
-	if r2 == r {
-		return r
-	}
 	// pf is the first row of the band that prefetches.
 	pf := r
 	if r2-r > prefetchFirstRows {
