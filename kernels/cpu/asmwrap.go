@@ -141,14 +141,24 @@ func asmScaleMax(k func(x *float32, n int, s float32) float32) func(x []float32,
 	}
 }
 
-// asmExpShift is asmGateMul's split for attention's expShift.
-func asmExpShift(k func(x *float32, n int, m float32)) func(x []float32, m float32) {
-	return func(x []float32, m float32) {
-		n8 := len(x) / 8
-		if n8 > 0 {
-			k(unsafe.SliceData(x), n8, m)
-		}
-		expShiftGo(x[8*n8:], m)
+// expShiftAsm is attention's expShift over this architecture's kernel
+// (expShiftKernel). The last len(x) mod 8 values, which the kernel cannot
+// take alone, go through it too, in a group of eight padded with m: Go's
+// expNeg emulates each fused multiply-add in software, and a diagonal
+// block of the causal mask ends in such a tail for every row. Each lane
+// is computed on its own, so the padding changes no value. (The kernel is
+// called by name, not passed in, so that the padded group can stay on
+// the stack.)
+func expShiftAsm(x []float32, m float32) {
+	n8 := len(x) / 8
+	if n8 > 0 {
+		expShiftKernel(unsafe.SliceData(x), n8, m)
+	}
+	if tail := x[8*n8:]; len(tail) > 0 {
+		g := [8]float32{m, m, m, m, m, m, m, m}
+		copy(g[:], tail)
+		expShiftKernel(&g[0], 1, m)
+		copy(tail, g[:])
 	}
 }
 
@@ -202,4 +212,31 @@ func prefetchLines[T float32 | uint16](w []T, off, ld, width int) int {
 		lines++
 	}
 	return lines
+}
+
+// asmAxpy6By16 wraps a six-row axpy kernel over 16 value columns (float32
+// or 16-bit values V) as axpyRows6 for each width it takes, 16 columns a
+// call: a column's chain of fused multiply-adds is the same whichever
+// call computes it. The slices are bounds-checked once per call.
+func asmAxpy6By16[V float32 | uint16](k func(acc *float32, step int, p *float32, v *V, rows *int32, n, ld int)) func(acc []float32, step int, p []float32, v []V, off int, rows []int32, ld, width int) {
+	return func(acc []float32, step int, p []float32, v []V, off int, rows []int32, ld, width int) {
+		checkAxpy6(acc, step, p, len(rows), width)
+		if checkRows(v, off, rows, ld, width) {
+			for d := 0; d < width; d += 16 {
+				k(&acc[d], step, unsafe.SliceData(p), &v[off+d], unsafe.SliceData(rows), len(rows), ld)
+			}
+		}
+	}
+}
+
+// checkAxpy6 panics unless axpyRows6's accumulators and weights for n
+// keys are in bounds and width is one it takes (64, 32 or 16).
+func checkAxpy6(acc []float32, step int, p []float32, n, width int) {
+	if width != 64 && width != 32 && width != 16 {
+		panic("cpu: axpyRows6: no kernel for this width")
+	}
+	_ = acc[5*step+width-1]
+	if n > 0 {
+		_ = p[5*attnBlock+n-1]
+	}
 }

@@ -48,10 +48,16 @@ func axpyRows4AVX2(acc, p, v *float32, rows *int32, n, ld int)
 func axpyRows6AVX2(acc, p, v *float32, rows *int32, n, ld int)
 
 //go:noescape
+func axpy6x16AVX2(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+
+//go:noescape
 func prefetchRowsAVX2(w *float32, rows *int32, n, ld, lines int)
 
 //go:noescape
 func expShiftAVX2(x *float32, n int, m float32)
+
+// expShiftKernel is the expShift kernel of asmwrap.go:expShiftAsm.
+func expShiftKernel(x *float32, n int, m float32) { expShiftAVX2(x, n, m) }
 
 //go:noescape
 func scaleMaxAVX2(x *float32, n int, s float32) float32
@@ -91,8 +97,9 @@ var avx2Kernels = kernelSet{
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8AVX2),
 		axpyRows:  asmAxpyRows(axpyAVX2[:], 8),
+		axpyRows6: asmAxpy6By16(axpy6x16AVX2),
 		scaleMax:  asmScaleMax(scaleMaxAVX2),
-		expShift:  asmExpShift(expShiftAVX2),
+		expShift:  expShiftAsm,
 		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
 			// A prefetch never faults, so the rows need no bounds check
 			// (they are checked where they are read).

@@ -169,6 +169,13 @@ TEXT ·axpyRows4AVX2(SB), NOSPLIT, $0-48
 TEXT ·axpyRows2AVX2(SB), NOSPLIT, $0-48
 	AXPYROWS($2, LOADACC2, FMAROW2, STOREACC2)
 
+// func axpy6x16AVX2(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
+// acc[r*step+d] += p[r*attnBlock+t] * v[rows[t]*ld+d] for r < 6, d < 16,
+// t < n, keys in order: six rows' accumulators against one read of each
+// value row (AXPY6X16Y).
+TEXT ·axpy6x16AVX2(SB), NOSPLIT, $0-56
+	AXPY6X16Y($2, LOADF, 32)
+
 // func prefetchRowsAVX2(w *float32, rows *int32, n, ld, lines int)
 // Prefetches lines cache lines from w + rows[i]*ld*4 bytes on, for each
 // of the n rows. Changes no result.

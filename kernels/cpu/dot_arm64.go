@@ -53,6 +53,9 @@ func axpy6x16NEON(acc *float32, step int, p, v *float32, rows *int32, n, ld int)
 //go:noescape
 func expShiftNEON(x *float32, n int, m float32)
 
+// expShiftKernel is the expShift kernel of asmwrap.go:expShiftAsm.
+func expShiftKernel(x *float32, n int, m float32) { expShiftNEON(x, n, m) }
+
 //go:noescape
 func scaleMaxNEON(x *float32, n int, s float32) float32
 
@@ -92,16 +95,9 @@ var neonKernels = kernelSet{
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8NEON),
 		axpyRows:  asmAxpyRows(axpyNEON[:], 4),
-		axpyRows6: func(acc []float32, step int, p, v []float32, off int, rows []int32, ld, width int) {
-			checkAxpy6(acc, step, p, len(rows), width)
-			if checkRows(v, off, rows, ld, width) {
-				for d := 0; d < width; d += 16 {
-					axpy6x16NEON(&acc[d], step, unsafe.SliceData(p), &v[off+d], unsafe.SliceData(rows), len(rows), ld)
-				}
-			}
-		},
-		scaleMax: asmScaleMax(scaleMaxNEON),
-		expShift: asmExpShift(expShiftNEON),
+		axpyRows6: asmAxpy6By16(axpy6x16NEON),
+		scaleMax:  asmScaleMax(scaleMaxNEON),
+		expShift:  expShiftAsm,
 		prefetchRows: func(w []float32, off int, rows []int32, ld, width int) {
 			// A prefetch never faults, so the rows need no bounds check
 			// (they are checked where they are read).
@@ -111,19 +107,6 @@ var neonKernels = kernelSet{
 			}
 		},
 	},
-}
-
-// checkAxpy6 panics unless axpyRows6's accumulators and weights for n
-// keys are in bounds and width is one it takes (64, 32 or 16: the kernel
-// goes 16 columns at a time, each column's chain unchanged).
-func checkAxpy6(acc []float32, step int, p []float32, n, width int) {
-	if width != 64 && width != 32 && width != 16 {
-		panic("cpu: axpyRows6: no kernel for this width")
-	}
-	_ = acc[5*step+width-1]
-	if n > 0 {
-		_ = p[5*attnBlock+n-1]
-	}
 }
 
 // cpuKernelSets returns the kernel sets this CPU runs, slowest first: the

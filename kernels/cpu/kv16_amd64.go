@@ -46,6 +46,12 @@ func axpyRows6F16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
 func axpyRows8F16AVX2(acc, p *float32, v *uint16, rows *int32, n, ld int)
 
 //go:noescape
+func axpy6x16BF16AVX2(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
+func axpy6x16F16AVX2(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int)
+
+//go:noescape
 func prefetchRows16AVX2(w *uint16, rows *int32, n, ld, lines int)
 
 //go:noescape
@@ -60,14 +66,14 @@ func dots1x8F16AVX2(x *float32, w *uint16, ldw, nb int, dst *float32)
 var (
 	kvBF16AVX2 = asmKV16(dotsRows8BF16AVX2, dots1x1BF16AVX2, [9]axpy16{
 		1: axpyRows1BF16AVX2, 2: axpyRows2BF16AVX2, 4: axpyRows4BF16AVX2, 6: axpyRows6BF16AVX2, 8: axpyRows8BF16AVX2,
-	}, true, dotKernels[float32, uint16]{})
+	}, axpy6x16BF16AVX2, true, dotKernels[float32, uint16]{})
 	kvF16AVX2 = func() kv16Kernels {
 		if !hasF16C() {
 			return kv16Kernels{}
 		}
 		return asmKV16(dotsRows8F16AVX2, dots1x1F16AVX2, [9]axpy16{
 			1: axpyRows1F16AVX2, 2: axpyRows2F16AVX2, 4: axpyRows4F16AVX2, 6: axpyRows6F16AVX2, 8: axpyRows8F16AVX2,
-		}, false, asmDotKernels(dots3x4F16AVX2, dots1x8F16AVX2, dots1x1F16AVX2))
+		}, axpy6x16F16AVX2, false, asmDotKernels(dots3x4F16AVX2, dots1x8F16AVX2, dots1x1F16AVX2))
 	}()
 )
 
@@ -76,14 +82,16 @@ type axpy16 func(acc, p *float32, v *uint16, rows *int32, n, ld int)
 
 // asmKV16 wraps one dtype's assembly, bounds-checking the slices once per
 // call as avx2Kernels' wrappers do. axpy holds the axpy kernels by the
-// number of YMM accumulators (len(acc)/8); tiles and own are
+// number of YMM accumulators (len(acc)/8), axpy6 the six-row one; tiles and own are
 // kv16Kernels' tiles and ownTiles.
 func asmKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *float32),
-	dot1 func(x *float32, w *uint16, nb int) float32, axpy [9]axpy16, tiles bool, own dotKernels[float32, uint16]) kv16Kernels {
+	dot1 func(x *float32, w *uint16, nb int) float32, axpy [9]axpy16,
+	axpy6 func(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int), tiles bool, own dotKernels[float32, uint16]) kv16Kernels {
 	return kv16Kernels{
 		dotsRows8: asmDotsRows8(rows8),
 		dots1x1:   asmDot1x1(dot1),
 		axpyRows:  asmAxpyRows(axpy[:], 8),
+		axpyRows6: asmAxpy6By16(axpy6),
 		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {
 			if width > 0 && len(rows) > 0 && off < len(w) {
 				lines := prefetchLines(w, off, ld, width)

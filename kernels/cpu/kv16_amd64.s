@@ -140,6 +140,15 @@ TEXT ·axpyRows8BF16AVX2(SB), NOSPLIT, $0-48
 TEXT ·axpyRows8F16AVX2(SB), NOSPLIT, $0-48
 	AXPYROWS($1, LOADACC8, FMAW8(WIDENH), STOREACC8)
 
+// func axpy6x16BF16AVX2(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int)
+// axpy6x16AVX2 over bf16 values, each widened exactly: the same bits.
+TEXT ·axpy6x16BF16AVX2(SB), NOSPLIT, $0-56
+	AXPY6X16Y($1, WIDENB, 16)
+
+// func axpy6x16F16AVX2(acc *float32, step int, p *float32, v *uint16, rows *int32, n, ld int)
+TEXT ·axpy6x16F16AVX2(SB), NOSPLIT, $0-56
+	AXPY6X16Y($1, WIDENH, 16)
+
 // func prefetchRows16AVX2(w *uint16, rows *int32, n, ld, lines int)
 // prefetchRowsAVX2 for rows of 16-bit values: lines cache lines from
 // w + rows[i]*ld*2 bytes on, for each of the n rows. Changes no result.

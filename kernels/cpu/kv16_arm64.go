@@ -77,14 +77,7 @@ func neonKV16(rows8 func(x *float32, w *uint16, rows *int32, ld, nb int, dst *fl
 		dotsRows8: asmDotsRows8(rows8),
 		dots1x1:   asmDot1x1(dot1),
 		axpyRows:  asmAxpyRows(axpy[:], 4),
-		axpyRows6: func(acc []float32, step int, p []float32, v []uint16, off int, rows []int32, ld, width int) {
-			checkAxpy6(acc, step, p, len(rows), width)
-			if checkRows(v, off, rows, ld, width) {
-				for d := 0; d < width; d += 16 {
-					axpy6(&acc[d], step, unsafe.SliceData(p), &v[off+d], unsafe.SliceData(rows), len(rows), ld)
-				}
-			}
-		},
+		axpyRows6: asmAxpy6By16(axpy6),
 		prefetchRows: func(w []uint16, off int, rows []int32, ld, width int) {
 			if width > 0 && len(rows) > 0 && off < len(w) {
 				lines := prefetchLines(w, off, ld, width)
