@@ -240,3 +240,29 @@ func checkAxpy6(acc []float32, step int, p []float32, n, width int) {
 		_ = p[5*attnBlock+n-1]
 	}
 }
+
+// asmSumSquares wraps a sum-of-squares kernel over whole groups of eight
+// (sumSquaresGo's lanes and tree); the tail is added in Go, in order.
+func asmSumSquares(k func(x *float32, n int) float64) func(x []float32) float64 {
+	return func(x []float32) float64 {
+		n8 := len(x) / 8
+		var s float64
+		if n8 > 0 {
+			s = k(unsafe.SliceData(x), n8)
+		}
+		return sumSquaresTail(s, x[8*n8:])
+	}
+}
+
+// asmNormScale wraps normScale's kernel over whole groups of eight; the
+// tail goes through normScaleGo.
+func asmNormScale(k func(dst, x, w *float32, n int, s float32)) func(dst, x, w []float32, s float32) {
+	return func(dst, x, w []float32, s float32) {
+		n8 := len(x) / 8
+		if n8 > 0 {
+			_, _ = dst[8*n8-1], w[8*n8-1]
+			k(unsafe.SliceData(dst), unsafe.SliceData(x), unsafe.SliceData(w), n8, s)
+		}
+		normScaleGo(dst[8*n8:], x[8*n8:], w[8*n8:], s)
+	}
+}

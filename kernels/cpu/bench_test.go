@@ -188,3 +188,17 @@ func BenchmarkMatMulTDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRMSNorm normalises 512 rows of Qwen3-0.6B's hidden width
+// (1,024) on one goroutine: a prefill chunk's norm before each sublayer.
+func BenchmarkRMSNorm(b *testing.B) {
+	const rows, cols = 512, 1024
+	be := cpu.NewWithWorkers(1)
+	rng := newRand(1)
+	x, w := randTensor(be, rng, rows, cols), randTensor(be, rng, 1, cols)
+	dst := be.New(rows, cols)
+	b.SetBytes(rows * cols * 4)
+	for b.Loop() {
+		be.RMSNorm(dst, x, w, 1e-6)
+	}
+}

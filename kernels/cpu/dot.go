@@ -86,11 +86,17 @@ type kernelSet struct {
 
 	siluMul func(dst, g, u []float32) // dst = silu(g)·u, as siluMulGo (exp.go)
 	geluMul func(dst, g, u []float32) // dst = gelu(g)·u, as geluMulGo (exp.go)
+
+	// RMSNorm's two loops (ops.go): the sum of squares, as sumSquaresGo,
+	// and dst[i] = w[i]·(x[i]·s), as normScaleGo.
+	sumSquares func(x []float32) float64
+	normScale  func(dst, x, w []float32, s float32)
 }
 
 // goKernels is the portable kernel set.
 var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](),
-	dp: goDPKernels, toBF16: toBF16Go, attn: goAttnKernels, siluMul: siluMulGo, geluMul: geluMulGo}
+	dp: goDPKernels, toBF16: toBF16Go, attn: goAttnKernels, siluMul: siluMulGo, geluMul: geluMulGo,
+	sumSquares: sumSquaresGo, normScale: normScaleGo}
 
 func goDotKernels[W float32 | uint16]() dotKernels[float32, W] { return goTiles(dotGo[W]) }
 

@@ -63,6 +63,12 @@ func expShiftKernel(x *float32, n int, m float32) { expShiftAVX2(x, n, m) }
 func scaleMaxAVX2(x *float32, n int, s float32) float32
 
 //go:noescape
+func sumSquaresAVX2(x *float32, n int) float64
+
+//go:noescape
+func normScaleAVX2(dst, x, w *float32, n int, s float32)
+
+//go:noescape
 func siluMulAVX2(dst, gate, up *float32, n int)
 
 //go:noescape
@@ -90,10 +96,12 @@ var avx2Kernels = kernelSet{
 	dp:     goDPKernels,
 	toBF16: toBF16Go,
 	// kv16_amd64.go
-	kvBF16:  kvBF16AVX2,
-	kvF16:   kvF16AVX2,
-	siluMul: asmGateMul(siluMulAVX2, siluMulGo),
-	geluMul: asmGateMul(geluMulAVX2, geluMulGo),
+	kvBF16:     kvBF16AVX2,
+	kvF16:      kvF16AVX2,
+	siluMul:    asmGateMul(siluMulAVX2, siluMulGo),
+	geluMul:    asmGateMul(geluMulAVX2, geluMulGo),
+	sumSquares: asmSumSquares(sumSquaresAVX2),
+	normScale:  asmNormScale(normScaleAVX2),
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8AVX2),
 		axpyRows:  asmAxpyRows(axpyAVX2[:], 8),

@@ -310,6 +310,63 @@ DATA geluConsts<>+0(SB)/4, $0x3d372713
 DATA geluConsts<>+4(SB)/4, $0x3fcc422a
 GLOBL geluConsts<>(SB), RODATA|NOPTR, $8
 
+// func sumSquaresAVX2(x *float32, n int) float64
+// The sum of x[i]² over i < 8*n in sumSquaresGo's order (ops.go): lanes
+// 0..3 in Y0 and 4..7 in Y1, each a chain of float64 fused multiply-adds
+// (a float32's square is exact in float64, so each is the lane's one
+// rounding, as in Go), then the tree ((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)).
+TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	TESTQ  CX, CX
+	JZ     sumSquaresDone
+
+sumSquaresLoop:
+	VCVTPS2PD   (SI), Y2
+	VCVTPS2PD   16(SI), Y3
+	VFMADD231PD Y2, Y2, Y0
+	VFMADD231PD Y3, Y3, Y1
+	ADDQ        $32, SI
+	DECQ        CX
+	JNZ         sumSquaresLoop
+
+sumSquaresDone:
+	VADDPD       Y1, Y0, Y0 // s0+s4, s1+s5, s2+s6, s3+s7
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD       X1, X0, X0 // (s0+s4)+(s2+s6), (s1+s5)+(s3+s7)
+	VUNPCKHPD    X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func normScaleAVX2(dst, x, w *float32, n int, s float32)
+// dst[i] = w[i]·(x[i]·s) for i < 8*n, each product rounded, as normScaleGo.
+TEXT ·normScaleAVX2(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS s+32(FP), Y1
+	TESTQ        CX, CX
+	JZ           normScaleDone
+
+normScaleLoop:
+	VMULPS  (SI), Y1, Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     normScaleLoop
+
+normScaleDone:
+	VZEROUPPER
+	RET
+
 // func siluMulAVX2(dst, gate, up *float32, n int)
 // dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, as siluMulGo.
 TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32

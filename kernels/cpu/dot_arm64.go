@@ -92,6 +92,9 @@ var neonKernels = kernelSet{
 	kvF16:   kvF16NEON,
 	siluMul: asmGateMul(siluMulNEON, siluMulGo),
 	geluMul: asmGateMul(geluMulNEON, geluMulGo),
+	// RMSNorm's loops in Go (ops.go): no NEON kernels for them yet.
+	sumSquares: sumSquaresGo,
+	normScale:  normScaleGo,
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8NEON),
 		axpyRows:  asmAxpyRows(axpyNEON[:], 4),

@@ -58,16 +58,54 @@ func (b *Backend) RMSNormHeads(x, weight kernels.Tensor, headDim int, eps float3
 	})
 }
 
-// rmsNorm normalises x into dst (which may be x).
+// rmsNorm normalises x into dst (which may be x): dst[i] =
+// w[i]·(x[i]·inv), inv = 1/√(mean of x² + eps), with the sum of squares
+// in float64 in sumSquaresGo's order and each product rounded to float32;
+// the CPU's kernels (kern.sumSquares, kern.normScale) give those bits.
 func rmsNorm(dst, x, w []float32, eps float32) {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
-	}
-	mean := float32(ss / float64(len(x)))
+	mean := float32(kern.sumSquares(x) / float64(len(x)))
 	inv := float32(1 / math.Sqrt(float64(mean+eps)))
+	kern.normScale(dst[:len(x)], x, w[:len(x)], inv)
+}
+
+// sumSquaresGo returns the sum of x[i]² in float64, in dot.go's order:
+// eight lane sums (element i into lane i mod 8 while a whole group of
+// eight remains), the fixed tree, then the last len(x) mod 8 in order.
+// The square of a float32 is exact in float64, so each addition is the
+// only rounding and the order alone decides the bits, on every machine
+// (Go fusing a multiply-add changes nothing). One running sum would make
+// every addition wait on the one before; eight lanes let them overlap, and
+// let a vector kernel (sumSquaresAVX2) give the same bits.
+func sumSquaresGo(x []float32) float64 {
+	var s0, s1, s2, s3, s4, s5, s6, s7 float64
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		g := x[i : i+8 : i+8]
+		s0 += float64(g[0]) * float64(g[0])
+		s1 += float64(g[1]) * float64(g[1])
+		s2 += float64(g[2]) * float64(g[2])
+		s3 += float64(g[3]) * float64(g[3])
+		s4 += float64(g[4]) * float64(g[4])
+		s5 += float64(g[5]) * float64(g[5])
+		s6 += float64(g[6]) * float64(g[6])
+		s7 += float64(g[7]) * float64(g[7])
+	}
+	return sumSquaresTail(((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)), x[i:])
+}
+
+// sumSquaresTail adds the squares of tail, in order, to s.
+func sumSquaresTail(s float64, tail []float32) float64 {
+	for _, v := range tail {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// normScaleGo sets dst[i] = w[i]·(x[i]·s), each product rounded to
+// float32.
+func normScaleGo(dst, x, w []float32, s float32) {
 	for i, v := range x {
-		dst[i] = w[i] * (v * inv)
+		dst[i] = w[i] * (v * s)
 	}
 }
 
