@@ -266,3 +266,20 @@ func asmNormScale(k func(dst, x, w *float32, n int, s float32)) func(dst, x, w [
 		normScaleGo(dst[8*n8:], x[8*n8:], w[8*n8:], s)
 	}
 }
+
+// asmRope wraps a RoPE kernel that rotates heads of headDim with headDim/2
+// a multiple of 8; other widths go through ropeGo.
+func asmRope(k func(row, cs *float32, heads, half8 int)) func(row, cs []float32, headDim int) {
+	return func(row, cs []float32, headDim int) {
+		half := headDim / 2
+		if half%8 != 0 || len(row) == 0 {
+			ropeGo(row, cs, headDim)
+			return
+		}
+		if len(row)%headDim != 0 {
+			panic("cpu: RoPE row is not a whole number of heads")
+		}
+		_ = cs[headDim-1]
+		k(unsafe.SliceData(row), unsafe.SliceData(cs), len(row)/headDim, half/8)
+	}
+}

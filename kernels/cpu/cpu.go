@@ -144,6 +144,7 @@ type Backend struct {
 	poolOnce sync.Once
 	pool     *workerPool // workers-1 helper goroutines, started on first use
 	bf16Dot  bool        // bf16 products (bf16dot.go) for bf16 weights
+	ropes    ropeTables  // RoPE's last cos and sin tables (ropetable.go)
 }
 
 var _ kernels.Backend = (*Backend)(nil)

@@ -91,12 +91,14 @@ type kernelSet struct {
 	// and dst[i] = w[i]·(x[i]·s), as normScaleGo.
 	sumSquares func(x []float32) float64
 	normScale  func(dst, x, w []float32, s float32)
+	// rope rotates every head of a row by a table row, as ropeGo (ops.go).
+	rope func(row, cs []float32, headDim int)
 }
 
 // goKernels is the portable kernel set.
 var goKernels = kernelSet{name: "go", f32: goDotKernels[float32](), bf16: goDotKernels[uint16](),
 	dp: goDPKernels, toBF16: toBF16Go, attn: goAttnKernels, siluMul: siluMulGo, geluMul: geluMulGo,
-	sumSquares: sumSquaresGo, normScale: normScaleGo}
+	sumSquares: sumSquaresGo, normScale: normScaleGo, rope: ropeGo}
 
 func goDotKernels[W float32 | uint16]() dotKernels[float32, W] { return goTiles(dotGo[W]) }
 

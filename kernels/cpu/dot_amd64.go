@@ -69,6 +69,9 @@ func sumSquaresAVX2(x *float32, n int) float64
 func normScaleAVX2(dst, x, w *float32, n int, s float32)
 
 //go:noescape
+func ropeAVX2(row, cs *float32, heads, half8 int)
+
+//go:noescape
 func siluMulAVX2(dst, gate, up *float32, n int)
 
 //go:noescape
@@ -102,6 +105,7 @@ var avx2Kernels = kernelSet{
 	geluMul:    asmGateMul(geluMulAVX2, geluMulGo),
 	sumSquares: asmSumSquares(sumSquaresAVX2),
 	normScale:  asmNormScale(normScaleAVX2),
+	rope:       asmRope(ropeAVX2),
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8AVX2),
 		axpyRows:  asmAxpyRows(axpyAVX2[:], 8),

@@ -367,6 +367,53 @@ normScaleDone:
 	VZEROUPPER
 	RET
 
+// func ropeAVX2(row, cs *float32, heads, half8 int)
+// Rotates each of the heads (2*half8*8 floats each) of row by cs, as
+// ropeGo: for the pair (a, c) = (lo[i], hi[i]), lo[i] = a·cos − c·sin and
+// hi[i] = c·cos + a·sin, every product rounded before the sum (no FMA),
+// eight pairs at a time.
+TEXT ·ropeAVX2(SB), NOSPLIT, $0-32
+	MOVQ  row+0(FP), DI
+	MOVQ  cs+8(FP), SI
+	MOVQ  heads+16(FP), BX
+	MOVQ  half8+24(FP), R8
+	MOVQ  R8, R9
+	SHLQ  $5, R9 // half, in bytes: hi and sin are R9 after lo and cos
+	TESTQ BX, BX
+	JZ    ropeDone
+	TESTQ R8, R8
+	JZ    ropeDone
+
+ropeHead:
+	MOVQ R8, CX
+	MOVQ DI, AX
+	MOVQ SI, DX
+
+ropeGroup:
+	VMOVUPS (AX), Y0       // a
+	VMOVUPS (AX)(R9*1), Y1 // c
+	VMOVUPS (DX), Y2       // cos
+	VMOVUPS (DX)(R9*1), Y3 // sin
+	VMULPS  Y2, Y0, Y4     // a·cos
+	VMULPS  Y3, Y1, Y5     // c·sin
+	VSUBPS  Y5, Y4, Y4     // a·cos − c·sin
+	VMULPS  Y2, Y1, Y6     // c·cos
+	VMULPS  Y3, Y0, Y7     // a·sin
+	VADDPS  Y7, Y6, Y6     // c·cos + a·sin
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y6, (AX)(R9*1)
+	ADDQ    $32, AX
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     ropeGroup
+	LEAQ    (DI)(R9*2), DI
+	DECQ    BX
+	JNZ     ropeHead
+
+ropeDone:
+	VZEROUPPER
+	RET
+
 // func siluMulAVX2(dst, gate, up *float32, n int)
 // dst[i] = silu(g[i])·u[i] for i < 8*n, eight at a time, as siluMulGo.
 TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32

@@ -92,9 +92,10 @@ var neonKernels = kernelSet{
 	kvF16:   kvF16NEON,
 	siluMul: asmGateMul(siluMulNEON, siluMulGo),
 	geluMul: asmGateMul(geluMulNEON, geluMulGo),
-	// RMSNorm's loops in Go (ops.go): no NEON kernels for them yet.
+	// RMSNorm's loops and RoPE in Go (ops.go): no NEON kernels for them yet.
 	sumSquares: sumSquaresGo,
 	normScale:  normScaleGo,
+	rope:       ropeGo,
 	attn: attnKernels{
 		dotsRows8: asmDotsRows8(dotsRows8NEON),
 		axpyRows:  asmAxpyRows(axpyNEON[:], 4),

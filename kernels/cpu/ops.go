@@ -114,6 +114,11 @@ func normScaleGo(dst, x, w []float32, s float32) {
 // rounded to float32, as HuggingFace computes it in float32 before taking
 // cos and sin; cos and sin are then evaluated in float64 and rounded, which
 // is within an ulp of PyTorch's float32 versions.
+//
+// A forward pass rotates q and k of every layer at the same positions, and
+// most models use one set of frequencies in every layer, so the cos and sin
+// of a call are kept (ropeTables) and the next call with the same
+// positions and frequencies reuses them instead of evaluating them again.
 func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []float32) {
 	s := asCPU(x)
 	half := headDim / 2
@@ -121,33 +126,41 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, headDim int, invFreq []flo
 		panic(fmt.Sprintf("cpu: RoPE of %d×%d with head %d, %d frequencies and %d positions",
 			s.rows, s.cols, headDim, len(invFreq), len(pos)))
 	}
-	b.rowRanges(s, func(r0, r1 int) { rope(s, pos, r0, r1, headDim, invFreq) })
+	t := b.ropes.find(pos, invFreq)
+	if t == nil {
+		t = newRopeTable(pos, invFreq)
+		b.rowRanges(s, func(r0, r1 int) {
+			t.fill(r0, r1)
+			rope(s, t, r0, r1, headDim)
+		})
+		b.ropes.add(t)
+		return
+	}
+	b.rowRanges(s, func(r0, r1 int) { rope(s, t, r0, r1, headDim) })
 }
 
-// rope rotates rows [r0, r1) of x (RoPE).
-func rope(s *Tensor, pos []int32, r0, r1, headDim int, invFreq []float32) {
-	half := headDim / 2
-	cs := make([]float32, headDim) // cos in [:half], sin in [half:]
+// rope rotates rows [r0, r1) of x by the angles of t (RoPE).
+func rope(s *Tensor, t *ropeTable, r0, r1, headDim int) {
 	for r := r0; r < r1; r++ {
-		p := pos[r]
-		cos, sin := cs[:half], cs[half:]
-		for i, f := range invFreq {
-			angle := float32(p) * f
-			sn, cn := math.Sincos(float64(angle))
-			cos[i], sin[i] = float32(cn), float32(sn)
-		}
-		row := s.Row(r)
-		for h := 0; h < len(row); h += headDim {
-			lo, hi := row[h:h+half], row[h+half:h+headDim]
-			for i := range lo {
-				// Each product rounded on its own: Go may fuse a*b-c*d
-				// into a fused multiply-add (it does on arm64), and the
-				// conversions forbid it, so every architecture and
-				// kernel set gives the same bits.
-				a, c := lo[i], hi[i]
-				lo[i] = float32(a*cos[i]) - float32(c*sin[i])
-				hi[i] = float32(c*cos[i]) + float32(a*sin[i])
-			}
+		kern.rope(s.Row(r), t.row(r), headDim)
+	}
+}
+
+// ropeGo rotates every head of row by cs: the cos of each pair's angle in
+// cs[:headDim/2], its sin in cs[headDim/2:].
+func ropeGo(row, cs []float32, headDim int) {
+	half := headDim / 2
+	cos, sin := cs[:half], cs[half:headDim]
+	for h := 0; h < len(row); h += headDim {
+		lo, hi := row[h:h+half], row[h+half:h+headDim]
+		for i := range lo {
+			// Each product rounded on its own: Go may fuse a*b-c*d
+			// into a fused multiply-add (it does on arm64), and the
+			// conversions forbid it, so every architecture and
+			// kernel set gives the same bits.
+			a, c := lo[i], hi[i]
+			lo[i] = float32(a*cos[i]) - float32(c*sin[i])
+			hi[i] = float32(c*cos[i]) + float32(a*sin[i])
 		}
 	}
 }
