@@ -311,7 +311,15 @@ store: \
 
 // PREFETCHROWS is a whole prefetch kernel (prefetchRowsAVX2,
 // prefetchRows16AVX2): lines cache lines from w + rows[i]*ld<<VSHIFT bytes
-// on, for each of the n rows. It changes no result.
+// on, for each of the n rows. It changes no result. The lines go to L2
+// (PREFETCHT1), not L1: a block's keys and values for one KV head are
+// 64 rows of up to eight lines each, far more misses than L1 can hold in
+// flight, and asking L1 for them stalled the head being computed; to L2
+// they took a decode row's attention at Qwen3-0.6B's shape and a
+// 1,000-token context from 16.4–16.7 to 18.4–19.2 GB/s of keys and values
+// (BenchmarkAttendDecodeLayers), and 16 rows at 512 tokens from 1.87–1.92
+// to 1.03–1.09 ms (BenchmarkAttendDecode; old and new binaries alternating
+// three times, AMD EPYC Zen 4).
 #define PREFETCHROWS(VSHIFT) \
 	MOVQ  w+0(FP), AX; \
 	MOVQ  rows+8(FP), DX; \
@@ -325,7 +333,7 @@ row: \
 	ROWPTR(0(DX), DI); \
 	MOVQ R8, R9; \
 line: \
-	PREFETCHT0 (DI); \
+	PREFETCHT1 (DI); \
 	ADDQ       $64, DI; \
 	DECQ       R9; \
 	JNZ        line; \
