@@ -7,6 +7,7 @@
 // each is used at most once per TEXT function.
 
 #include "hsum_amd64.h"
+#include "axpy6_amd64.h"
 
 // STORE8 stores the sums of Y0..Y7 at (DX)..28(DX).
 #define STORE8 \
@@ -349,35 +350,19 @@ done: \
 // the six rows rather than once per row. The accumulators of the six rows
 // (two registers each, Y0..Y11) are loaded; then for each key its value
 // row is loaded by W (LOADF for float32, WIDENB or WIDENH for 16-bit
-// values) into Y12 and Y13, and each row's weight for the key, broadcast
-// into Y14 or Y15, times it is added. Each accumulator element is the
-// chain of fused multiply-adds over the keys in order that axpyRows
-// computes, so the bits are its. The arguments are AVX-512's AXPYARGS:
-// DI acc, R8 step (bytes), SI p (row r's weights 256 bytes = attnBlock
-// floats apart), DX v at the head's column, BX rows, CX the number of
-// keys, R9 ld (bytes; a value is 1<<VSHIFT bytes); R11 = 3*step and
-// R12 = acc + 4*step address rows 3..5.
+// values) into Y12 and Y13, the second O1 bytes after the first, and each
+// row's weight for the key, broadcast into Y14 or Y15, times it is added.
+// Each accumulator element is the chain of fused multiply-adds over the
+// keys in order that axpyRows computes, so the bits are its. The frame
+// (AXPYARGS, VROW, LOAD6, STORE6) is AVX-512's, in axpy6_amd64.h.
 #define AXPY6X16Y(VSHIFT, W, O1) \
-	MOVQ acc+0(FP), DI; \
-	MOVQ step+8(FP), R8; \
-	MOVQ p+16(FP), SI; \
-	MOVQ v+24(FP), DX; \
-	MOVQ rows+32(FP), BX; \
-	MOVQ n+40(FP), CX; \
-	MOVQ ld+48(FP), R9; \
-	SHLQ $2, R8; \
-	SHLQ VSHIFT, R9; \
-	LEAQ (R8)(R8*2), R11; \
-	LEAQ (DI)(R8*4), R12; \
-	LOAD6Y(0, Y0, Y2, Y4, Y6, Y8, Y10); \
-	LOAD6Y(32, Y1, Y3, Y5, Y7, Y9, Y11); \
+	AXPYARGS(VSHIFT); \
+	LOAD6(0, Y0, Y2, Y4, Y6, Y8, Y10); \
+	LOAD6(32, Y1, Y3, Y5, Y7, Y9, Y11); \
 	TESTQ CX, CX; \
 	JZ    done; \
 loop: \
-	MOVLQSX (BX), AX; \
-	IMULQ   R9, AX; \
-	ADDQ    DX, AX; \
-	ADDQ    $4, BX; \
+	VROW; \
 	W((AX), Y12); \
 	W(O1(AX), Y13); \
 	PROWY(0, Y14, Y0, Y1); \
@@ -390,28 +375,10 @@ loop: \
 	DECQ  CX; \
 	JNZ   loop; \
 done: \
-	STORE6Y(0, Y0, Y2, Y4, Y6, Y8, Y10); \
-	STORE6Y(32, Y1, Y3, Y5, Y7, Y9, Y11); \
+	STORE6(0, Y0, Y2, Y4, Y6, Y8, Y10); \
+	STORE6(32, Y1, Y3, Y5, Y7, Y9, Y11); \
 	VZEROUPPER; \
 	RET
-
-// LOAD6Y and STORE6Y move the accumulators A0..A5 of the six rows, OFF
-// bytes into each row's slot, from and to memory (rows R8 bytes apart).
-#define LOAD6Y(OFF, A0, A1, A2, A3, A4, A5) \
-	VMOVUPS OFF(DI), A0; \
-	VMOVUPS OFF(DI)(R8*1), A1; \
-	VMOVUPS OFF(DI)(R8*2), A2; \
-	VMOVUPS OFF(DI)(R11*1), A3; \
-	VMOVUPS OFF(R12), A4; \
-	VMOVUPS OFF(R12)(R8*1), A5
-
-#define STORE6Y(OFF, A0, A1, A2, A3, A4, A5) \
-	VMOVUPS A0, OFF(DI); \
-	VMOVUPS A1, OFF(DI)(R8*1); \
-	VMOVUPS A2, OFF(DI)(R8*2); \
-	VMOVUPS A3, OFF(DI)(R11*1); \
-	VMOVUPS A4, OFF(R12); \
-	VMOVUPS A5, OFF(R12)(R8*1)
 
 // PROWY adds one row's weight for the key (at OFF(SI), broadcast into YB)
 // times the value row in Y12 and Y13 to that row's two accumulators.

@@ -78,19 +78,14 @@ var avx512Kernels = func() kernelSet {
 // per call so the assembly can trust its pointers.
 func asmAxpy6[V float32 | uint16](k64, k32, k16 func(acc *float32, step int, p *float32, v *V, rows *int32, n, ld int)) func(acc []float32, step int, p []float32, v []V, off int, rows []int32, ld, width int) {
 	return func(acc []float32, step int, p []float32, v []V, off int, rows []int32, ld, width int) {
-		var k func(acc *float32, step int, p *float32, v *V, rows *int32, n, ld int)
+		checkAxpy6(acc, step, p, len(rows), width)
+		k := k16
 		switch width {
 		case 64:
 			k = k64
 		case 32:
 			k = k32
-		case 16:
-			k = k16
-		default:
-			panic("cpu: axpyRows6: no kernel for this width")
 		}
-		_ = acc[5*step+width-1]
-		_ = p[5*attnBlock+len(rows)-1]
 		if checkRows(v, off, rows, ld, width) {
 			k(unsafe.SliceData(acc), step, unsafe.SliceData(p), &v[off], unsafe.SliceData(rows), len(rows), ld)
 		}

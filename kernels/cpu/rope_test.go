@@ -66,8 +66,9 @@ func TestRoPETablesAreNeverStale(t *testing.T) {
 		x := randNorm(rng, len(c.pos)*heads*hd)
 		have := be.FromHost(len(c.pos), heads*hd, x)
 		be.RoPE(have, c.pos, hd, c.freq)
-		want := NewWithWorkers(2).FromHost(len(c.pos), heads*hd, x)
-		NewWithWorkers(2).RoPE(want, c.pos, hd, c.freq)
+		fresh := NewWithWorkers(2)
+		want := fresh.FromHost(len(c.pos), heads*hd, x)
+		fresh.RoPE(want, c.pos, hd, c.freq)
 		if !slices.Equal(asCPU(have).Data, asCPU(want).Data) {
 			t.Fatalf("call %d (positions %v): rotated differently from a backend with no kept table", i, c.pos)
 		}
